@@ -1,0 +1,148 @@
+package mvcc
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+// BenchmarkCompactionStall measures how long writers wait while a large
+// compaction runs: 100,000 keys, each written three times, compacted to
+// the second round while 4 writers keep writing. It reports the
+// compaction's duration and the writers' latency during it. One iteration
+// is the whole scenario: run it with -benchtime=1x.
+func BenchmarkCompactionStall(b *testing.B) {
+	for _, batch := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				compactionStall(b, batch)
+			}
+		})
+	}
+}
+
+func compactionStall(b *testing.B, batch int) {
+	const keys, rounds, writers = 100000, 3, 4
+	b.StopTimer()
+	s, err := Open(Config{Dir: b.TempDir(), CompactionBatch: batch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	value := make([]byte, 128)
+	var compactAt int64
+	for round := 0; round < rounds; round++ {
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1); i <= keys; i = next.Add(1) {
+					key := fmt.Sprintf("/stall/%06d", i)
+					var err error
+					if round == 0 {
+						_, err = s.Create(ctx, key, value)
+					} else {
+						var cur kv.RangeResponse
+						cur, err = s.Range(ctx, key, kv.RangeOptions{})
+						if err == nil {
+							_, err = s.Update(ctx, key, value, cur.KVs[0].ModRevision)
+						}
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if round == 1 {
+			compactAt, _ = s.Revision()
+		}
+	}
+
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := 0; !stop.Load(); i++ {
+				start := time.Now()
+				if _, err := s.Create(ctx, fmt.Sprintf("/during/%d/%d", w, i), value); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	b.StartTimer()
+	start := time.Now()
+	if err := s.Compact(ctx, compactAt); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	stop.Store(true)
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		b.Fatal("no writes completed during the compaction")
+	}
+	b.ReportMetric(float64(took.Microseconds())/1000, "compact-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "write-p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "write-max-ms")
+	b.ReportMetric(float64(len(lat)), "writes-during")
+}
+
+// BenchmarkRangeLatest and BenchmarkRangeHistorical measure the read path
+// on 10,000 keys in memory, without the cost of any client or disk.
+func BenchmarkRangeLatest(b *testing.B) {
+	s, err := Open(Config{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 10000; i++ {
+		s.Create(ctx, fmt.Sprintf("/r/%05d", i), make([]byte, 1024))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := s.Range(ctx, "/r/", kv.RangeOptions{End: kv.PrefixEnd("/r/")})
+		if err != nil || len(r.KVs) != 10000 {
+			b.Fatal(len(r.KVs), err)
+		}
+	}
+}
+
+// BenchmarkCreateMemory measures the write path without the disk.
+func BenchmarkCreateMemory(b *testing.B) {
+	s, err := Open(Config{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	value := make([]byte, 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Create(ctx, fmt.Sprintf("/c/%09d", i), value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package mvcc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+var ctx = context.Background()
+
+func open(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func mustCreate(t testing.TB, s kv.Store, key, value string) kv.WriteResponse {
+	t.Helper()
+	r, err := s.Create(ctx, key, []byte(value))
+	if err != nil || !r.Succeeded {
+		t.Fatalf("Create(%s) = %+v, %v", key, r, err)
+	}
+	return r
+}
+
+func mustUpdate(t testing.TB, s kv.Store, key, value string) kv.WriteResponse {
+	t.Helper()
+	cur, err := s.Range(ctx, key, kv.RangeOptions{})
+	if err != nil || len(cur.KVs) != 1 {
+		t.Fatalf("Range(%s) = %+v, %v", key, cur, err)
+	}
+	r, err := s.Update(ctx, key, []byte(value), cur.KVs[0].ModRevision)
+	if err != nil || !r.Succeeded {
+		t.Fatalf("Update(%s) = %+v, %v", key, r, err)
+	}
+	return r
+}
+
+func mustDelete(t testing.TB, s kv.Store, key string) kv.WriteResponse {
+	t.Helper()
+	cur, err := s.Range(ctx, key, kv.RangeOptions{})
+	if err != nil || len(cur.KVs) != 1 {
+		t.Fatalf("Range(%s) = %+v, %v", key, cur, err)
+	}
+	r, err := s.Delete(ctx, key, cur.KVs[0].ModRevision)
+	if err != nil || !r.Succeeded {
+		t.Fatalf("Delete(%s) = %+v, %v", key, r, err)
+	}
+	return r
+}
+
+// dump renders every key at every retained revision from the compaction
+// point on, and every event of the retained history: two stores with the
+// same dump are indistinguishable to readers and watchers.
+func dump(t testing.TB, s *Store) string {
+	t.Helper()
+	cur, compacted := s.Revision()
+	var b strings.Builder
+	fmt.Fprintf(&b, "revision %d compacted %d\n", cur, compacted)
+	for rev := max(compacted, 1); rev <= cur; rev++ {
+		r, err := s.Range(ctx, "\x00", kv.RangeOptions{End: "\xff", Revision: rev})
+		if err != nil {
+			t.Fatalf("Range at %d: %v", rev, err)
+		}
+		fmt.Fprintf(&b, "@%d:", rev)
+		for _, e := range r.KVs {
+			fmt.Fprintf(&b, " %s=%q(c%d,m%d,v%d)", e.Key, e.Value, e.CreateRevision, e.ModRevision, e.Version)
+		}
+		b.WriteByte('\n')
+	}
+	if cur > 1 {
+		for _, ev := range collect(t, s, max(compacted, 2), cur) {
+			fmt.Fprintf(&b, "event %s %s@%d prev=%v\n", ev.Type, ev.KV.Key, ev.KV.ModRevision, ev.PrevKV)
+		}
+	}
+	return b.String()
+}
+
+// collect watches everything from rev and returns the events up to until.
+func collect(t testing.TB, s kv.Store, rev, until int64) []kv.Event {
+	t.Helper()
+	w, err := s.Watch(ctx, "\x00", kv.WatchOptions{End: "\xff", Revision: rev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var out []kv.Event
+	timeout := time.After(10 * time.Second)
+	for len(out) == 0 || out[len(out)-1].KV.ModRevision < until {
+		select {
+		case r, ok := <-w.Responses():
+			if !ok || r.Err != nil {
+				t.Fatalf("watch from %d ended after %d events: %v", rev, len(out), r.Err)
+			}
+			out = append(out, r.Events...)
+		case <-timeout:
+			t.Fatalf("watch from %d: timed out after %d events, want up to %d", rev, len(out), until)
+		}
+	}
+	return out
+}
+
+// workload applies a deterministic mix of writes and compactions to every
+// store given, in lockstep.
+func workload(t testing.TB, n int, stores ...*Store) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("/k/%02d", i%17)
+		for _, s := range stores {
+			cur, err := s.Range(ctx, key, kv.RangeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case len(cur.KVs) == 0:
+				mustCreate(t, s, key, fmt.Sprint("v", i))
+			case i%5 == 0:
+				mustDelete(t, s, key)
+			default:
+				mustUpdate(t, s, key, strings.Repeat("x", i%300)+fmt.Sprint(i))
+			}
+			if i%97 == 96 {
+				rev, _ := s.Revision()
+				if err := s.Compact(ctx, rev-40); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func TestRestartRestoresExactState(t *testing.T) {
+	for _, snapshotBytes := range []int64{1 << 30, 4 << 10} {
+		t.Run(fmt.Sprintf("snapshot every %d bytes", snapshotBytes), func(t *testing.T) {
+			dir := t.TempDir()
+			twin := open(t, Config{InMemory: true})
+			s := open(t, Config{Dir: dir, SnapshotBytes: snapshotBytes})
+			workload(t, 600, s, twin)
+			want := dump(t, twin)
+			if got := dump(t, s); got != want {
+				t.Fatalf("durable store differs from the in-memory twin before restart")
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, Config{Dir: dir, SnapshotBytes: snapshotBytes})
+			if got := dump(t, s); got != want {
+				t.Fatalf("state after restart differs:\n got: %.2000s\nwant: %.2000s", got, want)
+			}
+			// Revisions continue where they were.
+			before, _ := s.Revision()
+			if r := mustCreate(t, s, "/after-restart", "x"); r.Revision != before+1 {
+				t.Fatalf("first write after restart at %d, want %d", r.Revision, before+1)
+			}
+			if snapshotBytes < 1<<20 {
+				snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+				if len(snaps) == 0 {
+					t.Fatalf("no snapshot written in %s", dir)
+				}
+			}
+		})
+	}
+}
+
+func TestTornTailStopsAtLastIntactRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, Config{Dir: dir})
+	var last kv.WriteResponse
+	for i := 0; i < 10; i++ {
+		last = mustCreate(t, s, fmt.Sprintf("/k%d", i), "value")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(segs) == 0 {
+		t.Fatalf("no log segment in %s", dir)
+	}
+	sort.Strings(segs)
+	seg := segs[len(segs)-1]
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut into the last record, as a crash in the middle of a write would.
+	if err := os.Truncate(seg, fi.Size()-3); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s = open(t, Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	rev, _ := s.Revision()
+	if rev != last.Revision-1 {
+		t.Fatalf("recovered revision %d, want %d (the last intact record)", rev, last.Revision-1)
+	}
+	if r, _ := s.Range(ctx, "/k9", kv.RangeOptions{}); r.Count != 0 {
+		t.Fatalf("the torn record's key is present: %+v", r)
+	}
+	if r, _ := s.Range(ctx, "/k8", kv.RangeOptions{}); r.Count != 1 {
+		t.Fatalf("an intact record's key is missing: %+v", r)
+	}
+	if !strings.Contains(strings.ToLower(logs.String()), "torn") && !strings.Contains(strings.ToLower(logs.String()), "truncat") {
+		t.Fatalf("recovery did not log the discarded tail:\n%s", logs.String())
+	}
+	if r := mustCreate(t, s, "/k9", "again"); r.Revision != last.Revision {
+		t.Fatalf("rewrite after recovery at %d, want %d", r.Revision, last.Revision)
+	}
+}
+
+func TestDataDirIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	open(t, Config{Dir: dir})
+	if s, err := Open(Config{Dir: dir}); err == nil {
+		s.Close()
+		t.Fatal("a second Open of the same directory succeeded")
+	}
+}
+
+func TestLaggingWatcherIsCaughtUpOrEndedWithCompacted(t *testing.T) {
+	s := open(t, Config{InMemory: true, WatchBuffer: 2, WatchBatch: 10})
+	w, err := s.Watch(ctx, "/", kv.WatchOptions{End: kv.PrefixEnd("/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// 2,000 writes while nobody reads: none of them may wait for the watcher.
+	for i := 0; i < 2000; i++ {
+		mustCreate(t, s, fmt.Sprintf("/k%04d", i), "v")
+	}
+	cur, _ := s.Revision()
+	if err := s.Compact(ctx, cur-100); err != nil {
+		t.Fatal(err)
+	}
+	// The watcher delivers an unbroken run of revisions from the start,
+	// then ErrCompacted: what it had buffered, never a jump past the gap.
+	next := int64(2)
+	for r := range w.Responses() {
+		if r.Err != nil {
+			if !errors.Is(r.Err, kv.ErrCompacted) || r.CompactRevision != cur-100 {
+				t.Fatalf("final error %v (compact revision %d), want ErrCompacted at %d", r.Err, r.CompactRevision, cur-100)
+			}
+			if next >= cur-100 {
+				t.Fatalf("watcher reached %d, past the compaction point, yet was ended", next)
+			}
+			return
+		}
+		for _, ev := range r.Events {
+			if ev.KV.ModRevision != next {
+				t.Fatalf("event at %d, want %d: a gap", ev.KV.ModRevision, next)
+			}
+			next++
+		}
+	}
+	t.Fatal("watch channel closed without ErrCompacted")
+}
+
+func TestLaggingWatcherCatchesUpFromHistory(t *testing.T) {
+	s := open(t, Config{InMemory: true, WatchBuffer: 1, WatchBatch: 7})
+	w, err := s.Watch(ctx, "/", kv.WatchOptions{End: kv.PrefixEnd("/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := 0; i < 500; i++ {
+		mustCreate(t, s, fmt.Sprintf("/k%04d", i), "v")
+	}
+	events := collect(t, s, 2, 501) // a second watcher, opened late, from history
+	next := int64(2)
+	timeout := time.After(10 * time.Second)
+	for next <= 501 {
+		select {
+		case r := <-w.Responses():
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			for _, ev := range r.Events {
+				if ev.KV.ModRevision != next || ev.KV.Key != events[next-2].KV.Key {
+					t.Fatalf("event %+v, want revision %d key %s", ev.KV, next, events[next-2].KV.Key)
+				}
+				next++
+			}
+		case <-timeout:
+			t.Fatalf("stuck at revision %d", next)
+		}
+	}
+}

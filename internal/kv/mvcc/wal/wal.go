@@ -1,0 +1,410 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Framing: every record is
+//
+//	length (uint32, little endian) | crc (uint32) | payload
+//
+// where crc is CRC-32C over the 4 length bytes and the payload. A segment
+// starts with segmentMagic.
+const (
+	headerLen    = 8
+	maxRecord    = 64 << 20
+	segmentMagic = "KPWAL\x00\x00\x01"
+	snapMagic    = "KPSNP\x00\x00\x01"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by errors about damaged files.
+var ErrCorrupt = errors.New("wal: corrupt data")
+
+func frame(dst, payload []byte) []byte {
+	var h [headerLen]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
+	crc := crc32.Update(crc32.Checksum(h[0:4], castagnoli), castagnoli, payload)
+	binary.LittleEndian.PutUint32(h[4:8], crc)
+	dst = append(dst, h[:]...)
+	return append(dst, payload...)
+}
+
+// unframe reads one record from b. It returns the payload and the bytes
+// consumed, or an error describing the damage.
+func unframe(b []byte) (payload []byte, n int, err error) {
+	if len(b) < headerLen {
+		return nil, 0, fmt.Errorf("%w: %d bytes left, less than a record header", ErrCorrupt, len(b))
+	}
+	size := binary.LittleEndian.Uint32(b[0:4])
+	if size > maxRecord {
+		return nil, 0, fmt.Errorf("%w: record length %d over the %d limit", ErrCorrupt, size, maxRecord)
+	}
+	if int(size) > len(b)-headerLen {
+		return nil, 0, fmt.Errorf("%w: record of %d bytes cut short at %d", ErrCorrupt, size, len(b)-headerLen)
+	}
+	payload = b[headerLen : headerLen+int(size)]
+	crc := crc32.Update(crc32.Checksum(b[0:4], castagnoli), castagnoli, payload)
+	if crc != binary.LittleEndian.Uint32(b[4:8]) {
+		return nil, 0, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return payload, headerLen + int(size), nil
+}
+
+// Options configures a Log.
+type Options struct {
+	// Dir holds the segments and snapshots; it is created if missing.
+	Dir string
+	// Logger receives recovery messages; nil discards them.
+	Logger *slog.Logger
+	// NoSync skips fdatasync: only for benchmarks of everything else.
+	NoSync bool
+}
+
+// SnapshotMeta describes a snapshot.
+type SnapshotMeta struct {
+	// Segment is the first log segment to replay after loading the snapshot.
+	Segment uint64
+	// Data is the engine's own small header.
+	Data []byte
+}
+
+// ReplayStats says what Replay read and discarded.
+type ReplayStats struct {
+	Segments  int
+	Records   int
+	Discarded int64 // bytes cut off at a damaged record
+}
+
+// Log is a write-ahead log. See the package documentation.
+type Log struct {
+	dir    string
+	log    *slog.Logger
+	noSync bool
+
+	mu struct {
+		sync.Mutex
+		f        *os.File // the segment being appended to; nil before Replay
+		seq      uint64   // its number
+		size     int64    // bytes appended since the last Rotate
+		replayed bool
+	}
+	buf []byte // records appended since the last Sync; flusher-only
+}
+
+// Open opens the log in opts.Dir. Call LoadSnapshot (optionally) and then
+// Replay, exactly once, before appending.
+func Open(opts Options) (*Log, error) {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	l := &Log{dir: opts.Dir, log: opts.Logger, noSync: opts.NoSync}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	// A crash during WriteSnapshot leaves a temporary file: never complete,
+	// never used.
+	tmps, _ := filepath.Glob(filepath.Join(opts.Dir, "*.tmp"))
+	for _, t := range tmps {
+		l.log.Info("removing an unfinished snapshot", "file", t)
+		os.Remove(t)
+	}
+	return l, nil
+}
+
+func segName(seq uint64) string  { return fmt.Sprintf("wal-%016x.log", seq) }
+func snapName(seq uint64) string { return fmt.Sprintf("snap-%016x.snap", seq) }
+
+// list returns the numbers of the files matching prefix-%016x.suffix, sorted.
+func (l *Log) list(prefix, suffix string) ([]uint64, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	var out []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		var seq uint64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix), "%016x", &seq); err == nil {
+			out = append(out, seq)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// Replay calls fn with every intact record of the segments numbered from
+// on, in order, then positions the log to append after the last one. See
+// the package documentation for what happens at a damaged record.
+func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error) {
+	var st ReplayStats
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.replayed {
+		return st, errors.New("wal: Replay called twice")
+	}
+	all, err := l.list("wal-", ".log")
+	if err != nil {
+		return st, err
+	}
+	var segs []uint64
+	for _, s := range all {
+		if s >= from {
+			segs = append(segs, s)
+		}
+	}
+	last := max(from, 1)
+	for i, seq := range segs {
+		last = seq
+		st.Segments++
+		path := filepath.Join(l.dir, segName(seq))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return st, fmt.Errorf("wal: %w", err)
+		}
+		off, damage := 0, error(nil)
+		switch {
+		case len(data) < len(segmentMagic):
+			// A crash while the segment was being created: no record in it.
+			damage = fmt.Errorf("%w: segment header cut short", ErrCorrupt)
+		case string(data[:len(segmentMagic)]) != segmentMagic:
+			damage = fmt.Errorf("%w: bad segment header", ErrCorrupt)
+		default:
+			off = len(segmentMagic)
+			for off < len(data) {
+				rec, n, err := unframe(data[off:])
+				if err != nil {
+					damage = err
+					break
+				}
+				if err := fn(rec); err != nil {
+					return st, fmt.Errorf("wal: %s at offset %d: %w", path, off, err)
+				}
+				st.Records++
+				off += n
+			}
+		}
+		if damage == nil {
+			continue
+		}
+		st.Discarded = int64(len(data) - off)
+		later := segs[i+1:]
+		torn := len(later) == 0 && tornTail(data[off:])
+		level := slog.LevelError
+		msg := "log damaged before its end: recovery stops at the last intact record; later data is set aside"
+		if torn {
+			level = slog.LevelWarn
+			msg = "torn write at the end of the log: truncating to the last intact record"
+		}
+		l.log.Log(nil, level, msg, "file", path, "offset", off, "discarded_bytes", st.Discarded,
+			"later_segments", len(later), "reason", damage.Error())
+		if err := l.cut(path, off, later); err != nil {
+			return st, err
+		}
+		break
+	}
+	if err := l.openForAppend(last); err != nil {
+		return st, err
+	}
+	l.mu.replayed = true
+	return st, nil
+}
+
+// tornTail reports damage that looks like an interrupted append: a record
+// whose header or body runs past the end of the file, or a zeroed tail.
+func tornTail(rest []byte) bool {
+	if len(rest) < headerLen {
+		return true
+	}
+	size := binary.LittleEndian.Uint32(rest[0:4])
+	if int64(size) > int64(len(rest)-headerLen) {
+		return true
+	}
+	for _, b := range rest {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// cut truncates path at off (rewriting the header if even that was
+// damaged) and moves the later segments aside.
+func (l *Log) cut(path string, off int, later []uint64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	if off < len(segmentMagic) {
+		off = 0
+	}
+	if err := f.Truncate(int64(off)); err != nil {
+		return fmt.Errorf("wal: truncating %s: %w", path, err)
+	}
+	if off == 0 {
+		if _, err := f.WriteAt([]byte(segmentMagic), 0); err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	for _, seq := range later {
+		p := filepath.Join(l.dir, segName(seq))
+		if err := os.Rename(p, p+".corrupt"); err != nil {
+			return fmt.Errorf("wal: setting aside %s: %w", p, err)
+		}
+	}
+	return syncDir(l.dir)
+}
+
+// openForAppend opens segment seq for appending, creating it if needed.
+func (l *Log) openForAppend(seq uint64) error {
+	path := filepath.Join(l.dir, segName(seq))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return l.create(seq)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	l.mu.f, l.mu.seq = f, seq
+	return nil
+}
+
+// create starts segment seq and makes its existence durable.
+func (l *Log) create(seq uint64) error {
+	path := filepath.Join(l.dir, segName(seq))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	if _, err := f.Write([]byte(segmentMagic)); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return err
+	}
+	l.mu.f, l.mu.seq = f, seq
+	return nil
+}
+
+// Append buffers a record; Sync makes it durable.
+func (l *Log) Append(rec []byte) error {
+	if len(rec) > maxRecord {
+		return fmt.Errorf("wal: record of %d bytes over the %d limit", len(rec), maxRecord)
+	}
+	l.buf = frame(l.buf, rec)
+	return nil
+}
+
+// Sync writes the buffered records with one write and fdatasyncs them.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.syncLocked()
+}
+
+func (l *Log) syncLocked() error {
+	if l.mu.f == nil {
+		return errors.New("wal: not open for appending (Replay first)")
+	}
+	if len(l.buf) == 0 {
+		return nil
+	}
+	n, err := l.mu.f.Write(l.buf)
+	l.mu.size += int64(n)
+	if err != nil {
+		return fmt.Errorf("wal: write: %w", err)
+	}
+	l.buf = l.buf[:0]
+	if l.noSync {
+		return nil
+	}
+	if err := fdatasync(l.mu.f); err != nil {
+		return fmt.Errorf("wal: fdatasync: %w", err)
+	}
+	return nil
+}
+
+// Rotate syncs, closes the current segment and starts the next, returning
+// its number.
+func (l *Log) Rotate() (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.syncLocked(); err != nil {
+		return 0, err
+	}
+	if err := l.mu.f.Close(); err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	if err := l.create(l.mu.seq + 1); err != nil {
+		return 0, err
+	}
+	l.mu.size = 0
+	return l.mu.seq, nil
+}
+
+// Size returns the bytes written since the last Rotate.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.size
+}
+
+// Close syncs what is buffered and closes the segment.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.f == nil {
+		return nil
+	}
+	err := l.syncLocked()
+	if cerr := l.mu.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("wal: %w", cerr)
+	}
+	l.mu.f = nil
+	return err
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
