@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 )
 
@@ -22,7 +23,10 @@ type engine struct {
 	open func(b *testing.B) kv.Store
 }
 
-func engines() []engine {
+// engines lists the engines for the benchmark parent; the etcd server is
+// started once for parent (on first use) and stopped when parent ends.
+func engines(parent *testing.B) []engine {
+	var srv *etcdtest.Server
 	return []engine{
 		{"embedded", func(b *testing.B) kv.Store {
 			s, err := mvcc.Open(mvcc.Config{Dir: b.TempDir()})
@@ -32,7 +36,12 @@ func engines() []engine {
 			b.Cleanup(func() { s.Close() })
 			return s
 		}},
-		{"etcd", openEtcd},
+		{"etcd", func(b *testing.B) kv.Store {
+			if srv == nil {
+				srv = etcdtest.Start(parent)
+			}
+			return srv.NewStore(b)
+		}},
 	}
 }
 
@@ -41,7 +50,7 @@ var value1KiB = make([]byte, 1024)
 // BenchmarkPut measures durable creates of 1 KiB values by 1 and 16
 // concurrent writers.
 func BenchmarkPut(b *testing.B) {
-	for _, e := range engines() {
+	for _, e := range engines(b) {
 		for _, writers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("engine=%s/writers=%d", e.name, writers), func(b *testing.B) {
 				s := e.open(b)
@@ -76,7 +85,7 @@ func BenchmarkPut(b *testing.B) {
 // BenchmarkRange10k measures reading a prefix of 10,000 keys of 1 KiB.
 func BenchmarkRange10k(b *testing.B) {
 	const n = 10000
-	for _, e := range engines() {
+	for _, e := range engines(b) {
 		b.Run("engine="+e.name, func(b *testing.B) {
 			s := e.open(b)
 			load(b, s, "/bench/range/", n, 16)
@@ -123,7 +132,7 @@ func load(b *testing.B, s kv.Store, prefix string, n, writers int) {
 // -benchtime=1x.
 func BenchmarkWatchFanout(b *testing.B) {
 	const watchers, writes, writers = 1000, 10000, 16
-	for _, e := range engines() {
+	for _, e := range engines(b) {
 		b.Run(fmt.Sprintf("engine=%s/watchers=%d/writes=%d", e.name, watchers, writes), func(b *testing.B) {
 			var all []time.Duration
 			for i := 0; i < b.N; i++ {

@@ -18,8 +18,8 @@ import (
 // Lock order: compactMu, then mu. Nothing sends on a channel or does I/O
 // while holding mu.
 type Store struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
 	wal  *wal.Log // nil in memory mode
 	lock *os.File // the data directory's lock; nil in memory mode
 
