@@ -3,7 +3,6 @@ package etcdkv
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,11 +17,17 @@ type watcher struct {
 	out    chan kv.WatchResponse
 	ctx    context.Context
 	cancel context.CancelFunc
-	// next is the first revision not yet delivered, kept by run.
-	next atomic.Int64
-	// synthetic carries progress answers RequestProgress makes itself.
-	synthetic chan int64
+	// next is the first revision not yet delivered; owned by run.
+	next int64
+	// requests carries progress requests to run; capacity 1.
+	requests chan struct{}
 }
+
+// progressRetry is how often an unanswered progress request is repeated:
+// etcd drops a request that arrives while the watch is catching up
+// ("unsynced") or before its start revision exists, instead of answering it
+// later.
+const progressRetry = 100 * time.Millisecond
 
 // Watch implements kv.Store.
 func (s *Store) Watch(ctx context.Context, key string, opts kv.WatchOptions) (kv.Watcher, error) {
@@ -55,8 +60,7 @@ func (s *Store) Watch(ctx context.Context, key string, opts kv.WatchOptions) (kv
 
 	wctx, cancel := context.WithCancel(ctx)
 	w := &watcher{s: s, cw: clientv3.NewWatcher(s.c), out: make(chan kv.WatchResponse, 16), ctx: wctx, cancel: cancel,
-		synthetic: make(chan int64, 1)}
-	w.next.Store(start)
+		requests: make(chan struct{}, 1), next: start}
 	ops := []clientv3.OpOption{clientv3.WithRev(start), clientv3.WithPrevKV(), clientv3.WithCreatedNotify()}
 	if opts.End != "" {
 		ops = append(ops, clientv3.WithRange(s.key(opts.End)))
@@ -85,29 +89,37 @@ func (s *Store) Watch(ctx context.Context, key string, opts kv.WatchOptions) (kv
 
 func (w *watcher) Responses() <-chan kv.WatchResponse { return w.out }
 
-// RequestProgress asks etcd for a progress notification. etcd does not
-// answer for a watch whose next revision is still in the future (nothing
-// was written since it started), so in that case the answer is made here:
-// if the current revision C is below the watch's next revision, every
-// event up to C has trivially been delivered, whatever is written after
-// the read.
+// RequestProgress implements kv.Watcher. The watch's goroutine asks
+// etcd, and asks again until etcd answers (see progressRetry).
 func (w *watcher) RequestProgress(ctx context.Context) error {
-	rctx, cancel := w.s.withTimeout(ctx)
-	defer cancel()
-	r, err := w.s.c.Get(rctx, w.s.prefix+"/", clientv3.WithCountOnly())
-	if err != nil {
-		return mapErr(err)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	if r.Header.Revision < w.next.Load() {
-		select {
-		case w.synthetic <- r.Header.Revision:
-		default: // one is pending already and answers this request too
-		}
-		return nil
+	select {
+	case w.requests <- struct{}{}:
+	default: // one is pending already and answers this request too
+	}
+	return nil
+}
+
+// askProgress asks etcd for a progress notification, or answers itself:
+// etcd does not answer for a watch whose start revision is still in the
+// future, so if the current revision C is below the watch's next revision,
+// every event up to C has trivially been delivered and C is the answer,
+// whatever is written after the read.
+func (w *watcher) askProgress() (answer int64, err error) {
+	ctx, cancel := w.s.withTimeout(w.ctx)
+	defer cancel()
+	r, err := w.s.c.Get(ctx, w.s.prefix+"/", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	if r.Header.Revision < w.next {
+		return max(r.Header.Revision, w.next-1), nil
 	}
 	// The client finds the watch's stream by the context's metadata, so the
 	// request must carry the same require-leader mark as the watch did.
-	return mapErr(w.cw.RequestProgress(clientv3.WithRequireLeader(ctx)))
+	return 0, w.cw.RequestProgress(clientv3.WithRequireLeader(ctx))
 }
 
 func (w *watcher) Close() { w.cancel() }
@@ -118,16 +130,28 @@ func (w *watcher) run(ch clientv3.WatchChan, lost <-chan struct{}, first *client
 	defer close(w.out)
 	defer w.cw.Close()
 	defer w.cancel()
+	retry := time.NewTicker(progressRetry)
+	defer retry.Stop()
+	pending := false
 	for {
 		var resp clientv3.WatchResponse
 		var ok bool
 		if first != nil {
 			resp, ok, first = *first, true, nil
 		} else {
+			var ask bool
 			select {
-			case rev := <-w.synthetic:
-				resp, ok = clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: max(rev, w.next.Load()-1)}}, true
 			case resp, ok = <-ch:
+				if !ok && w.ctx.Err() != nil {
+					return
+				}
+			case <-w.requests:
+				pending, ask = true, true
+			case <-retry.C:
+				if !pending {
+					continue
+				}
+				ask = true
 			case <-lost:
 				w.finish(kv.WatchResponse{Err: fmt.Errorf("%w: lost the connection to etcd", kv.ErrUnavailable)})
 				return
@@ -136,6 +160,17 @@ func (w *watcher) run(ch clientv3.WatchChan, lost <-chan struct{}, first *client
 				return
 			case <-w.ctx.Done():
 				return
+			}
+			if ask {
+				answer, err := w.askProgress()
+				switch {
+				case err != nil && w.ctx.Err() == nil:
+					w.s.log.Debug("progress request failed; retrying", "err", err)
+					continue
+				case answer == 0:
+					continue // etcd will answer on the watch channel
+				}
+				resp, ok = clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: answer}}, true
 			}
 		}
 		if !ok {
@@ -151,6 +186,9 @@ func (w *watcher) run(ch clientv3.WatchChan, lost <-chan struct{}, first *client
 		}
 		if out.Events == nil && !out.Progress {
 			continue // the "created" notification
+		}
+		if out.Progress {
+			pending = false
 		}
 		select {
 		case w.out <- out:
@@ -203,7 +241,7 @@ func (w *watcher) translate(resp clientv3.WatchResponse) (kv.WatchResponse, bool
 		out.Events = append(out.Events, ev)
 	}
 	out.Revision = out.Events[len(out.Events)-1].KV.ModRevision
-	w.next.Store(out.Revision + 1)
+	w.next = out.Revision + 1
 	return out, false
 }
 
