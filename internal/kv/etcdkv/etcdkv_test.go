@@ -1,0 +1,112 @@
+package etcdkv_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
+)
+
+func TestPrefixesIsolateStores(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	a, b := srv.NewStore(t), srv.NewStore(t)
+	if _, err := a.Create(ctx, "/k", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Range(ctx, "/", kv.RangeOptions{End: kv.PrefixEnd("/")})
+	if err != nil || r.Count != 0 {
+		t.Fatalf("store b sees store a's keys: %+v, %v", r, err)
+	}
+	r, err = a.Range(ctx, "/", kv.RangeOptions{End: kv.PrefixEnd("/")})
+	if err != nil || r.Count != 1 || r.KVs[0].Key != "/k" {
+		t.Fatalf("store a's range = %+v, %v; want its key without the prefix", r, err)
+	}
+	// The key is stored under the prefix in etcd itself.
+	c := srv.Client(t)
+	defer c.Close()
+	raw, err := c.Get(ctx, "/kplane-test/", clientv3.WithPrefix())
+	if err != nil || raw.Count != 1 {
+		t.Fatalf("raw etcd read: %v, %v", raw, err)
+	}
+}
+
+func TestLostConnectionEndsWatchesAndFailsRequests(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	s, err := etcdkv.New(etcdkv.Config{Endpoints: srv.Endpoints(), Prefix: "/loss", RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.Watch(ctx, "/k", kv.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	first, err := s.Create(ctx, "/k", []byte("before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-w.Responses():
+		if len(r.Events) != 1 {
+			t.Fatalf("first response %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event before the loss")
+	}
+
+	srv.Kill()
+	select {
+	case r, ok := <-w.Responses():
+		if !ok || !errors.Is(r.Err, kv.ErrUnavailable) {
+			t.Fatalf("after losing etcd the watch gave %+v (open %v), want ErrUnavailable", r, ok)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch did not end within 30s of losing etcd")
+	}
+	if _, err := s.Range(ctx, "/k", kv.RangeOptions{}); !errors.Is(err, kv.ErrUnavailable) {
+		t.Fatalf("Range without etcd: %v, want ErrUnavailable", err)
+	}
+
+	srv.Restart()
+	deadline := time.Now().Add(30 * time.Second)
+	var cur kv.RangeResponse
+	for {
+		cur, err = s.Range(ctx, "/k", kv.RangeOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not recover after etcd came back: %v", err)
+		}
+	}
+	if len(cur.KVs) != 1 || cur.KVs[0].ModRevision != first.Revision {
+		t.Fatalf("after restart the key is %+v", cur)
+	}
+	// A watch resumed from the last revision seen misses nothing.
+	upd, err := s.Update(ctx, "/k", []byte("after"), first.Revision)
+	if err != nil || !upd.Succeeded {
+		t.Fatalf("update after restart: %+v, %v", upd, err)
+	}
+	w2, err := s.Watch(ctx, "/k", kv.WatchOptions{Revision: first.Revision + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	select {
+	case r := <-w2.Responses():
+		if r.Err != nil || len(r.Events) != 1 || r.Events[0].KV.ModRevision != upd.Revision || r.Events[0].PrevKV == nil {
+			t.Fatalf("resumed watch gave %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed watch delivered nothing")
+	}
+}
