@@ -29,7 +29,7 @@ func BenchmarkCompactionStall(b *testing.B) {
 func compactionStall(b *testing.B, batch int) {
 	const keys, rounds, writers = 100000, 3, 4
 	b.StopTimer()
-	s, err := Open(Config{Dir: b.TempDir(), CompactionBatch: batch})
+	s, err := Open(Config{Dir: b.TempDir(), CompactionBatch: batch, SnapshotBytes: 1 << 40})
 	if err != nil {
 		b.Fatal(err)
 	}

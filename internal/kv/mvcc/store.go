@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/google/btree"
@@ -364,6 +365,11 @@ func (s *Store) trimIndex(rev int64) {
 			return
 		}
 		from, started = batch[len(batch)-1].key, true
+		// Let the writers and the flusher woken by Unlock take the lock
+		// before the next batch does: without this, re-locking at once
+		// wins the race (sync.Mutex lets a running goroutine barge in) and
+		// they wait until the mutex turns fair after a millisecond.
+		runtime.Gosched()
 	}
 }
 
