@@ -110,3 +110,34 @@ func TestLostConnectionEndsWatchesAndFailsRequests(t *testing.T) {
 		t.Fatal("the resumed watch delivered nothing")
 	}
 }
+
+// The test etcd sends progress notifications every second
+// (tools/etcd --progress-notify-interval).
+func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s := srv.NewStore(t)
+	ctx := context.Background()
+	w, err := s.Watch(ctx, "/idle", kv.WatchOptions{ProgressNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := s.Create(ctx, "/elsewhere", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case resp := <-w.Responses():
+			if resp.Err != nil || len(resp.Events) > 0 {
+				t.Fatalf("unexpected response %+v", resp)
+			}
+			if resp.Progress && resp.Revision >= r.Revision {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no periodic progress notification reached the last write's revision")
+		}
+	}
+}

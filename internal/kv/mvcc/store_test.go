@@ -297,3 +297,27 @@ func TestLaggingWatcherCatchesUpFromHistory(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
+	s := open(t, Config{InMemory: true, ProgressNotifyInterval: 20 * time.Millisecond})
+	w, err := s.Watch(ctx, "/idle", kv.WatchOptions{ProgressNotify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := mustCreate(t, s, "/elsewhere", "x")
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case resp := <-w.Responses():
+			if resp.Err != nil || len(resp.Events) > 0 {
+				t.Fatalf("unexpected response %+v", resp)
+			}
+			if resp.Progress && resp.Revision >= r.Revision {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no periodic progress notification reached the last write's revision")
+		}
+	}
+}
