@@ -256,3 +256,31 @@ func InRange(key, start, end string) bool {
 	}
 	return key >= start && key < end
 }
+
+// FinishWatch sends resp, a watch's final response, on out, for engines.
+// It gives up if cancelled is closed (the reader has gone). Once closing is
+// closed it must not wait for a reader that has stopped reading, so it
+// drops whatever is still buffered and sends resp alone: the reader then
+// sees a prefix of the events and the error, never a gap, and must resume
+// from the last revision it saw anyway. out must have room for one response.
+func FinishWatch(out chan WatchResponse, resp WatchResponse, cancelled, closing <-chan struct{}) {
+	select {
+	case out <- resp:
+		return
+	case <-cancelled:
+		return
+	case <-closing:
+	}
+	for {
+		select {
+		case <-out:
+			continue
+		default:
+		}
+		select {
+		case out <- resp:
+			return
+		default:
+		}
+	}
+}

@@ -245,28 +245,7 @@ func (w *watcher) translate(resp clientv3.WatchResponse) (kv.WatchResponse, bool
 	return out, false
 }
 
-// finish sends the final response unless the watch was cancelled. A reader
-// that stopped reading must not hold up Close, so when the store is closing
-// it drains what was buffered first: the reader then sees a prefix of the
-// events and the error, never a gap.
+// finish sends the final response; see kv.FinishWatch.
 func (w *watcher) finish(resp kv.WatchResponse) {
-	select {
-	case w.out <- resp:
-		return
-	case <-w.ctx.Done():
-		return
-	case <-w.s.stop:
-	}
-	for {
-		select {
-		case <-w.out:
-			continue
-		default:
-		}
-		select {
-		case w.out <- resp:
-			return
-		default:
-		}
-	}
+	kv.FinishWatch(w.out, resp, w.ctx.Done(), w.s.stop)
 }

@@ -54,28 +54,9 @@ func BenchmarkPut(b *testing.B) {
 		for _, writers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("engine=%s/writers=%d", e.name, writers), func(b *testing.B) {
 				s := e.open(b)
-				var next atomic.Int64
-				var wg sync.WaitGroup
 				b.ResetTimer()
 				start := time.Now()
-				for w := 0; w < writers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							r, err := s.Create(ctx, fmt.Sprintf("/bench/put/%09d", i), value1KiB)
-							if err != nil || !r.Succeeded {
-								b.Errorf("create: %+v %v", r, err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				load(b, s, "/bench/put/", b.N, writers)
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "puts/s")
 			})
 		}

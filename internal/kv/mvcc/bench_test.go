@@ -13,8 +13,9 @@ import (
 
 // BenchmarkCompactionStall measures how long writers wait while a large
 // compaction runs: 100,000 keys, each written three times, compacted to
-// the second round while 4 writers keep writing. It reports the
-// compaction's duration and the writers' latency during it. One iteration
+// the second round while 4 writers keep writing and a watcher follows
+// their keys. It reports the compaction's duration, and the writers' and
+// the watcher's latency during it. One iteration
 // is the whole scenario: run it with -benchtime=1x.
 func BenchmarkCompactionStall(b *testing.B) {
 	for _, batch := range []int{1000, 100000} {
@@ -72,6 +73,26 @@ func compactionStall(b *testing.B, batch int) {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
+	// A watcher of the writers' keys measures delivery during compaction:
+	// from the start of each write to the event's receipt.
+	var started sync.Map // key -> time.Time
+	var watchLat []time.Duration
+	watch, err := s.Watch(ctx, "/during/", kv.WatchOptions{End: kv.PrefixEnd("/during/")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for r := range watch.Responses() {
+			now := time.Now()
+			for _, ev := range r.Events {
+				if t, ok := started.Load(ev.KV.Key); ok {
+					watchLat = append(watchLat, now.Sub(t.(time.Time)))
+				}
+			}
+		}
+	}()
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func() {
@@ -79,7 +100,9 @@ func compactionStall(b *testing.B, batch int) {
 			var mine []time.Duration
 			for i := 0; !stop.Load(); i++ {
 				start := time.Now()
-				if _, err := s.Create(ctx, fmt.Sprintf("/during/%d/%d", w, i), value); err != nil {
+				key := fmt.Sprintf("/during/%d/%d", w, i)
+				started.Store(key, start)
+				if _, err := s.Create(ctx, key, value); err != nil {
 					b.Error(err)
 					return
 				}
@@ -99,6 +122,13 @@ func compactionStall(b *testing.B, batch int) {
 	b.StopTimer()
 	stop.Store(true)
 	wg.Wait()
+	watch.Close()
+	<-watchDone
+	sort.Slice(watchLat, func(i, j int) bool { return watchLat[i] < watchLat[j] })
+	if len(watchLat) > 0 {
+		b.ReportMetric(float64(watchLat[len(watchLat)*99/100].Microseconds())/1000, "watch-p99-ms")
+		b.ReportMetric(float64(watchLat[len(watchLat)-1].Microseconds())/1000, "watch-max-ms")
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) == 0 {
 		b.Fatal("no writes completed during the compaction")

@@ -198,29 +198,7 @@ func (w *watcher) send(resp kv.WatchResponse) bool {
 	}
 }
 
-// finish sends the final response, which ends the watch. Once the store is
-// closing it must not wait for a reader that has stopped reading, so it
-// drops whatever is still buffered and sends the error alone. That leaves
-// no gap: the reader saw a prefix of the events, then the error, and must
-// resume from the last revision it did see.
+// finish sends the final response; see kv.FinishWatch.
 func (w *watcher) finish(resp kv.WatchResponse) {
-	select {
-	case w.out <- resp:
-		return
-	case <-w.ctx.Done():
-		return
-	case <-w.s.stop:
-	}
-	for {
-		select {
-		case <-w.out:
-			continue
-		default:
-		}
-		select {
-		case w.out <- resp:
-			return
-		default:
-		}
-	}
+	kv.FinishWatch(w.out, resp, w.ctx.Done(), w.s.stop)
 }
