@@ -131,7 +131,16 @@ func (ki *keyIndex) compact(rev int64) (empty bool) {
 		ki.entries = nil
 		return true
 	}
-	// Copy so the dropped versions' memory can be reclaimed.
-	ki.entries = append([]kv.KeyValue(nil), ki.entries[keep:]...)
+	rest := ki.entries[keep:]
+	if cap(ki.entries) > 4*len(rest)+8 {
+		// Mostly dropped: a smaller array lets the old one be reclaimed.
+		ki.entries = append([]kv.KeyValue(nil), rest...)
+		return false
+	}
+	// Shift in place: compaction then allocates nothing for most keys,
+	// which keeps its garbage-collection cost off the writers.
+	n := copy(ki.entries, rest)
+	clear(ki.entries[n:]) // drop references to the old values
+	ki.entries = ki.entries[:n]
 	return false
 }
