@@ -1,0 +1,20 @@
+// Package storage keeps Kubernetes objects in a kv.Store with
+// kube-apiserver's resourceVersion contract: an object's resourceVersion is
+// the decimal ModRevision of its key, and a list's is the store revision it
+// was read at.
+//
+// It provides what the registry needs and no more: Create, Get, List with
+// limit/continue pages that are one consistent snapshot, GuaranteedUpdate
+// (optimistic concurrency with preconditions, retrying lost compares, and
+// writing nothing for an update that changes nothing), and Delete with
+// preconditions, returning the object's last state. Errors are *Error
+// values with a Code the API layer turns into metav1.Status (404, 409, 410,
+// 504 ...).
+//
+// Objects are *unstructured.Unstructured, stored as JSON without their
+// resourceVersion (it is the key's ModRevision, set on the way out).
+//
+// It does not validate objects, set uid or timestamps (the registry's
+// strategies do), and it does not serve watches yet: that, and the watch
+// cache above it, are the next step of the API server work.
+package storage

@@ -1,0 +1,84 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code says what kind of storage error happened.
+type Code int
+
+const (
+	// CodeNotFound: the key does not exist (404).
+	CodeNotFound Code = iota + 1
+	// CodeExists: Create found the key already there (409 AlreadyExists).
+	CodeExists
+	// CodeConflict: a precondition (uid or resourceVersion) failed (409 Conflict).
+	CodeConflict
+	// CodeInvalidObj: the object can't be stored or read back (500, or 400
+	// for bad input, at the API layer's discretion).
+	CodeInvalidObj
+	// CodeTooLargeResourceVersion: a read asked for a resourceVersion newer
+	// than the store's (504 in kube-apiserver, "Too large resource version").
+	CodeTooLargeResourceVersion
+	// CodeExpired: the requested resourceVersion or continue token has been
+	// compacted (410 Gone).
+	CodeExpired
+	// CodeInvalidRequest: malformed resourceVersion, continue token or
+	// options (400).
+	CodeInvalidRequest
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeNotFound:
+		return "NotFound"
+	case CodeExists:
+		return "Exists"
+	case CodeConflict:
+		return "Conflict"
+	case CodeInvalidObj:
+		return "InvalidObj"
+	case CodeTooLargeResourceVersion:
+		return "TooLargeResourceVersion"
+	case CodeExpired:
+		return "Expired"
+	case CodeInvalidRequest:
+		return "InvalidRequest"
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// Error is the error storage returns for every failure that has a meaning
+// at the API; other errors (a closed or unavailable store) are wrapped kv
+// errors.
+type Error struct {
+	Code            Code
+	Key             string
+	ResourceVersion int64
+	Msg             string
+	Err             error // the kv error underneath, if any
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: key %q", e.Code, e.Key)
+	if e.ResourceVersion != 0 {
+		msg += fmt.Sprintf(", resourceVersion %d", e.ResourceVersion)
+	}
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// HasCode reports whether err is a storage *Error with code c.
+func HasCode(err error, c Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == c
+}
+
+func newErr(c Code, key string, rv int64, format string, args ...any) *Error {
+	return &Error{Code: c, Key: key, ResourceVersion: rv, Msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+// Predicate selects objects by labels and fields. The zero value selects
+// everything.
+type Predicate struct {
+	Label labels.Selector
+	Field fields.Selector
+	// Fields returns the fields a field selector may use; nil means
+	// metadata.name and metadata.namespace, which every kind supports.
+	Fields func(obj *unstructured.Unstructured) fields.Set
+}
+
+// Empty reports whether the predicate selects everything.
+func (p Predicate) Empty() bool {
+	return (p.Label == nil || p.Label.Empty()) && (p.Field == nil || p.Field.Empty())
+}
+
+// Matches reports whether obj is selected.
+func (p Predicate) Matches(obj *unstructured.Unstructured) bool {
+	if p.Label != nil && !p.Label.Empty() && !p.Label.Matches(labels.Set(obj.GetLabels())) {
+		return false
+	}
+	if p.Field != nil && !p.Field.Empty() {
+		var set fields.Set
+		if p.Fields != nil {
+			set = p.Fields(obj)
+		} else {
+			set = fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}
+		}
+		return p.Field.Matches(set)
+	}
+	return true
+}
+
+// ListOptions qualify List, with the API's meaning ("API Concepts",
+// "Semantics for get and list").
+type ListOptions struct {
+	// ResourceVersion and ResourceVersionMatch: unset is the latest state
+	// (a consistent read); "0" is any state, here the latest; N with
+	// NotOlderThan is the latest state once the store has reached N; N
+	// with Exact is the state at revision N (CodeExpired if compacted).
+	// N with neither is NotOlderThan, or Exact when Limit is set, as the
+	// API defines for old clients.
+	ResourceVersion      string
+	ResourceVersionMatch metav1.ResourceVersionMatch
+	// Limit caps the items of one page; Continue resumes a paged list. All
+	// pages of a list read the same revision.
+	Limit     int64
+	Continue  string
+	Predicate Predicate
+}
+
+// continueToken is the opaque state of a paged list: the revision every
+// page reads, and the key (relative to the list's prefix) to resume at.
+type continueToken struct {
+	APIVersion string `json:"v"`
+	Revision   int64  `json:"rv"`
+	Start      string `json:"start"`
+}
+
+func encodeContinue(rev int64, start string) string {
+	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", Revision: rev, Start: start})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(token, prefix string) (rev int64, start string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	var t continueToken
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.APIVersion != "meta.k8s.io/v1" || t.Revision <= 0 || strings.Contains(t.Start, "..") {
+		return 0, "", newErr(CodeInvalidRequest, prefix, 0, "continue key is not valid")
+	}
+	return t.Revision, prefix + t.Start, nil
+}
+
+// Messages kube-apiserver gives for 410 Gone on lists; clients show them.
+const (
+	msgExpiredContinue = "The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter."
+	msgExpiredExact = "The resourceVersion for the provided list is too old."
+)
+
+// List reads the objects under prefix, which must end in "/".
+func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*unstructured.UnstructuredList, error) {
+	if !strings.HasSuffix(prefix, "/") {
+		return nil, newErr(CodeInvalidRequest, prefix, 0, "a list prefix must end in /")
+	}
+	rv, err := ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		readRev  int64 // 0: the current revision
+		minRev   int64
+		start    = prefix
+		fromCont = opts.Continue != ""
+	)
+	switch {
+	case fromCont:
+		if rv > 0 || opts.ResourceVersionMatch != "" {
+			return nil, newErr(CodeInvalidRequest, prefix, 0, "specifying resource version is not allowed when using continue")
+		}
+		if readRev, start, err = decodeContinue(opts.Continue, prefix); err != nil {
+			return nil, err
+		}
+	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact:
+		if rv == 0 {
+			return nil, newErr(CodeInvalidRequest, prefix, 0, "resourceVersionMatch \"Exact\" requires a resourceVersion other than \"0\"")
+		}
+		readRev = rv
+	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan:
+		if opts.ResourceVersion == "" {
+			return nil, newErr(CodeInvalidRequest, prefix, 0, "resourceVersionMatch \"NotOlderThan\" requires a resourceVersion")
+		}
+		minRev = rv
+	case opts.ResourceVersionMatch != "":
+		return nil, newErr(CodeInvalidRequest, prefix, 0, "unknown resourceVersionMatch %q", opts.ResourceVersionMatch)
+	case rv > 0 && opts.Limit > 0:
+		readRev = rv
+	default:
+		minRev = rv
+	}
+
+	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	end := kv.PrefixEnd(prefix)
+	for {
+		batch := opts.Limit
+		if batch > 0 && !opts.Predicate.Empty() {
+			// Selective lists read ahead so a page needs few round trips.
+			batch = max(batch, 256)
+		}
+		r, err := s.kv.Range(ctx, start, kv.RangeOptions{End: end, Revision: readRev, Limit: batch})
+		if err != nil {
+			if errors.Is(err, kv.ErrCompacted) {
+				msg := msgExpiredExact
+				if fromCont {
+					msg = msgExpiredContinue
+				}
+				return nil, &Error{Code: CodeExpired, Key: prefix, ResourceVersion: readRev, Msg: msg, Err: err}
+			}
+			return nil, interpret(prefix, readRev, err)
+		}
+		if readRev == 0 {
+			readRev = r.Revision
+			if minRev > readRev {
+				return nil, newErr(CodeTooLargeResourceVersion, prefix, minRev, "Too large resource version: %d, current: %d", minRev, readRev)
+			}
+		}
+		for i := range r.KVs {
+			obj, err := decode(&r.KVs[i], r.KVs[i].ModRevision)
+			if err != nil {
+				return nil, err
+			}
+			if !opts.Predicate.Matches(obj) {
+				continue
+			}
+			list.Items = append(list.Items, *obj)
+			if opts.Limit > 0 && int64(len(list.Items)) == opts.Limit {
+				more := i < len(r.KVs)-1 || r.More
+				if !more {
+					break
+				}
+				var remaining *int64
+				if opts.Predicate.Empty() {
+					n := r.Count - int64(i) - 1
+					remaining = &n
+				}
+				listMeta(list, readRev, encodeContinue(readRev, strings.TrimPrefix(r.KVs[i].Key, prefix)+"\x00"), remaining)
+				return list, nil
+			}
+		}
+		if !r.More {
+			break
+		}
+		start = r.KVs[len(r.KVs)-1].Key + "\x00"
+	}
+	listMeta(list, readRev, "", nil)
+	return list, nil
+}

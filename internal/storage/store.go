@@ -1,0 +1,251 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+// Store keeps objects in a kv.Store. It is safe for concurrent use.
+type Store struct {
+	kv kv.Store
+}
+
+// New returns a Store over s.
+func New(s kv.Store) *Store { return &Store{kv: s} }
+
+// Preconditions must hold for an update or delete to proceed.
+type Preconditions struct {
+	UID             *types.UID
+	ResourceVersion *string
+}
+
+// check returns a CodeConflict error when cur fails the preconditions,
+// with kube-apiserver's messages.
+func (p *Preconditions) check(key string, cur *unstructured.Unstructured) error {
+	if p == nil {
+		return nil
+	}
+	if p.UID != nil && *p.UID != cur.GetUID() {
+		return newErr(CodeConflict, key, 0, "Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID())
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+		return newErr(CodeConflict, key, 0, "Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion())
+	}
+	return nil
+}
+
+// ParseResourceVersion parses a resourceVersion; "" is 0.
+func ParseResourceVersion(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || v < 0 {
+		return 0, newErr(CodeInvalidRequest, "", 0, "invalid resource version %q", rv)
+	}
+	return v, nil
+}
+
+// encode returns the stored form of obj: JSON without resourceVersion.
+func encode(key string, obj *unstructured.Unstructured) ([]byte, error) {
+	rv := obj.GetResourceVersion()
+	obj.SetResourceVersion("")
+	data, err := obj.MarshalJSON()
+	if rv != "" {
+		obj.SetResourceVersion(rv)
+	}
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidObj, Key: key, Msg: "encoding", Err: err}
+	}
+	return data, nil
+}
+
+// decode reads a stored object and sets its resourceVersion to rev.
+func decode(e *kv.KeyValue, rev int64) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(e.Value); err != nil {
+		return nil, &Error{Code: CodeInvalidObj, Key: e.Key, ResourceVersion: e.ModRevision, Msg: "decoding the stored object", Err: err}
+	}
+	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return obj, nil
+}
+
+// interpret turns kv errors into storage errors where they have a meaning.
+func interpret(key string, rev int64, err error) error {
+	switch {
+	case errors.Is(err, kv.ErrCompacted):
+		return &Error{Code: CodeExpired, Key: key, ResourceVersion: rev, Msg: "too old resource version", Err: err}
+	case errors.Is(err, kv.ErrFutureRevision):
+		return &Error{Code: CodeTooLargeResourceVersion, Key: key, ResourceVersion: rev, Msg: "Too large resource version", Err: err}
+	case errors.Is(err, kv.ErrValueTooLarge), errors.Is(err, kv.ErrKeyTooLarge), errors.Is(err, kv.ErrEmptyKey):
+		return &Error{Code: CodeInvalidObj, Key: key, Msg: err.Error(), Err: err}
+	}
+	return err
+}
+
+// Create stores obj at key if the key is free and returns it as stored,
+// with its resourceVersion. obj must not carry a resourceVersion.
+func (s *Store) Create(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if obj.GetResourceVersion() != "" {
+		return nil, newErr(CodeInvalidObj, key, 0, "resourceVersion should not be set on objects to be created")
+	}
+	data, err := encode(key, obj)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.kv.Create(ctx, key, data)
+	if err != nil {
+		return nil, interpret(key, 0, err)
+	}
+	if !r.Succeeded {
+		return nil, newErr(CodeExists, key, r.Revision, "already exists")
+	}
+	return decode(r.KV, r.Revision)
+}
+
+// GetOptions qualify Get.
+type GetOptions struct {
+	// ResourceVersion: "" and "0" read the latest state; N reads the
+	// latest state provided the store has reached N, else
+	// CodeTooLargeResourceVersion (the API "Not older than" semantics).
+	ResourceVersion string
+}
+
+// Get reads the object at key.
+func (s *Store) Get(ctx context.Context, key string, opts GetOptions) (*unstructured.Unstructured, error) {
+	min, err := ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
+	if err != nil {
+		return nil, interpret(key, 0, err)
+	}
+	if min > r.Revision {
+		return nil, newErr(CodeTooLargeResourceVersion, key, min, "Too large resource version: %d, current: %d", min, r.Revision)
+	}
+	if len(r.KVs) == 0 {
+		return nil, newErr(CodeNotFound, key, r.Revision, "not found")
+	}
+	return decode(&r.KVs[0], r.KVs[0].ModRevision)
+}
+
+// UpdateFunc computes the new object from the current one. It must not
+// modify current. Returning an error aborts the update with that error.
+type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// GuaranteedUpdate applies tryUpdate to the current object and stores the
+// result if the object did not change meanwhile, calling tryUpdate again
+// on the new current state until the write wins (kube-apiserver's
+// GuaranteedUpdate). Conditional updates are the caller's: a tryUpdate that
+// compares the request's resourceVersion with current's and returns a
+// CodeConflict error turns the retry loop into an optimistic lock.
+//
+// An update that changes nothing (same stored bytes) writes nothing and
+// returns the current object with its resourceVersion unchanged: no new
+// revision, no watch event.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, error) {
+	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
+	if err != nil {
+		return nil, interpret(key, 0, err)
+	}
+	var cur *kv.KeyValue
+	if len(r.KVs) > 0 {
+		cur = &r.KVs[0]
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, newErr(CodeNotFound, key, r.Revision, "not found")
+		}
+		obj, err := decode(cur, cur.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		if err := pre.check(key, obj); err != nil {
+			return nil, err
+		}
+		next, err := tryUpdate(obj.DeepCopy())
+		if err != nil {
+			return nil, err
+		}
+		data, err := encode(key, next)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(data, cur.Value) {
+			return obj, nil
+		}
+		w, err := s.kv.Update(ctx, key, data, cur.ModRevision)
+		if err != nil {
+			return nil, interpret(key, 0, err)
+		}
+		if w.Succeeded {
+			return decode(w.KV, w.Revision)
+		}
+		cur = w.Prev // lost the compare: try again on what is there now
+	}
+}
+
+// ValidateDeletion may refuse a delete after seeing the current object.
+type ValidateDeletion func(current *unstructured.Unstructured) error
+
+// Delete removes the object at key if it passes the preconditions and
+// validate (nil means no check), retrying when the object changes
+// meanwhile. It returns the deleted object with its resourceVersion set to
+// the revision of the delete, as kube-apiserver does, so that the answer
+// and the DELETED watch event agree.
+func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, validate ValidateDeletion) (*unstructured.Unstructured, error) {
+	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
+	if err != nil {
+		return nil, interpret(key, 0, err)
+	}
+	var cur *kv.KeyValue
+	if len(r.KVs) > 0 {
+		cur = &r.KVs[0]
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, newErr(CodeNotFound, key, r.Revision, "not found")
+		}
+		obj, err := decode(cur, cur.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		if err := pre.check(key, obj); err != nil {
+			return nil, err
+		}
+		if validate != nil {
+			if err := validate(obj); err != nil {
+				return nil, err
+			}
+		}
+		w, err := s.kv.Delete(ctx, key, cur.ModRevision)
+		if err != nil {
+			return nil, interpret(key, 0, err)
+		}
+		if w.Succeeded {
+			return decode(w.Prev, w.Revision)
+		}
+		cur = w.Prev
+	}
+}
+
+// listMeta fills a list's metadata.
+func listMeta(list *unstructured.UnstructuredList, rev int64, cont string, remaining *int64) {
+	list.SetResourceVersion(strconv.FormatInt(rev, 10))
+	list.SetContinue(cont)
+	list.SetRemainingItemCount(remaining)
+}
