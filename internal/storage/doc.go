@@ -7,14 +7,18 @@
 // limit/continue pages that are one consistent snapshot, GuaranteedUpdate
 // (optimistic concurrency with preconditions, retrying lost compares, and
 // writing nothing for an update that changes nothing), and Delete with
-// preconditions, returning the object's last state. Errors are *Error
+// preconditions, returning the object's last state; and Watch, which
+// turns kv events into ADDED/MODIFIED/DELETED events as seen through a
+// label/field predicate and ends with a 410 Gone ERROR event when its
+// history was compacted. Errors are *Error
 // values with a Code the API layer turns into metav1.Status (404, 409, 410,
 // 504 ...).
 //
 // Objects are *unstructured.Unstructured, stored as JSON without their
 // resourceVersion (it is the key's ModRevision, set on the way out).
 //
-// It does not validate objects, set uid or timestamps (the registry's
-// strategies do), and it does not serve watches yet: that, and the watch
-// cache above it, are the next step of the API server work.
+// It does not validate objects or set uid and timestamps (the registry's
+// strategies do). Its watch is one kv watch per call, without bookmarks:
+// serving many clients, bookmarks and consistent reads from memory are the
+// watch cache's job, the next layer up (not written yet).
 package storage

@@ -24,6 +24,7 @@ func Run(t *testing.T, newKV func(t testing.TB) kv.Store) {
 	t.Run("guaranteed update", func(t *testing.T) { testUpdate(t, newKV(t)) })
 	t.Run("delete", func(t *testing.T) { testDelete(t, newKV(t)) })
 	t.Run("paged lists are one snapshot", func(t *testing.T) { testList(t, newKV(t)) })
+	t.Run("watch", func(t *testing.T) { runWatch(t, newKV) })
 }
 
 func configMap(name string, data string, lbls map[string]string) *unstructured.Unstructured {

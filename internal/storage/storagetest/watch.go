@@ -1,0 +1,128 @@
+package storagetest
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store) {
+	t.Run("selector transitions and deletes", func(t *testing.T) { testWatchTransitions(t, newKV(t)) })
+	t.Run("initial events then live ones", func(t *testing.T) { testWatchInitial(t, newKV(t)) })
+	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t)) })
+}
+
+// got renders the next n events as "TYPE name rv".
+func got(t testing.TB, w watch.Interface, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch closed after %v", out)
+			}
+			if st, isStatus := ev.Object.(*metav1.Status); isStatus {
+				out = append(out, fmt.Sprintf("%s %d %s", ev.Type, st.Code, st.Reason))
+				continue
+			}
+			u := ev.Object.(*unstructured.Unstructured)
+			out = append(out, fmt.Sprintf("%s %s %s", ev.Type, u.GetName(), u.GetResourceVersion()))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event within 10s after %v", out)
+		}
+	}
+	return out
+}
+
+func setLabel(v string) storage.UpdateFunc {
+	return func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cur.SetLabels(map[string]string{"color": v})
+		return cur, nil
+	}
+}
+
+func testWatchTransitions(t *testing.T, k kv.Store) {
+	s := storage.New(k)
+	const prefix = "/configmaps/default/"
+	a, err := s.Create(ctx, prefix+"a", configMap("a", "1", map[string]string{"color": "red"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := labels.Parse("color=red")
+	w, err := s.Watch(ctx, prefix, storage.WatchOptions{ResourceVersion: a.GetResourceVersion(), Recursive: true,
+		Predicate: storage.Predicate{Label: sel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	base := rv(t, a)
+	s.GuaranteedUpdate(ctx, prefix+"a", nil, setData("2"))                             // +1 MODIFIED
+	s.GuaranteedUpdate(ctx, prefix+"a", nil, setLabel("blue"))                         // +2 leaves: DELETED
+	s.Create(ctx, prefix+"b", configMap("b", "1", map[string]string{"color": "blue"})) // +3 not seen
+	s.GuaranteedUpdate(ctx, prefix+"a", nil, setLabel("red"))                          // +4 enters: ADDED
+	s.Delete(ctx, prefix+"a", nil, nil)                                                // +5 DELETED
+	s.Create(ctx, prefix+"c", configMap("c", "1", map[string]string{"color": "red"}))  // +6 ADDED
+	want := []string{
+		fmt.Sprintf("MODIFIED a %d", base+1),
+		fmt.Sprintf("DELETED a %d", base+2),
+		fmt.Sprintf("ADDED a %d", base+4),
+		fmt.Sprintf("DELETED a %d", base+5),
+		fmt.Sprintf("ADDED c %d", base+6),
+	}
+	if g := got(t, w, len(want)); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", g, want)
+	}
+}
+
+func testWatchInitial(t *testing.T, k kv.Store) {
+	s := storage.New(k)
+	const prefix = "/configmaps/default/"
+	x, _ := s.Create(ctx, prefix+"x", configMap("x", "1", nil))
+	y, _ := s.Create(ctx, prefix+"y", configMap("y", "1", nil))
+	w, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	z, _ := s.Create(ctx, prefix+"z", configMap("z", "1", nil))
+	want := []string{
+		"ADDED x " + x.GetResourceVersion(),
+		"ADDED y " + y.GetResourceVersion(),
+		"ADDED z " + z.GetResourceVersion(),
+	}
+	if g := got(t, w, 3); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", g, want)
+	}
+}
+
+func testWatchExpired(t *testing.T, k kv.Store) {
+	s := storage.New(k)
+	key := "/configmaps/default/e"
+	first, _ := s.Create(ctx, key, configMap("e", "1", nil))
+	for i := 2; i < 5; i++ {
+		s.GuaranteedUpdate(ctx, key, nil, setData(strconv.Itoa(i)))
+	}
+	if err := k.Compact(ctx, revision(t, k)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(ctx, key, storage.WatchOptions{ResourceVersion: first.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	want := fmt.Sprintf("ERROR %d %s", http.StatusGone, metav1.StatusReasonExpired)
+	if g := got(t, w, 1); g[0] != want {
+		t.Fatalf("event %v, want %s", g, want)
+	}
+}

@@ -1,0 +1,171 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+// WatchOptions qualify Watch.
+type WatchOptions struct {
+	// ResourceVersion: unset or "0" starts with a synthetic ADDED event for
+	// every object that exists now, then follows changes; N follows the
+	// changes after revision N (and fails with 410 Gone if N was compacted).
+	ResourceVersion string
+	// Recursive watches every key under the key, which must then end in "/".
+	Recursive bool
+	Predicate Predicate
+}
+
+// Watch follows the object at key, or the objects under it when
+// Recursive, as kube-apiserver's storage watch does:
+//
+//   - an object that starts matching the predicate is ADDED, one that
+//     keeps matching is MODIFIED, and one that stops matching (or is
+//     deleted) is DELETED, carrying its last matching state with the
+//     resourceVersion of the change;
+//   - history that was compacted ends the watch with an ERROR event
+//     carrying a 410 Gone Status ("too old resource version"), after which
+//     the client relists: never a silent gap.
+func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch.Interface, error) {
+	rv, err := ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	end := ""
+	if opts.Recursive {
+		end = kv.PrefixEnd(key)
+	}
+	var initial []watch.Event
+	if rv == 0 {
+		r, err := s.kv.Range(ctx, key, kv.RangeOptions{End: end})
+		if err != nil {
+			return nil, interpret(key, 0, err)
+		}
+		for i := range r.KVs {
+			obj, err := decode(&r.KVs[i], r.KVs[i].ModRevision)
+			if err != nil {
+				return nil, err
+			}
+			if opts.Predicate.Matches(obj) {
+				initial = append(initial, watch.Event{Type: watch.Added, Object: obj})
+			}
+		}
+		rv = r.Revision
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	kw, err := s.kv.Watch(wctx, key, kv.WatchOptions{End: end, Revision: rv + 1})
+	if err != nil {
+		cancel()
+		return nil, interpret(key, rv, err)
+	}
+	w := &watcher{kw: kw, cancel: cancel, out: make(chan watch.Event, 100), pred: opts.Predicate, from: rv}
+	w.wg.Add(1)
+	go w.run(wctx, initial)
+	return w, nil
+}
+
+type watcher struct {
+	kw     kv.Watcher
+	cancel context.CancelFunc
+	out    chan watch.Event
+	pred   Predicate
+	from   int64
+	wg     sync.WaitGroup
+}
+
+func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop ends the watch and waits for its goroutine.
+func (w *watcher) Stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+func (w *watcher) run(ctx context.Context, initial []watch.Event) {
+	defer w.wg.Done()
+	defer close(w.out)
+	defer w.kw.Close()
+	send := func(ev watch.Event) bool {
+		select {
+		case w.out <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for _, ev := range initial {
+		if !send(ev) {
+			return
+		}
+	}
+	for resp := range w.kw.Responses() {
+		if resp.Err != nil {
+			send(errorEvent(w.from, resp))
+			return
+		}
+		for _, e := range resp.Events {
+			ev, ok, err := w.transform(e)
+			if err != nil {
+				send(watch.Event{Type: watch.Error, Object: statusObject(apierrors.NewInternalError(err))})
+				return
+			}
+			if ok && !send(ev) {
+				return
+			}
+		}
+	}
+}
+
+// transform turns a kv event into the watch event a client of this
+// predicate sees, if any.
+func (w *watcher) transform(e kv.Event) (watch.Event, bool, error) {
+	rev := e.KV.ModRevision
+	var cur, prev *unstructured.Unstructured
+	var err error
+	if e.Type == kv.Put {
+		if cur, err = decode(&e.KV, rev); err != nil {
+			return watch.Event{}, false, err
+		}
+	}
+	if e.PrevKV != nil {
+		// The previous state is reported with the revision of this change,
+		// as kube-apiserver does for DELETED events.
+		if prev, err = decode(e.PrevKV, rev); err != nil {
+			return watch.Event{}, false, err
+		}
+	}
+	curOK := cur != nil && w.pred.Matches(cur)
+	prevOK := prev != nil && w.pred.Matches(prev)
+	switch {
+	case curOK && prevOK:
+		return watch.Event{Type: watch.Modified, Object: cur}, true, nil
+	case curOK:
+		return watch.Event{Type: watch.Added, Object: cur}, true, nil
+	case prevOK:
+		return watch.Event{Type: watch.Deleted, Object: prev}, true, nil
+	}
+	return watch.Event{}, false, nil
+}
+
+// errorEvent is the ERROR event that ends a watch after a kv error.
+func errorEvent(from int64, resp kv.WatchResponse) watch.Event {
+	if errors.Is(resp.Err, kv.ErrCompacted) {
+		return watch.Event{Type: watch.Error, Object: statusObject(
+			apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, resp.CompactRevision)))}
+	}
+	return watch.Event{Type: watch.Error, Object: statusObject(apierrors.NewInternalError(resp.Err))}
+}
+
+func statusObject(err *apierrors.StatusError) *metav1.Status {
+	st := err.Status()
+	return &st
+}
