@@ -262,7 +262,7 @@ func InRange(key, start, end string) bool {
 // closed it must not wait for a reader that has stopped reading, so it
 // drops whatever is still buffered and sends resp alone: the reader then
 // sees a prefix of the events and the error, never a gap, and must resume
-// from the last revision it saw anyway. out must have room for one response.
+// from the last revision it saw anyway. The caller must be out's only sender.
 func FinishWatch(out chan WatchResponse, resp WatchResponse, cancelled, closing <-chan struct{}) {
 	select {
 	case out <- resp:
