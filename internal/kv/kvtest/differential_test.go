@@ -24,7 +24,7 @@ func embedded(t testing.TB) kv.Store {
 // embedded engine and a real etcd and compares every answer and event.
 func TestEmbeddedMatchesEtcd(t *testing.T) {
 	srv := etcdtest.Start(t)
-	steps := 400
+	steps := 1000
 	if testing.Short() {
 		steps = 100
 	}
