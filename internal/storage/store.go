@@ -152,48 +152,28 @@ type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstruct
 // returns the current object with its resourceVersion unchanged: no new
 // revision, no watch event.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, error) {
-	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
-	if err != nil {
-		return nil, interpret(key, 0, err)
-	}
-	var cur *kv.KeyValue
-	if len(r.KVs) > 0 {
-		cur = &r.KVs[0]
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if cur == nil {
-			return nil, newErr(CodeNotFound, key, r.Revision, "not found")
-		}
-		obj, err := decode(cur, cur.ModRevision)
-		if err != nil {
-			return nil, err
-		}
-		if err := pre.check(key, obj); err != nil {
-			return nil, err
-		}
+	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error) {
 		next, err := tryUpdate(obj.DeepCopy())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		data, err := encode(key, next)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if bytes.Equal(data, cur.Value) {
-			return obj, nil
+			return obj, nil, nil
 		}
 		w, err := s.kv.Update(ctx, key, data, cur.ModRevision)
 		if err != nil {
-			return nil, interpret(key, 0, err)
+			return nil, nil, interpret(key, 0, err)
 		}
-		if w.Succeeded {
-			return decode(w.KV, w.Revision)
+		if !w.Succeeded {
+			return nil, w.Prev, nil
 		}
-		cur = w.Prev // lost the compare: try again on what is there now
-	}
+		out, err := decode(w.KV, w.Revision)
+		return out, nil, err
+	})
 }
 
 // ValidateDeletion may refuse a delete after seeing the current object.
@@ -205,6 +185,31 @@ type ValidateDeletion func(current *unstructured.Unstructured) error
 // the revision of the delete, as kube-apiserver does, so that the answer
 // and the DELETED watch event agree.
 func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, validate ValidateDeletion) (*unstructured.Unstructured, error) {
+	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error) {
+		if validate != nil {
+			if err := validate(obj); err != nil {
+				return nil, nil, err
+			}
+		}
+		w, err := s.kv.Delete(ctx, key, cur.ModRevision)
+		if err != nil {
+			return nil, nil, interpret(key, 0, err)
+		}
+		if !w.Succeeded {
+			return nil, w.Prev, nil
+		}
+		out, err := decode(w.Prev, w.Revision)
+		return out, nil, err
+	})
+}
+
+// conditionally runs a conditional write on the key's current value until
+// it wins. op gets the current value and its object (preconditions
+// already checked) and returns the result when it is done, or nil and the
+// value its lost compare saw, which the next attempt starts from: no
+// second read per retry.
+func (s *Store) conditionally(ctx context.Context, key string, pre *Preconditions,
+	op func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error)) (*unstructured.Unstructured, error) {
 	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
 	if err != nil {
 		return nil, interpret(key, 0, err)
@@ -227,19 +232,11 @@ func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, vali
 		if err := pre.check(key, obj); err != nil {
 			return nil, err
 		}
-		if validate != nil {
-			if err := validate(obj); err != nil {
-				return nil, err
-			}
+		out, lostTo, err := op(cur, obj)
+		if err != nil || out != nil {
+			return out, err
 		}
-		w, err := s.kv.Delete(ctx, key, cur.ModRevision)
-		if err != nil {
-			return nil, interpret(key, 0, err)
-		}
-		if w.Succeeded {
-			return decode(w.Prev, w.Revision)
-		}
-		cur = w.Prev
+		cur = lostTo
 	}
 }
 
