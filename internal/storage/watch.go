@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,26 @@ type WatchOptions struct {
 	// Recursive watches every key under the key, which must then end in "/".
 	Recursive bool
 	Predicate Predicate
+	// ProgressNotify asks for periodic BOOKMARK events while the watch is
+	// idle. Whatever the option, the watcher answers RequestProgress with a
+	// BOOKMARK once every event up to the store's current revision has been
+	// sent. A BOOKMARK's object is an Unstructured holding only
+	// metadata.resourceVersion.
+	ProgressNotify bool
+}
+
+// ProgressRequester is implemented by the watchers Watch returns.
+type ProgressRequester interface {
+	RequestProgress(ctx context.Context) error
+}
+
+// Revision returns the store's current revision.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	r, err := s.kv.Range(ctx, "/", kv.RangeOptions{CountOnly: true})
+	if err != nil {
+		return 0, interpret("/", 0, err)
+	}
+	return r.Revision, nil
 }
 
 // Watch follows the object at key, or the objects under it when
@@ -62,7 +83,7 @@ func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch
 		rv = r.Revision
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	kw, err := s.kv.Watch(wctx, key, kv.WatchOptions{End: end, Revision: rv + 1})
+	kw, err := s.kv.Watch(wctx, key, kv.WatchOptions{End: end, Revision: rv + 1, ProgressNotify: opts.ProgressNotify})
 	if err != nil {
 		cancel()
 		return nil, interpret(key, rv, err)
@@ -83,6 +104,9 @@ type watcher struct {
 }
 
 func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
+
+// RequestProgress implements ProgressRequester.
+func (w *watcher) RequestProgress(ctx context.Context) error { return w.kw.RequestProgress(ctx) }
 
 // Stop ends the watch and waits for its goroutine.
 func (w *watcher) Stop() {
@@ -111,6 +135,12 @@ func (w *watcher) run(ctx context.Context, initial []watch.Event) {
 		if resp.Err != nil {
 			send(errorEvent(w.from, resp))
 			return
+		}
+		if resp.Progress {
+			if !send(watch.Event{Type: watch.Bookmark, Object: bookmark(resp.Revision)}) {
+				return
+			}
+			continue
 		}
 		for _, e := range resp.Events {
 			ev, ok, err := w.transform(e)
@@ -154,6 +184,13 @@ func (w *watcher) transform(e kv.Event) (watch.Event, bool, error) {
 		return watch.Event{Type: watch.Deleted, Object: prev}, true, nil
 	}
 	return watch.Event{}, false, nil
+}
+
+// bookmark is the object of a BOOKMARK event at rev.
+func bookmark(rev int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return u
 }
 
 // errorEvent is the ERROR event that ends a watch after a kv error.

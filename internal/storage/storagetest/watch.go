@@ -20,6 +20,7 @@ func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store) {
 	t.Run("selector transitions and deletes", func(t *testing.T) { testWatchTransitions(t, newKV(t)) })
 	t.Run("initial events then live ones", func(t *testing.T) { testWatchInitial(t, newKV(t)) })
 	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t)) })
+	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t)) })
 }
 
 // got renders the next n events as "TYPE name rv".
@@ -124,5 +125,22 @@ func testWatchExpired(t *testing.T, k kv.Store) {
 	want := fmt.Sprintf("ERROR %d %s", http.StatusGone, metav1.StatusReasonExpired)
 	if g := got(t, w, 1); g[0] != want {
 		t.Fatalf("event %v, want %s", g, want)
+	}
+}
+
+func testWatchProgress(t *testing.T, k kv.Store) {
+	s := storage.New(k)
+	w, err := s.Watch(ctx, "/configmaps/", storage.WatchOptions{ResourceVersion: strconv.FormatInt(revision(t, k), 10), Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	c, _ := s.Create(ctx, "/configmaps/default/p", configMap("p", "1", nil))
+	if err := w.(storage.ProgressRequester).RequestProgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ADDED p " + c.GetResourceVersion(), "BOOKMARK  " + c.GetResourceVersion()}
+	if g := got(t, w, 2); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", g, want)
 	}
 }
