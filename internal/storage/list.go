@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/kv"
 )
@@ -45,6 +46,25 @@ func (p Predicate) Matches(obj *unstructured.Unstructured) bool {
 		return p.Field.Matches(set)
 	}
 	return true
+}
+
+// Transform says what a client of this predicate sees of a change from
+// prev to cur (either may be nil: a create has no prev, a delete no cur):
+// an object that starts matching is ADDED, one that keeps matching is
+// MODIFIED, one that stops matching or is deleted is DELETED with its last
+// state (prev), and ok is false when the client sees nothing.
+func (p Predicate) Transform(cur, prev *unstructured.Unstructured) (typ watch.EventType, obj *unstructured.Unstructured, ok bool) {
+	curOK := cur != nil && p.Matches(cur)
+	prevOK := prev != nil && p.Matches(prev)
+	switch {
+	case curOK && prevOK:
+		return watch.Modified, cur, true
+	case curOK:
+		return watch.Added, cur, true
+	case prevOK:
+		return watch.Deleted, prev, true
+	}
+	return "", nil, false
 }
 
 // ListOptions qualify List, with the API's meaning ("API Concepts",

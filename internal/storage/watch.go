@@ -173,17 +173,8 @@ func (w *watcher) transform(e kv.Event) (watch.Event, bool, error) {
 			return watch.Event{}, false, err
 		}
 	}
-	curOK := cur != nil && w.pred.Matches(cur)
-	prevOK := prev != nil && w.pred.Matches(prev)
-	switch {
-	case curOK && prevOK:
-		return watch.Event{Type: watch.Modified, Object: cur}, true, nil
-	case curOK:
-		return watch.Event{Type: watch.Added, Object: cur}, true, nil
-	case prevOK:
-		return watch.Event{Type: watch.Deleted, Object: prev}, true, nil
-	}
-	return watch.Event{}, false, nil
+	typ, obj, ok := w.pred.Transform(cur, prev)
+	return watch.Event{Type: typ, Object: obj}, ok, nil
 }
 
 // bookmark is the object of a BOOKMARK event at rev.

@@ -1,0 +1,231 @@
+package watchcache_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/kv/mvcc"
+	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
+)
+
+var ctx = context.Background()
+
+const prefix = "/configmaps/"
+
+// start runs a cache over a fresh in-memory store.
+func start(t *testing.T, cfg watchcache.Config) (*storage.Store, *watchcache.Cache) {
+	t.Helper()
+	k, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storage.New(k)
+	cfg.Store, cfg.Prefix = s, prefix
+	c := watchcache.New(cfg)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done; k.Close() })
+	return s, c
+}
+
+func cm(name, color string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetName(name)
+	u.SetNamespace("default")
+	u.SetLabels(map[string]string{"color": color})
+	return u
+}
+
+func create(t *testing.T, s *storage.Store, name, color string) *unstructured.Unstructured {
+	t.Helper()
+	out, err := s.Create(ctx, prefix+"default/"+name, cm(name, color))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// read renders the next n events as "TYPE name rv".
+func read(t *testing.T, w watch.Interface, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch closed after %v", out)
+			}
+			switch o := ev.Object.(type) {
+			case *metav1.Status:
+				out = append(out, fmt.Sprintf("%s %d", ev.Type, o.Code))
+			case *unstructured.Unstructured:
+				s := fmt.Sprintf("%s %s %s", ev.Type, o.GetName(), o.GetResourceVersion())
+				if o.GetAnnotations()[watchcache.InitialEventsEndAnnotation] == "true" {
+					s += " initial-events-end"
+				}
+				out = append(out, s)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event within 10s after %v", out)
+		}
+	}
+	return out
+}
+
+func TestConsistentListSeesTheLatestWrite(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	for i := 0; i < 20; i++ {
+		a := create(t, s, fmt.Sprint("a", i), "red")
+		list, err := c.List(ctx, storage.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != i+1 || list.GetResourceVersion() != a.GetResourceVersion() {
+			t.Fatalf("consistent list after write %d: %d items at %s, want %d at %s", i, len(list.Items), list.GetResourceVersion(), i+1, a.GetResourceVersion())
+		}
+	}
+	sel, _ := labels.Parse("color=blue")
+	create(t, s, "b", "blue")
+	list, err := c.List(ctx, storage.ListOptions{Predicate: storage.Predicate{Label: sel}})
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "b" {
+		t.Fatalf("selective list: %v, %v", list, err)
+	}
+}
+
+func TestNotOlderThanAFutureRevisionFails(t *testing.T) {
+	_, c := start(t, watchcache.Config{WaitTimeout: 50 * time.Millisecond})
+	_, err := c.List(ctx, storage.ListOptions{ResourceVersion: "1000", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if !storage.HasCode(err, storage.CodeTooLargeResourceVersion) {
+		t.Fatalf("list not older than 1000: %v", err)
+	}
+}
+
+func TestWatchFromHistoryNowAndInitialEvents(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	a := create(t, s, "a", "red")
+	b := create(t, s, "b", "blue")
+	sel, _ := labels.Parse("color=red")
+	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Predicate{Label: sel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	upd, err := s.GuaranteedUpdate(ctx, prefix+"default/b", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cur.SetLabels(map[string]string{"color": "red"})
+		return cur, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, err := s.Delete(ctx, prefix+"default/a", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ADDED b " + upd.GetResourceVersion(), "DELETED a " + del.GetResourceVersion()}
+	if got := read(t, w, 2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("watch from history: %v, want %v", got, want)
+	}
+
+	now, err := c.Watch(ctx, watchcache.WatchOptions{AllowBookmarks: true, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer now.Stop()
+	want = []string{"ADDED b " + upd.GetResourceVersion(), "BOOKMARK  " + del.GetResourceVersion() + " initial-events-end"}
+	if got := read(t, now, 2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("sendInitialEvents watch: %v, want %v", got, want)
+	}
+	_ = b
+}
+
+func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
+	s, c := start(t, watchcache.Config{Capacity: 5})
+	first := create(t, s, "first", "red")
+	for i := 0; i < 10; i++ {
+		create(t, s, fmt.Sprint("n", i), "red")
+	}
+	// Let the cache see every write before watching.
+	if _, err := c.List(ctx, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: first.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if got := read(t, w, 1); got[0] != fmt.Sprintf("ERROR %d", http.StatusGone) {
+		t.Fatalf("watch from before the history: %v, want 410", got)
+	}
+}
+
+func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
+	s, c := start(t, watchcache.Config{Buffer: 5})
+	base, _ := c.List(ctx, storage.ListOptions{})
+	slow, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: base.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Stop()
+	fast, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: base.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Stop()
+	// The reading watcher is read in lockstep with the writes, so it never
+	// lags; the other is not read at all until the end.
+	var got []string
+	for i := 0; i < 30; i++ {
+		rv := create(t, s, fmt.Sprint("o", i), "red").GetResourceVersion()
+		ev := read(t, fast, 1)[0]
+		if ev != fmt.Sprintf("ADDED o%d %s", i, rv) {
+			t.Fatalf("the reading watcher got %s for write %d at %s", ev, i, rv)
+		}
+		got = append(got, ev)
+	}
+	// The slow one gets an unbroken run of events, then 410.
+	var events []string
+	for ev := range slow.ResultChan() {
+		if ev.Type == watch.Error {
+			if st := ev.Object.(*metav1.Status); st.Code != http.StatusGone {
+				t.Fatalf("slow watcher ended with %d", st.Code)
+			}
+			for i, e := range events {
+				if e != got[i] {
+					t.Fatalf("slow watcher event %d = %s, want %s", i, e, got[i])
+				}
+			}
+			if len(events) == 30 {
+				t.Fatal("the slow watcher was never ended")
+			}
+			return
+		}
+		u := ev.Object.(*unstructured.Unstructured)
+		events = append(events, fmt.Sprintf("%s %s %s", ev.Type, u.GetName(), u.GetResourceVersion()))
+	}
+	t.Fatal("slow watcher closed without an error")
+}
+
+func TestBookmarks(t *testing.T) {
+	s, c := start(t, watchcache.Config{BookmarkInterval: 20 * time.Millisecond})
+	a := create(t, s, "a", "red")
+	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: a.GetResourceVersion(), AllowBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	got := read(t, w, 1)
+	if rv, _ := strconv.Atoi(a.GetResourceVersion()); got[0] != fmt.Sprintf("BOOKMARK  %d", rv) {
+		t.Fatalf("first event %v, want a bookmark at %d", got, rv)
+	}
+}

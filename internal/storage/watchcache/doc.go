@@ -1,0 +1,30 @@
+// Package watchcache keeps one resource's objects in memory, fed by one
+// storage watch, and serves lists and watches from there, so that many
+// clients cost one watch on the store (kube-apiserver's cacher).
+//
+// # Guarantees
+//
+//   - Consistent lists (no resourceVersion) are served from the cache only
+//     after it has caught up with the store's current revision, which it
+//     learns by asking its store watch for progress; NotOlderThan waits for
+//     the requested revision. Either falls back to the store when the cache
+//     can't catch up in time. Exact lists and continued pages are served by
+//     the store.
+//   - Watches start from any resourceVersion still in the cache's event
+//     history (Capacity events), from "now" with the current state as
+//     ADDED events, or fail with an ERROR event carrying 410 Gone when the
+//     history no longer reaches back.
+//   - A watcher that doesn't keep up (its buffer of Buffer events is full)
+//     is ended with an ERROR event saying so; it never blocks the others and
+//     never silently misses an event. Events are otherwise delivered in
+//     order, each exactly once.
+//   - Bookmarks: watchers that allow them get a BOOKMARK with the cache's
+//     revision every BookmarkInterval, and sendInitialEvents watches end
+//     their initial ADDED events with a BOOKMARK annotated
+//     "k8s.io/initial-events-end".
+//
+// # What it does not do
+//
+// It does not encode objects (the HTTP layer does, once per event) and it
+// does not write: writes go to the store, and come back through the watch.
+package watchcache
