@@ -14,7 +14,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -535,7 +534,7 @@ func listDir(dir string) string {
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, " %s(%d)", filepath.Base(e.Name()), fi.Size())
+		fmt.Fprintf(&b, " %s(%d)", e.Name(), fi.Size())
 	}
 	return b.String()
 }
