@@ -30,6 +30,14 @@ type WatchOptions struct {
 	// sent. A BOOKMARK's object is an Unstructured holding only
 	// metadata.resourceVersion.
 	ProgressNotify bool
+	// AllowBookmarks asks for BOOKMARK events (the API's
+	// allowWatchBookmarks); for the store it is the same as ProgressNotify.
+	AllowBookmarks bool
+	// SendInitialEvents starts the watch with the current state as ADDED
+	// events (at least as new as ResourceVersion), then a BOOKMARK
+	// annotated InitialEventsEndAnnotation. It requires AllowBookmarks, as
+	// the API does.
+	SendInitialEvents bool
 }
 
 // ProgressRequester is implemented by the watchers Watch returns.
@@ -61,15 +69,21 @@ func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch
 	if err != nil {
 		return nil, err
 	}
+	if opts.SendInitialEvents && !opts.AllowBookmarks {
+		return nil, newErr(CodeInvalidRequest, key, 0, "sendInitialEvents requires allowWatchBookmarks")
+	}
 	end := ""
 	if opts.Recursive {
 		end = kv.PrefixEnd(key)
 	}
 	var initial []watch.Event
-	if rv == 0 {
+	if rv == 0 || opts.SendInitialEvents {
 		r, err := s.kv.Range(ctx, key, kv.RangeOptions{End: end})
 		if err != nil {
 			return nil, interpret(key, 0, err)
+		}
+		if rv > r.Revision {
+			return nil, newErr(CodeTooLargeResourceVersion, key, rv, "Too large resource version: %d, current: %d", rv, r.Revision)
 		}
 		for i := range r.KVs {
 			obj, err := decode(&r.KVs[i], r.KVs[i].ModRevision)
@@ -81,9 +95,15 @@ func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch
 			}
 		}
 		rv = r.Revision
+		if opts.SendInitialEvents {
+			b := bookmark(rv)
+			b.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
+			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: b})
+		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	kw, err := s.kv.Watch(wctx, key, kv.WatchOptions{End: end, Revision: rv + 1, ProgressNotify: opts.ProgressNotify})
+	kw, err := s.kv.Watch(wctx, key, kv.WatchOptions{End: end, Revision: rv + 1,
+		ProgressNotify: opts.ProgressNotify || opts.AllowBookmarks})
 	if err != nil {
 		cancel()
 		return nil, interpret(key, rv, err)

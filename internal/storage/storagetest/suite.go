@@ -18,13 +18,25 @@ import (
 
 var ctx = context.Background()
 
-// Run runs the suite; newKV returns a fresh kv store per subtest.
+// Open returns the storage.Interface under test, in front of s. Keys in
+// the suite are under "/configmaps/"; a watch cache under test must
+// cover that prefix and keep at most 2 events of history, so that the
+// suite can push a watch's resourceVersion out of it.
+type Open func(t testing.TB, s *storage.Store) storage.Interface
+
+// Run runs the suite over storage.Store itself; newKV returns a fresh kv
+// store per subtest.
 func Run(t *testing.T, newKV func(t testing.TB) kv.Store) {
-	t.Run("create, get and the resourceVersion", func(t *testing.T) { testCreateGet(t, newKV(t)) })
-	t.Run("guaranteed update", func(t *testing.T) { testUpdate(t, newKV(t)) })
-	t.Run("delete", func(t *testing.T) { testDelete(t, newKV(t)) })
-	t.Run("paged lists are one snapshot", func(t *testing.T) { testList(t, newKV(t)) })
-	t.Run("watch", func(t *testing.T) { runWatch(t, newKV) })
+	RunWith(t, newKV, func(_ testing.TB, s *storage.Store) storage.Interface { return s })
+}
+
+// RunWith runs the suite over what open puts in front of each store.
+func RunWith(t *testing.T, newKV func(t testing.TB) kv.Store, open Open) {
+	t.Run("create, get and the resourceVersion", func(t *testing.T) { testCreateGet(t, newKV(t), open) })
+	t.Run("guaranteed update", func(t *testing.T) { testUpdate(t, newKV(t), open) })
+	t.Run("delete", func(t *testing.T) { testDelete(t, newKV(t), open) })
+	t.Run("paged lists are one snapshot", func(t *testing.T) { testList(t, newKV(t), open) })
+	t.Run("watch", func(t *testing.T) { runWatch(t, newKV, open) })
 }
 
 func configMap(name string, data string, lbls map[string]string) *unstructured.Unstructured {
@@ -64,8 +76,8 @@ func wantCode(t testing.TB, what string, err error, c storage.Code) {
 	}
 }
 
-func testCreateGet(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testCreateGet(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	base := revision(t, k)
 	out, err := s.Create(ctx, "/configmaps/default/a", configMap("a", "1", nil))
 	if err != nil {
@@ -107,8 +119,8 @@ func setData(v string) storage.UpdateFunc {
 	}
 }
 
-func testUpdate(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testUpdate(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	key := "/configmaps/default/u"
 	created, err := s.Create(ctx, key, configMap("u", "0", nil))
 	if err != nil {
@@ -166,8 +178,8 @@ func testUpdate(t *testing.T, k kv.Store) {
 	})
 }
 
-func testDelete(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testDelete(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	key := "/configmaps/default/d"
 	created, err := s.Create(ctx, key, configMap("d", "x", nil))
 	if err != nil {
@@ -194,8 +206,8 @@ func testDelete(t *testing.T, k kv.Store) {
 	wantCode(t, "second delete", err, storage.CodeNotFound)
 }
 
-func testList(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testList(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	const prefix = "/configmaps/default/"
 	for i := 0; i < 10; i++ {
 		color := "red"

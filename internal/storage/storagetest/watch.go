@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +17,12 @@ import (
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
-func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store) {
-	t.Run("selector transitions and deletes", func(t *testing.T) { testWatchTransitions(t, newKV(t)) })
-	t.Run("initial events then live ones", func(t *testing.T) { testWatchInitial(t, newKV(t)) })
-	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t)) })
-	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t)) })
+func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store, open Open) {
+	t.Run("selector transitions and deletes", func(t *testing.T) { testWatchTransitions(t, newKV(t), open) })
+	t.Run("initial events then live ones", func(t *testing.T) { testWatchInitial(t, newKV(t), open) })
+	t.Run("sendInitialEvents ends the initial state with a bookmark", func(t *testing.T) { testWatchSendInitial(t, newKV(t), open) })
+	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t), open) })
+	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t), open) })
 }
 
 // got renders the next n events as "TYPE name rv".
@@ -37,8 +39,12 @@ func got(t testing.TB, w watch.Interface, n int) []string {
 				out = append(out, fmt.Sprintf("%s %d %s", ev.Type, st.Code, st.Reason))
 				continue
 			}
-			u := ev.Object.(*unstructured.Unstructured)
-			out = append(out, fmt.Sprintf("%s %s %s", ev.Type, u.GetName(), u.GetResourceVersion()))
+			u := ev.Object.(metav1.Object)
+			line := fmt.Sprintf("%s %s %s", ev.Type, u.GetName(), u.GetResourceVersion())
+			if u.GetAnnotations()[storage.InitialEventsEndAnnotation] == "true" {
+				line += " initial-events-end"
+			}
+			out = append(out, line)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no event within 10s after %v", out)
 		}
@@ -53,8 +59,8 @@ func setLabel(v string) storage.UpdateFunc {
 	}
 }
 
-func testWatchTransitions(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testWatchTransitions(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	const prefix = "/configmaps/default/"
 	a, err := s.Create(ctx, prefix+"a", configMap("a", "1", map[string]string{"color": "red"}))
 	if err != nil {
@@ -86,8 +92,8 @@ func testWatchTransitions(t *testing.T, k kv.Store) {
 	}
 }
 
-func testWatchInitial(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testWatchInitial(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	const prefix = "/configmaps/default/"
 	x, _ := s.Create(ctx, prefix+"x", configMap("x", "1", nil))
 	y, _ := s.Create(ctx, prefix+"y", configMap("y", "1", nil))
@@ -107,14 +113,18 @@ func testWatchInitial(t *testing.T, k kv.Store) {
 	}
 }
 
-func testWatchExpired(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testWatchExpired(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	key := "/configmaps/default/e"
 	first, _ := s.Create(ctx, key, configMap("e", "1", nil))
 	for i := 2; i < 5; i++ {
 		s.GuaranteedUpdate(ctx, key, nil, setData(strconv.Itoa(i)))
 	}
 	if err := k.Compact(ctx, revision(t, k)); err != nil {
+		t.Fatal(err)
+	}
+	// A consistent list: a cache has now seen every write.
+	if _, err := s.List(ctx, "/configmaps/", storage.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := s.Watch(ctx, key, storage.WatchOptions{ResourceVersion: first.GetResourceVersion()})
@@ -128,8 +138,8 @@ func testWatchExpired(t *testing.T, k kv.Store) {
 	}
 }
 
-func testWatchProgress(t *testing.T, k kv.Store) {
-	s := storage.New(k)
+func testWatchProgress(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
 	w, err := s.Watch(ctx, "/configmaps/", storage.WatchOptions{ResourceVersion: strconv.FormatInt(revision(t, k), 10), Recursive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +151,40 @@ func testWatchProgress(t *testing.T, k kv.Store) {
 	}
 	want := []string{"ADDED p " + c.GetResourceVersion(), "BOOKMARK  " + c.GetResourceVersion()}
 	if g := got(t, w, 2); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", g, want)
+	}
+}
+
+func testWatchSendInitial(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
+	const prefix = "/configmaps/default/"
+	x, _ := s.Create(ctx, prefix+"x", configMap("x", "1", nil))
+	if _, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, SendInitialEvents: true}); !storage.HasCode(err, storage.CodeInvalidRequest) {
+		t.Fatalf("sendInitialEvents without bookmarks: error %v, want InvalidRequest", err)
+	}
+	w, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, SendInitialEvents: true, AllowBookmarks: true,
+		ResourceVersion: x.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	y, _ := s.Create(ctx, prefix+"y", configMap("y", "1", nil))
+	want := []string{
+		"ADDED x " + x.GetResourceVersion(),
+		"BOOKMARK  " + x.GetResourceVersion() + " initial-events-end",
+		"ADDED y " + y.GetResourceVersion(),
+	}
+	// Bookmarks may also arrive at any time; the first three non-periodic
+	// events must be these.
+	var g []string
+	for len(g) < 3 {
+		e := got(t, w, 1)[0]
+		if strings.HasPrefix(e, "BOOKMARK") && !strings.HasSuffix(e, "initial-events-end") {
+			continue
+		}
+		g = append(g, e)
+	}
+	if fmt.Sprint(g) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", g, want)
 	}
 }

@@ -73,12 +73,21 @@ func (c *Config) setDefaults() {
 // state before (nil for a create).
 type event struct {
 	rev       int64
+	key       string
 	obj, prev *unstructured.Unstructured
+	// shared wraps obj, or prev for a delete: what watchers are sent, so
+	// that each event is encoded once for all of them.
+	shared *storage.Shared
 }
 
 type item struct {
-	key string
-	obj *unstructured.Unstructured
+	key    string
+	obj    *unstructured.Unstructured
+	shared *storage.Shared // wraps obj
+}
+
+func newItem(key string, obj *unstructured.Unstructured) item {
+	return item{key: key, obj: obj, shared: storage.NewShared(obj)}
 }
 
 // Cache is the watch cache of one resource. Create it with New, run it
@@ -154,7 +163,7 @@ func (c *Cache) follow(ctx context.Context) error {
 	c.mu.objects.Clear(false)
 	for i := range list.Items {
 		obj := &list.Items[i]
-		c.mu.objects.ReplaceOrInsert(item{key: c.cfg.Key(obj), obj: obj})
+		c.mu.objects.ReplaceOrInsert(newItem(c.cfg.Key(obj), obj))
 	}
 	c.mu.rev, c.mu.floor, c.mu.history = rev, rev, nil
 	c.mu.progress, _ = w.(storage.ProgressRequester)
@@ -204,16 +213,19 @@ func (c *Cache) apply(ev watch.Event) error {
 		return nil
 	}
 	key := c.cfg.Key(obj)
-	e := event{rev: rev}
+	e := event{rev: rev, key: key}
 	if old, found := c.mu.objects.Get(item{key: key}); found {
 		e.prev = old.obj
 	}
 	if ev.Type == watch.Deleted {
 		e.prev = obj // the store sends the last state at the delete's revision
+		e.shared = storage.NewShared(obj)
 		c.mu.objects.Delete(item{key: key})
 	} else {
 		e.obj = obj
-		c.mu.objects.ReplaceOrInsert(item{key: key, obj: obj})
+		it := newItem(key, obj)
+		e.shared = it.shared
+		c.mu.objects.ReplaceOrInsert(it)
 	}
 	c.mu.history = append(c.mu.history, e)
 	if over := len(c.mu.history) - c.cfg.Capacity; over > 0 {
@@ -286,8 +298,8 @@ func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
 	}
 }
 
-// Revision returns the revision the cache reflects.
-func (c *Cache) Revision() int64 {
+// CacheRevision returns the revision the cache reflects.
+func (c *Cache) CacheRevision() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.mu.rev

@@ -13,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/storagetest"
 	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
 
@@ -36,6 +39,11 @@ func start(t *testing.T, cfg watchcache.Config) (*storage.Store, *watchcache.Cac
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done; k.Close() })
+	// A consistent list returns once the cache has listed the store, so
+	// that every test's writes land in the cache's history.
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	return s, c
 }
 
@@ -69,7 +77,7 @@ func read(t *testing.T, w watch.Interface, n int) []string {
 			switch o := ev.Object.(type) {
 			case *metav1.Status:
 				out = append(out, fmt.Sprintf("%s %d", ev.Type, o.Code))
-			case *unstructured.Unstructured:
+			case metav1.Object:
 				s := fmt.Sprintf("%s %s %s", ev.Type, o.GetName(), o.GetResourceVersion())
 				if o.GetAnnotations()[watchcache.InitialEventsEndAnnotation] == "true" {
 					s += " initial-events-end"
@@ -87,7 +95,7 @@ func TestConsistentListSeesTheLatestWrite(t *testing.T) {
 	s, c := start(t, watchcache.Config{})
 	for i := 0; i < 20; i++ {
 		a := create(t, s, fmt.Sprint("a", i), "red")
-		list, err := c.List(ctx, storage.ListOptions{})
+		list, err := c.List(ctx, prefix, storage.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +105,7 @@ func TestConsistentListSeesTheLatestWrite(t *testing.T) {
 	}
 	sel, _ := labels.Parse("color=blue")
 	create(t, s, "b", "blue")
-	list, err := c.List(ctx, storage.ListOptions{Predicate: storage.Predicate{Label: sel}})
+	list, err := c.List(ctx, prefix, storage.ListOptions{Predicate: storage.Predicate{Label: sel}})
 	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "b" {
 		t.Fatalf("selective list: %v, %v", list, err)
 	}
@@ -105,7 +113,7 @@ func TestConsistentListSeesTheLatestWrite(t *testing.T) {
 
 func TestNotOlderThanAFutureRevisionFails(t *testing.T) {
 	_, c := start(t, watchcache.Config{WaitTimeout: 50 * time.Millisecond})
-	_, err := c.List(ctx, storage.ListOptions{ResourceVersion: "1000", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	_, err := c.List(ctx, prefix, storage.ListOptions{ResourceVersion: "1000", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
 	if !storage.HasCode(err, storage.CodeTooLargeResourceVersion) {
 		t.Fatalf("list not older than 1000: %v", err)
 	}
@@ -116,7 +124,7 @@ func TestWatchFromHistoryNowAndInitialEvents(t *testing.T) {
 	a := create(t, s, "a", "red")
 	b := create(t, s, "b", "blue")
 	sel, _ := labels.Parse("color=red")
-	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: a.GetResourceVersion(), Predicate: storage.Predicate{Label: sel}})
+	w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: a.GetResourceVersion(), Predicate: storage.Predicate{Label: sel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +145,7 @@ func TestWatchFromHistoryNowAndInitialEvents(t *testing.T) {
 		t.Fatalf("watch from history: %v, want %v", got, want)
 	}
 
-	now, err := c.Watch(ctx, watchcache.WatchOptions{AllowBookmarks: true, SendInitialEvents: true})
+	now, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, AllowBookmarks: true, SendInitialEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +164,10 @@ func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
 		create(t, s, fmt.Sprint("n", i), "red")
 	}
 	// Let the cache see every write before watching.
-	if _, err := c.List(ctx, storage.ListOptions{}); err != nil {
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: first.GetResourceVersion()})
+	w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: first.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,13 +179,13 @@ func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
 
 func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
 	s, c := start(t, watchcache.Config{Buffer: 5})
-	base, _ := c.List(ctx, storage.ListOptions{})
-	slow, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: base.GetResourceVersion()})
+	base, _ := c.List(ctx, prefix, storage.ListOptions{})
+	slow, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: base.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer slow.Stop()
-	fast, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: base.GetResourceVersion()})
+	fast, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: base.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +218,7 @@ func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
 			}
 			return
 		}
-		u := ev.Object.(*unstructured.Unstructured)
+		u := ev.Object.(metav1.Object)
 		events = append(events, fmt.Sprintf("%s %s %s", ev.Type, u.GetName(), u.GetResourceVersion()))
 	}
 	t.Fatal("slow watcher closed without an error")
@@ -219,7 +227,7 @@ func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
 func TestBookmarks(t *testing.T) {
 	s, c := start(t, watchcache.Config{BookmarkInterval: 20 * time.Millisecond})
 	a := create(t, s, "a", "red")
-	w, err := c.Watch(ctx, watchcache.WatchOptions{ResourceVersion: a.GetResourceVersion(), AllowBookmarks: true})
+	w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: a.GetResourceVersion(), AllowBookmarks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,4 +236,36 @@ func TestBookmarks(t *testing.T) {
 	if rv, _ := strconv.Atoi(a.GetResourceVersion()); got[0] != fmt.Sprintf("BOOKMARK  %d", rv) {
 		t.Fatalf("first event %v, want a bookmark at %d", got, rv)
 	}
+}
+
+// The storage conformance suite, run through a watch cache.
+func TestConformance(t *testing.T) {
+	storagetest.RunWith(t, func(t testing.TB) kv.Store {
+		k, err := mvcc.Open(mvcc.Config{InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		return k
+	}, func(t testing.TB, s *storage.Store) storage.Interface {
+		c := watchcache.New(watchcache.Config{Store: s, Prefix: "/configmaps/", Capacity: 2})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); c.Run(rctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return c
+	})
+}
+
+// The same, with the cache in front of a real etcd.
+func TestConformanceOverEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	storagetest.RunWith(t, srv.NewStore, func(t testing.TB, s *storage.Store) storage.Interface {
+		c := watchcache.New(watchcache.Config{Store: s, Prefix: "/configmaps/", Capacity: 2})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); c.Run(rctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return c
+	})
 }

@@ -4,23 +4,85 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
+var _ storage.Interface = (*Cache)(nil)
+
 // InitialEventsEndAnnotation marks the BOOKMARK that ends the initial
 // events of a sendInitialEvents watch.
-const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+const InitialEventsEndAnnotation = storage.InitialEventsEndAnnotation
+
+// Create, GuaranteedUpdate and Delete go to the store; the cache sees
+// their effect through its watch.
+func (c *Cache) Create(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return c.cfg.Store.Create(ctx, key, obj)
+}
+
+// GuaranteedUpdate: see storage.Store.GuaranteedUpdate.
+func (c *Cache) GuaranteedUpdate(ctx context.Context, key string, pre *storage.Preconditions, tryUpdate storage.UpdateFunc) (*unstructured.Unstructured, error) {
+	return c.cfg.Store.GuaranteedUpdate(ctx, key, pre, tryUpdate)
+}
+
+// Delete: see storage.Store.Delete.
+func (c *Cache) Delete(ctx context.Context, key string, pre *storage.Preconditions, validate storage.ValidateDeletion) (*unstructured.Unstructured, error) {
+	return c.cfg.Store.Delete(ctx, key, pre, validate)
+}
+
+// Revision is the store's current revision (not the cache's: see
+// CacheRevision).
+func (c *Cache) Revision(ctx context.Context) (int64, error) { return c.cfg.Store.Revision(ctx) }
+
+// Get reads one object. An unset resourceVersion is a consistent read and
+// goes to the store, as kube-apiserver does; "0" and N are served from the
+// cache once it has reached N (else TooLargeResourceVersion).
+func (c *Cache) Get(ctx context.Context, key string, opts storage.GetOptions) (*unstructured.Unstructured, error) {
+	if opts.ResourceVersion == "" {
+		return c.cfg.Store.Get(ctx, key, opts)
+	}
+	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if !c.waitFor(ctx, rv) {
+		if rv == 0 {
+			return c.cfg.Store.Get(ctx, key, storage.GetOptions{})
+		}
+		return nil, c.tooLarge(key, rv)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	it, ok := c.mu.objects.Get(item{key: key})
+	if !ok {
+		return nil, &storage.Error{Code: storage.CodeNotFound, Key: key, ResourceVersion: c.mu.rev, Msg: "not found"}
+	}
+	return it.obj, nil
+}
+
+func (c *Cache) tooLarge(key string, rv int64) error {
+	return &storage.Error{Code: storage.CodeTooLargeResourceVersion, Key: key, ResourceVersion: rv,
+		Msg: fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.CacheRevision())}
+}
+
+// within reports whether key is the cache's to serve.
+func (c *Cache) within(key string) bool { return strings.HasPrefix(key, c.cfg.Prefix) }
 
 // List serves a list from the cache where the API allows it, and from the
 // store otherwise (Exact, continued pages, and paged consistent lists).
+// prefix must lie under the cache's prefix (a namespace, for example).
 // A resourceVersion "0" list ignores Limit, as kube-apiserver's cache does.
-func (c *Cache) List(ctx context.Context, opts storage.ListOptions) (*unstructured.UnstructuredList, error) {
+func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOptions) (*unstructured.UnstructuredList, error) {
+	if !c.within(prefix) || !strings.HasSuffix(prefix, "/") {
+		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: prefix, Msg: "list prefix outside the cache " + c.cfg.Prefix}
+	}
 	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
@@ -28,7 +90,7 @@ func (c *Cache) List(ctx context.Context, opts storage.ListOptions) (*unstructur
 	fromCache := opts.ResourceVersion == "0" ||
 		(opts.Continue == "" && opts.Limit == 0 && opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact)
 	if !fromCache {
-		return c.cfg.Store.List(ctx, c.cfg.Prefix, opts)
+		return c.cfg.Store.List(ctx, prefix, opts)
 	}
 	switch {
 	case opts.ResourceVersion == "":
@@ -38,21 +100,20 @@ func (c *Cache) List(ctx context.Context, opts storage.ListOptions) (*unstructur
 			return nil, err
 		}
 		if !c.waitFor(ctx, cur) {
-			return c.cfg.Store.List(ctx, c.cfg.Prefix, opts)
+			return c.cfg.Store.List(ctx, prefix, opts)
 		}
 	case rv > 0:
 		if !c.waitFor(ctx, rv) {
-			return nil, &storage.Error{Code: storage.CodeTooLargeResourceVersion, Key: c.cfg.Prefix, ResourceVersion: rv,
-				Msg: fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.Revision())}
+			return nil, c.tooLarge(prefix, rv)
 		}
 	default:
 		if !c.waitFor(ctx, 0) {
-			return c.cfg.Store.List(ctx, c.cfg.Prefix, opts)
+			return c.cfg.Store.List(ctx, prefix, opts)
 		}
 	}
 	list := &unstructured.UnstructuredList{Object: map[string]any{}}
 	c.mu.RLock()
-	c.mu.objects.Ascend(func(it item) bool {
+	c.mu.objects.AscendRange(item{key: prefix}, item{key: kv.PrefixEnd(prefix)}, func(it item) bool {
 		if opts.Predicate.Matches(it.obj) {
 			list.Items = append(list.Items, *it.obj)
 		}
@@ -63,32 +124,28 @@ func (c *Cache) List(ctx context.Context, opts storage.ListOptions) (*unstructur
 	return list, nil
 }
 
-// WatchOptions qualify Watch.
-type WatchOptions struct {
-	ResourceVersion string
-	Predicate       storage.Predicate
-	// AllowBookmarks asks for periodic BOOKMARK events.
-	AllowBookmarks bool
-	// SendInitialEvents starts with the current state as ADDED events,
-	// then a BOOKMARK annotated InitialEventsEndAnnotation (it requires
-	// AllowBookmarks, as the API does).
-	SendInitialEvents bool
-}
-
-// Watch starts a watch served from the cache. Errors the API reports in
-// the stream (410 Gone, too large a resourceVersion) come as an ERROR event.
-func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, error) {
+// Watch starts a watch of key (or of every key under it, when Recursive)
+// served from the cache. Errors the API reports in the stream (410 Gone,
+// too large a resourceVersion) come as an ERROR event.
+func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions) (watch.Interface, error) {
+	if !c.within(key) {
+		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: key, Msg: "watch key outside the cache " + c.cfg.Prefix}
+	}
 	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}
 	if opts.SendInitialEvents && !opts.AllowBookmarks {
-		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: c.cfg.Prefix,
+		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: key,
 			Msg: "sendInitialEvents requires allowWatchBookmarks"}
 	}
+	match := func(k string) bool { return k == key }
+	if opts.Recursive {
+		match = func(k string) bool { return strings.HasPrefix(k, key) }
+	}
 	if !c.waitFor(ctx, rv) {
-		w := newWatcher(ctx, opts, 1)
-		w.end(apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.Revision()), 1))
+		w := newWatcher(ctx, c, match, opts, 1)
+		w.end(apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.CacheRevision()), 1))
 		return w, nil
 	}
 	c.mu.Lock()
@@ -96,9 +153,12 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 	var initial []watch.Event
 	switch {
 	case rv == 0 || opts.SendInitialEvents:
-		c.mu.objects.Ascend(func(it item) bool {
-			if opts.Predicate.Matches(it.obj) {
-				initial = append(initial, watch.Event{Type: watch.Added, Object: it.obj})
+		c.mu.objects.AscendGreaterOrEqual(item{key: key}, func(it item) bool {
+			if !strings.HasPrefix(it.key, key) {
+				return false
+			}
+			if match(it.key) && opts.Predicate.Matches(it.obj) {
+				initial = append(initial, watch.Event{Type: watch.Added, Object: it.shared})
 			}
 			return true
 		})
@@ -106,11 +166,11 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, true)})
 		}
 	case rv < c.mu.floor:
-		w := newWatcher(ctx, opts, 1)
+		w := newWatcher(ctx, c, match, opts, 1)
 		w.end(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, c.mu.floor)))
 		return w, nil
 	default:
-		probe := &watcher{pred: opts.Predicate}
+		probe := &watcher{pred: opts.Predicate, match: match}
 		for _, e := range c.mu.history {
 			if e.rev > rv {
 				if out, ok := probe.transform(e); ok {
@@ -119,7 +179,7 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 			}
 		}
 	}
-	w := newWatcher(ctx, opts, c.cfg.Buffer+len(initial))
+	w := newWatcher(ctx, c, match, opts, c.cfg.Buffer+len(initial))
 	for _, ev := range initial {
 		w.push(ev)
 	}
@@ -131,6 +191,23 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (watch.Interface, 
 		c.mu.Unlock()
 	}()
 	return w, nil
+}
+
+// progress answers a watcher's RequestProgress: once the cache reflects
+// the store's current revision, a BOOKMARK at that revision follows every
+// event already queued for the watcher.
+func (c *Cache) progress(ctx context.Context, w *watcher) error {
+	cur, err := c.cfg.Store.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	if !c.waitFor(ctx, cur) {
+		return c.tooLarge(c.cfg.Prefix, cur)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	w.push(watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, false)})
+	return nil
 }
 
 func bookmarkObject(rev int64, initialEnd bool) *unstructured.Unstructured {

@@ -17,6 +17,8 @@ import (
 // ended with an ERROR event after the events already queued, so the client
 // sees no gap and relists.
 type watcher struct {
+	cache     *Cache
+	match     func(key string) bool // the watched key or prefix
 	pred      storage.Predicate
 	bookmarks bool
 	out       chan watch.Event
@@ -32,10 +34,12 @@ type watcher struct {
 	}
 }
 
-func newWatcher(ctx context.Context, opts WatchOptions, limit int) *watcher {
+func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts storage.WatchOptions, limit int) *watcher {
 	w := &watcher{
+		cache:     c,
+		match:     match,
 		pred:      opts.Predicate,
-		bookmarks: opts.AllowBookmarks,
+		bookmarks: opts.AllowBookmarks || opts.ProgressNotify,
 		out:       make(chan watch.Event),
 		done:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -46,6 +50,10 @@ func newWatcher(ctx context.Context, opts WatchOptions, limit int) *watcher {
 }
 
 func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
+
+// RequestProgress implements storage.ProgressRequester: a BOOKMARK at the
+// store's current revision follows the events before it.
+func (w *watcher) RequestProgress(ctx context.Context) error { return w.cache.progress(ctx, w) }
 
 // Stop ends the watch.
 func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.done) }) }
@@ -122,15 +130,21 @@ func (w *watcher) run(ctx context.Context) {
 }
 
 // transform turns a cache event into what this watcher's client sees.
+// Clients get the event's shared object whenever they see the change as
+// it happened; only an object leaving the selection needs its own copy.
 func (w *watcher) transform(e event) (watch.Event, bool) {
+	if !w.match(e.key) {
+		return watch.Event{}, false
+	}
 	prev := e.prev
 	if prev != nil && e.obj != nil && w.pred.Matches(prev) && !w.pred.Matches(e.obj) {
 		// Leaving the selection: the last matching state, at this revision.
 		prev = prev.DeepCopy()
 		prev.SetResourceVersion(strconv.FormatInt(e.rev, 10))
+		return watch.Event{Type: watch.Deleted, Object: prev}, true
 	}
-	typ, obj, ok := w.pred.Transform(e.obj, prev)
-	return watch.Event{Type: typ, Object: obj}, ok
+	typ, _, ok := w.pred.Transform(e.obj, prev)
+	return watch.Event{Type: typ, Object: e.shared}, ok
 }
 
 func errorEvent(err *apierrors.StatusError) watch.Event {
