@@ -1,7 +1,7 @@
 // Command kplane is a Kubernetes-compatible control plane in one binary.
 //
-// Today it offers the storage engine through `kplane kv`, a small etcdctl
-// for kplane's store; `kplane serve` arrives with the API server.
+// `kplane serve` serves the Kubernetes API; `kplane kv` is a small etcdctl
+// for kplane's store.
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 const usage = `kplane: a Kubernetes-compatible control plane in one binary.
 
 Usage:
+  kplane serve [flags]                 serve the Kubernetes API (kubectl, client-go, controller-runtime)
   kplane kv [flags] <command> [args]   read and write kplane's key-value store
   kplane version                       print the version
 
@@ -38,6 +39,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr)
 	case "kv":
 		return runKV(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/app"
+)
+
+const serveUsage = `Usage: kplane serve [flags]
+
+Serve the Kubernetes API. On the first start kplane creates a CA, a serving
+certificate and an admin credential in the data directory; once ready it
+writes <data-dir>/kubeconfig, so that this works:
+
+  kubectl --kubeconfig kplane-data/kubeconfig get namespaces
+
+Flags:
+`
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kplane serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	var (
+		cfg       app.Config
+		endpoints string
+		logLevel  string
+		logFormat string
+	)
+	fs.StringVar(&cfg.DataDir, "data-dir", "./kplane-data", "directory for the store, the credentials and the kubeconfig")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "address to serve on (port 0 picks a free port)")
+	fs.StringVar(&cfg.Storage, "storage", app.StorageEmbedded, "storage engine: embedded, memory (nothing on disk; for tests) or etcd")
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (--storage etcd)")
+	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/registry", "key prefix in etcd (--storage etcd)")
+	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "compact the store to the revision of the previous tick every interval, as kube-apiserver; 0 turns it off")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kplane serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "kplane serve: --log-level %q: want debug, info, warn or error\n", logLevel)
+		return 2
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch logFormat {
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		fmt.Fprintf(stderr, "kplane serve: --log-format %q: want text or json\n", logFormat)
+		return 2
+	}
+	if endpoints != "" {
+		cfg.EtcdEndpoints = strings.Split(endpoints, ",")
+	}
+	cfg.Version = version
+	if err := app.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "kplane serve: %v\n", err)
+		return 1
+	}
+	return 0
+}

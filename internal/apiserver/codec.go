@@ -1,0 +1,209 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// protobufType is the Kubernetes protobuf media type, which kubectl and
+// typed clients use for built-in kinds.
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+// readBody reads a request body within the size limit and returns it as
+// JSON (YAML bodies are converted). Protobuf bodies are returned as they
+// are with isProto set: only built-in kinds can decode them.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, _, err := s.readBodyProto(w, r)
+	return body, err
+}
+
+func (s *Server) readBodyProto(w http.ResponseWriter, r *http.Request) (body []byte, isProto bool, err error) {
+	body, err = s.readRaw(w, r)
+	if err != nil {
+		return nil, false, err
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == protobufType {
+		return body, true, nil
+	}
+	body, err = toJSON(r, body)
+	return body, false, err
+}
+
+func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.cfg.MaxBodyBytes))
+		}
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return body, nil
+}
+
+// toJSON converts a JSON or YAML body to JSON; other media types are 415.
+func toJSON(r *http.Request, body []byte) ([]byte, error) {
+	var err error
+	ct := r.Header.Get("Content-Type")
+	mt := "application/json"
+	if ct != "" {
+		if mt, _, err = mime.ParseMediaType(ct); err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, r.Method, schemaGroupResource(""), "", fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"), 0, false)
+		}
+	}
+	switch mt {
+	case "application/json", "*/*":
+		return body, nil
+	case "application/yaml", "application/x-yaml", "text/yaml":
+		j, err := yaml.YAMLToJSON(body)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error converting YAML to JSON: %v", err))
+		}
+		return j, nil
+	}
+	return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"),
+	}}
+}
+
+// fieldValidation is the ?fieldValidation directive.
+type fieldValidation string
+
+const (
+	validationIgnore fieldValidation = "Ignore"
+	validationWarn   fieldValidation = "Warn"
+	validationStrict fieldValidation = "Strict"
+)
+
+func parseFieldValidation(r *http.Request) (fieldValidation, error) {
+	switch v := r.URL.Query().Get("fieldValidation"); v {
+	case "":
+		return validationWarn, nil // the default since Kubernetes 1.27
+	case "Ignore", "Warn", "Strict":
+		return fieldValidation(v), nil
+	default:
+		return "", apierrors.NewBadRequest(fmt.Sprintf("fieldValidation parameter unsupported: %v", v))
+	}
+}
+
+// decodeObject parses a create or update body for kind k at version v.
+// Built-in kinds go through their Go type, which refuses wrong field
+// types (400) and drops unknown fields, reporting them according to the
+// field validation directive (Strict: 400; Warn: Warning headers).
+func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string) (*unstructured.Unstructured, error) {
+	body, isProto, err := s.readBodyProto(w, r)
+	if err != nil {
+		return nil, err
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		return nil, err
+	}
+	gv := k.GroupVersionKind(v).GroupVersion().String()
+	if isProto {
+		if body, err = protoToJSON(k, v, body); err != nil {
+			return nil, err
+		}
+	}
+	var probe struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+	}
+	if probe.APIVersion != "" && probe.APIVersion != gv {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", probe.APIVersion, gv))
+	}
+	if probe.Kind != "" && probe.Kind != k.Kind {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", probe.Kind, k.Kind))
+	}
+	var strictErrs []error
+	if k.Typed != nil {
+		typed := k.Typed()
+		strictErrs, err = sigsjson.UnmarshalStrict(body, typed)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
+		}
+		if body, err = json.Marshal(typed); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	} else {
+		var m map[string]any
+		strictErrs, err = sigsjson.UnmarshalStrict(body, &m)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
+		}
+	}
+	if len(strictErrs) > 0 {
+		switch fv {
+		case validationStrict:
+			msgs := make([]string, len(strictErrs))
+			for i, e := range strictErrs {
+				msgs[i] = e.Error()
+			}
+			return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+		case validationWarn:
+			for _, e := range strictErrs {
+				w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
+			}
+		}
+	}
+	obj := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(body, &obj.Object); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
+	}
+	if obj.Object == nil {
+		return nil, apierrors.NewBadRequest("the object provided is unrecognized or malformed: null")
+	}
+	obj.SetAPIVersion(gv)
+	obj.SetKind(k.Kind)
+	if md, ok := obj.Object["metadata"]; ok && md == nil {
+		delete(obj.Object, "metadata")
+	}
+	return obj, nil
+}
+
+// decodeDeleteOptions reads DeleteOptions from the body (if any) and the
+// query, as kube-apiserver does.
+func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (metav1.DeleteOptions, error) {
+	var opts metav1.DeleteOptions
+	if r.ContentLength != 0 && r.Body != nil {
+		body, err := s.readBody(w, r)
+		if err != nil {
+			return opts, err
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &opts); err != nil {
+				return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+			}
+		}
+	}
+	q := r.URL.Query()
+	if v := q.Get("propagationPolicy"); v != "" {
+		p := metav1.DeletionPropagation(v)
+		opts.PropagationPolicy = &p
+	}
+	switch p := opts.PropagationPolicy; {
+	case p == nil, *p == metav1.DeletePropagationOrphan, *p == metav1.DeletePropagationBackground, *p == metav1.DeletePropagationForeground:
+	default:
+		return opts, apierrors.NewInvalid(metav1.SchemeGroupVersion.WithKind("DeleteOptions").GroupKind(), "", nil)
+	}
+	return opts, nil
+}

@@ -1,0 +1,217 @@
+package apiserver
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// aggregatedType is the media type of aggregated discovery, which recent
+// clients ask for first and which answers all of discovery in one request.
+const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+// wantsAggregated reports whether Accept asks for aggregated discovery
+// (v2) before anything else.
+func wantsAggregated(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == "application/json" && params["as"] == "APIGroupDiscoveryList" && params["g"] == "apidiscovery.k8s.io" {
+			return params["v"] == "v2"
+		}
+		if mt == "application/json" && params["as"] == "" {
+			return false
+		}
+	}
+	return false
+}
+
+// groupVersions collects the served groups: versions in priority order
+// (v1 > v1beta1 > v1alpha1), each with its resources.
+type servedGroup struct {
+	name     string
+	versions []string
+	byVer    map[string][]*registry.Kind
+}
+
+func (s *Server) servedGroups() []*servedGroup {
+	groups := map[string]*servedGroup{}
+	for _, res := range s.cfg.Registry.Resources() {
+		k := res.Kind()
+		g := groups[k.Group]
+		if g == nil {
+			g = &servedGroup{name: k.Group, byVer: map[string][]*registry.Kind{}}
+			groups[k.Group] = g
+		}
+		for _, v := range k.Versions {
+			if _, seen := g.byVer[v]; !seen {
+				g.versions = append(g.versions, v)
+			}
+			g.byVer[v] = append(g.byVer[v], k)
+		}
+	}
+	out := make([]*servedGroup, 0, len(groups))
+	for _, g := range groups {
+		sort.Slice(g.versions, func(i, j int) bool {
+			return version.CompareKubeAwareVersionStrings(g.versions[i], g.versions[j]) > 0
+		})
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (s *Server) legacyVersions(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		s.aggregated(w, func(g *servedGroup) bool { return g.name == "" })
+		return
+	}
+	writeJSON(w, http.StatusOK, &metav1.APIVersions{
+		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+		Versions: []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
+			{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host},
+		},
+	})
+}
+
+func apiGroup(g *servedGroup) metav1.APIGroup {
+	out := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g.name}
+	for _, v := range g.versions {
+		out.Versions = append(out.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.name + "/" + v, Version: v})
+	}
+	out.PreferredVersion = out.Versions[0]
+	return out
+}
+
+func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		s.aggregated(w, func(g *servedGroup) bool { return g.name != "" })
+		return
+	}
+	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	for _, g := range s.servedGroups() {
+		if g.name != "" {
+			list.Groups = append(list.Groups, apiGroup(g))
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) group(w http.ResponseWriter, r *http.Request, name string) {
+	for _, g := range s.servedGroups() {
+		if g.name == name && name != "" {
+			ag := apiGroup(g)
+			writeJSON(w, http.StatusOK, &ag)
+			return
+		}
+	}
+	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+}
+
+func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver string) {
+	for _, g := range s.servedGroups() {
+		if g.name != group {
+			continue
+		}
+		kinds, ok := g.byVer[ver]
+		if !ok {
+			break
+		}
+		gv := schema.GroupVersion{Group: group, Version: ver}.String()
+		list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv,
+			APIResources: []metav1.APIResource{}}
+		for _, k := range kinds {
+			list.APIResources = append(list.APIResources, apiResources(k)...)
+		}
+		writeJSON(w, http.StatusOK, list)
+		return
+	}
+	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+}
+
+var (
+	verbs       = []string{"create", "delete", "deletecollection", "get", "list", "update", "watch"}
+	statusVerbs = []string{"get", "update"}
+)
+
+// storageVersionHash identifies the storage version, as upstream's
+// discovery does, so that clients can tell when it changes.
+func storageVersionHash(k *registry.Kind) string {
+	sum := sha256.Sum256([]byte(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String() + "/" + k.Kind))
+	return base64.StdEncoding.EncodeToString(sum[:8])
+}
+
+func apiResources(k *registry.Kind) []metav1.APIResource {
+	out := []metav1.APIResource{{
+		Name: k.Resource, SingularName: k.Singular, Namespaced: k.Namespaced, Kind: k.Kind,
+		Verbs: verbs, ShortNames: k.ShortNames, Categories: k.Categories, StorageVersionHash: storageVersionHash(k),
+	}}
+	if k.Status {
+		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
+	}
+	if k.Finalize {
+		out = append(out, metav1.APIResource{Name: k.Resource + "/finalize", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: []string{"update"}})
+	}
+	return out
+}
+
+// aggregated answers aggregated discovery for the groups keep selects.
+func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool) {
+	list := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
+		Items:    []apidiscoveryv2.APIGroupDiscovery{},
+	}
+	for _, g := range s.servedGroups() {
+		if !keep(g) {
+			continue
+		}
+		gd := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
+		for _, v := range g.versions {
+			vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+			for _, k := range g.byVer[v] {
+				gvk := k.GroupVersionKind(v)
+				scope := apidiscoveryv2.ScopeCluster
+				if k.Namespaced {
+					scope = apidiscoveryv2.ScopeNamespace
+				}
+				rd := apidiscoveryv2.APIResourceDiscovery{
+					Resource: k.Resource, SingularResource: k.Singular, Scope: scope, Verbs: verbs,
+					ShortNames: k.ShortNames, Categories: k.Categories,
+					ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+				}
+				if k.Status {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "status", Verbs: statusVerbs,
+						ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+					})
+				}
+				if k.Finalize {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "finalize", Verbs: []string{"update"},
+						ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+					})
+				}
+				vd.Resources = append(vd.Resources, rd)
+			}
+			gd.Versions = append(gd.Versions, vd)
+		}
+		list.Items = append(list.Items, gd)
+	}
+	w.Header().Set("Vary", "Accept")
+	w.Header().Set("Content-Type", aggregatedType)
+	writeJSONTyped(w, http.StatusOK, list)
+}

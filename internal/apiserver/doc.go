@@ -1,0 +1,22 @@
+// Package apiserver is kplane's HTTP face: the Kubernetes REST API over
+// the registry. It routes /api and /apis paths to resources, parses the
+// query parameters of every verb (get, list, watch, create, update,
+// delete, deletecollection, and the status subresource), negotiates the
+// response form (JSON objects, Tables for kubectl get, metadata-only
+// objects), streams watches (one JSON event per line, each event encoded
+// once for all its watchers), and serves discovery (legacy and the
+// aggregated apidiscovery.k8s.io/v2 form), /version, the health
+// endpoints, and OpenAPI documents that tell kubectl which query
+// parameters the server supports.
+//
+// Every error reaches the client as a metav1.Status with kube-apiserver's
+// code, reason and message. Bodies are limited to 3 MiB (413 beyond).
+//
+// Authentication is by client certificate: the TLS layer verifies it
+// against kplane's CA and this package refuses requests without one (401),
+// except the health and version endpoints. There is no authorization
+// beyond that: an authenticated client is an admin.
+//
+// Not yet: PATCH and server-side apply, protobuf, and OpenAPI schemas
+// (the documents list operations, not fields).
+package apiserver

@@ -1,0 +1,54 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// writeError answers err as a metav1.Status, as kube-apiserver's
+// responsewriters.ErrorNegotiated does.
+func writeError(w http.ResponseWriter, err error) {
+	st := statusOf(err)
+	writeJSON(w, int(st.Code), st)
+}
+
+func statusOf(err error) *metav1.Status {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		status = apierrors.NewInternalError(err)
+	}
+	st := status.Status()
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	if st.Code == 0 {
+		st.Code = http.StatusInternalServerError
+	}
+	return &st
+}
+
+// writeJSON writes v as JSON with the given code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		data, _ = json.Marshal(statusOf(apierrors.NewInternalError(err)))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(data)
+	w.Write([]byte("\n"))
+}
+
+// writeJSONTyped writes v as JSON, keeping a Content-Type already set.
+func writeJSONTyped(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.WriteHeader(code)
+	w.Write(data)
+}

@@ -1,0 +1,233 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+func emptyObject() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{}}
+}
+
+// resources routes /api/... and /apis/... requests.
+func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
+	ri, ok := parsePath(r.URL.Path)
+	if !ok {
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	switch {
+	case ri.groupOnly:
+		s.group(w, r, ri.group)
+		return
+	case ri.discovery:
+		s.groupVersion(w, r, ri.group, ri.version)
+		return
+	}
+	res, ok := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource)
+	if !ok {
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: ri.group, Resource: ri.resource}, ""))
+		return
+	}
+	k := res.Kind()
+	if ri.namespacedCollection && !k.Namespaced {
+		writeError(w, apierrors.NewNotFound(k.GroupResource(), ""))
+		return
+	}
+	switch ri.subresource {
+	case "":
+	case "status":
+		if !k.Status || ri.name == "" {
+			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
+			return
+		}
+	case "finalize":
+		if !k.Finalize || ri.name == "" || r.Method != http.MethodPut {
+			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
+			return
+		}
+	default:
+		writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
+		return
+	}
+	if ri.watchPrefix && r.Method != http.MethodGet {
+		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
+		return
+	}
+	h := &handler{s: s, res: res, kind: k, ri: ri}
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")):
+			h.watch(w, r)
+		case ri.name == "":
+			h.list(w, r)
+		default:
+			h.get(w, r)
+		}
+	case http.MethodPost:
+		if ri.name != "" {
+			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "create"))
+			return
+		}
+		h.create(w, r)
+	case http.MethodPut:
+		if ri.name == "" {
+			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "update"))
+			return
+		}
+		h.update(w, r)
+	case http.MethodDelete:
+		if ri.name == "" {
+			h.deleteCollection(w, r)
+		} else {
+			h.delete(w, r)
+		}
+	case http.MethodPatch:
+		writeError(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: fmt.Sprintf("PATCH is not supported by kplane yet for %s", k.GroupResource()),
+		}})
+	default:
+		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
+	}
+}
+
+// handler serves one request on one resource.
+type handler struct {
+	s    *Server
+	res  *registry.Resource
+	kind *registry.Kind
+	ri   requestInfo
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	opts := metav1.GetOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
+	obj, err := h.res.Get(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, obj)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	opts, _, err := listOptions(h.kind, r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := h.res.List(ctx, h.ri.version, h.ri.namespace, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeList(w, r, h.kind, h.ri.version, list)
+}
+
+func (h *handler) create(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, registry.WriteOptions{DryRun: dry})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusCreated, out)
+}
+
+func (h *handler) update(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, out)
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts, err := h.s.decodeDeleteOptions(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(opts.DryRun) > 0 {
+		dry = true
+	}
+	out, _, err := h.res.Delete(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts, registry.WriteOptions{DryRun: dry})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if u, ok := out.(*unstructured.Unstructured); ok {
+		h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, u)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	lo, _, err := listOptions(h.kind, r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts, err := h.s.decodeDeleteOptions(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := h.res.DeleteCollection(ctx, h.ri.version, h.ri.namespace, lo, opts, registry.WriteOptions{DryRun: dry || len(opts.DryRun) > 0})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeList(w, r, h.kind, h.ri.version, list)
+}

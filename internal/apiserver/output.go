@@ -1,0 +1,213 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// form is the shape of a response the client asked for in Accept.
+type form int
+
+const (
+	formJSON form = iota
+	formYAML
+	formTable
+	formMetadata // PartialObjectMetadata(List)
+)
+
+// negotiate picks the first form in Accept that kplane can produce, as
+// kube-apiserver's content negotiation does. Protobuf and CBOR are not
+// offered; a client that accepts nothing else gets 406.
+func negotiate(r *http.Request) (form, error) {
+	accept := r.Header.Get("Accept")
+	if strings.TrimSpace(accept) == "" {
+		return formJSON, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "application/json", "*/*", "application/*":
+			switch params["as"] {
+			case "":
+				return formJSON, nil
+			case "Table":
+				if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+					return formTable, nil
+				}
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
+				if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+					return formMetadata, nil
+				}
+			}
+		case "application/yaml":
+			if params["as"] == "" {
+				return formYAML, nil
+			}
+		}
+	}
+	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "only the following media types are accepted: application/json, application/yaml",
+	}}
+}
+
+// write encodes v in the negotiated plain form (JSON or YAML).
+func write(w http.ResponseWriter, f form, code int, v any) {
+	if f != formYAML {
+		writeJSON(w, code, v)
+		return
+	}
+	data, err := json.Marshal(v)
+	if err == nil {
+		data, err = yaml.JSONToYAML(data)
+	}
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(code)
+	w.Write(data)
+}
+
+func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
+	f, err := negotiate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch f {
+	case formTable:
+		writeJSON(w, code, s.table(k, r, nil, []*unstructured.Unstructured{obj}))
+	case formMetadata:
+		writeJSON(w, code, partial(obj))
+	default:
+		write(w, f, code, obj)
+	}
+}
+
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, list *unstructured.UnstructuredList) {
+	f, err := negotiate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch f {
+	case formTable:
+		items := make([]*unstructured.Unstructured, len(list.Items))
+		for i := range list.Items {
+			items[i] = &list.Items[i]
+		}
+		writeJSON(w, http.StatusOK, s.table(k, r, list, items))
+	case formMetadata:
+		out := &metav1.PartialObjectMetadataList{
+			TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"},
+			ListMeta: listMeta(list),
+		}
+		for i := range list.Items {
+			out.Items = append(out.Items, *partial(&list.Items[i]))
+		}
+		writeJSON(w, http.StatusOK, out)
+	default:
+		if list.Items == nil {
+			list.Items = []unstructured.Unstructured{}
+		}
+		write(w, f, http.StatusOK, list)
+	}
+}
+
+func listMeta(list *unstructured.UnstructuredList) metav1.ListMeta {
+	return metav1.ListMeta{
+		ResourceVersion:    list.GetResourceVersion(),
+		Continue:           list.GetContinue(),
+		RemainingItemCount: list.GetRemainingItemCount(),
+	}
+}
+
+func partial(obj *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+	runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"metadata": obj.Object["metadata"]}, p)
+	p.Kind, p.APIVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
+	return p
+}
+
+// table renders objects as a metav1.Table: NAME, the kind's columns, AGE.
+// Each row carries the object's metadata (includeObject=Metadata, the
+// default), the whole object (Object) or nothing (None).
+func (s *Server) table(k *registry.Kind, r *http.Request, list *unstructured.UnstructuredList, objs []*unstructured.Unstructured) *metav1.Table {
+	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"}}
+	if list != nil {
+		t.ListMeta = listMeta(list)
+	}
+	t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+		Name: "Name", Type: "string", Format: "name",
+		Description: "Name must be unique within a namespace. Cannot be updated.",
+	})
+	age := true
+	for _, c := range k.Columns {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority})
+		if c.Name == "Age" || c.Type == "date" {
+			age = false
+		}
+	}
+	if age {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+			Name: "Age", Type: "string",
+			Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+		})
+	}
+	include := r.URL.Query().Get("includeObject")
+	now := s.cfg.Registry.Now()
+	t.Rows = []metav1.TableRow{}
+	for _, obj := range objs {
+		row := metav1.TableRow{Cells: []any{obj.GetName()}}
+		for _, c := range k.Columns {
+			row.Cells = append(row.Cells, c.Value(obj))
+		}
+		if age {
+			row.Cells = append(row.Cells, humanAge(now, obj.GetCreationTimestamp().Time))
+		}
+		switch include {
+		case "None":
+		case "Object":
+			row.Object = rawJSON(obj)
+		default:
+			row.Object = rawJSON(partial(obj))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func humanAge(now, t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// rawJSON embeds v in a Table row; RawExtension marshals only Raw.
+func rawJSON(v any) runtime.RawExtension {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(fmt.Sprintf("<error: %v>", err))
+	}
+	return runtime.RawExtension{Raw: data}
+}

@@ -1,0 +1,171 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// KubernetesMinor is the Kubernetes minor version whose API kplane
+// implements; /version reports it so that clients see no skew.
+const KubernetesMinor = "37"
+
+// Config configures a Server.
+type Config struct {
+	Registry *registry.Registry
+	// Version is kplane's own version, reported as the build metadata of
+	// gitVersion ("v1.37.0+kplane.<Version>").
+	Version string
+	// Anonymous lets requests without a client certificate in (tests over
+	// plain HTTP). Off by default.
+	Anonymous bool
+	// MaxBodyBytes bounds request bodies (413 beyond). Default 3 MiB, as
+	// kube-apiserver.
+	MaxBodyBytes int64
+	// MinWatchTimeout is the base of a watch's server-side timeout when
+	// the client sets none: a random duration in [1, 2)× this, as
+	// kube-apiserver's --min-request-timeout. Default 30 minutes.
+	MinWatchTimeout time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Server serves the Kubernetes API. It is an http.Handler.
+type Server struct {
+	cfg      Config
+	ready    atomic.Bool
+	mux      *http.ServeMux
+	stopping chan struct{} // closed by StopWatches
+	stopOnce sync.Once
+}
+
+// New returns a server; it answers /readyz with 503 until SetReady.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 3 << 20
+	}
+	if cfg.MinWatchTimeout == 0 {
+		cfg.MinWatchTimeout = 30 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), stopping: make(chan struct{})}
+	s.mux.HandleFunc("/livez", s.health(func() bool { return true }))
+	s.mux.HandleFunc("/healthz", s.health(s.ready.Load))
+	s.mux.HandleFunc("/readyz", s.health(s.ready.Load))
+	s.mux.HandleFunc("/version", s.version)
+	s.mux.HandleFunc("/api", s.legacyVersions)
+	s.mux.HandleFunc("/api/", s.resources)
+	s.mux.HandleFunc("/apis", s.groups)
+	s.mux.HandleFunc("/apis/", s.resources)
+	s.mux.HandleFunc("/openapi/v2", s.openAPIV2)
+	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
+	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apierrors.NewNotFound(schemaGroupResource(""), ""))
+	})
+	return s
+}
+
+// StopWatches ends every watch stream (cleanly, as a server timeout
+// would: clients rewatch elsewhere or later). Other requests are not
+// affected: http.Server.Shutdown lets them finish.
+func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// SetReady marks the server ready (/readyz answers 200).
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// public paths need no credentials, as kube-apiserver lets
+// system:unauthenticated read them.
+func public(path string) bool {
+	switch {
+	case path == "/version", strings.HasPrefix(path, "/livez"), strings.HasPrefix(path, "/readyz"), strings.HasPrefix(path, "/healthz"):
+		return true
+	}
+	return false
+}
+
+// ServeHTTP authenticates the request, then routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if !s.cfg.Anonymous && !public(r.URL.Path) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r)
+	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
+		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", time.Since(start))
+	}
+}
+
+// statusWriter remembers the response code for the request log and
+// passes Flush through for watches.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) health(ok func() bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if !ok() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "[-]ready failed: not ready yet")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}
+}
+
+// Info is what /version reports.
+func (s *Server) Info() version.Info {
+	v := s.cfg.Version
+	if v == "" {
+		v = "dev"
+	}
+	return version.Info{
+		Major: "1", Minor: KubernetesMinor,
+		GitVersion: "v1." + KubernetesMinor + ".0+kplane." + v,
+		GitCommit:  "", GitTreeState: "clean",
+		GoVersion: runtime.Version(), Compiler: runtime.Compiler,
+		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Info())
+}
+
+// requestContext bounds a non-watch request.
+func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 60*time.Second)
+}

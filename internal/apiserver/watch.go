@@ -1,0 +1,167 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// watch streams events as kube-apiserver does over HTTP/1.1 and HTTP/2:
+// a 200 response of newline-separated JSON objects {"type", "object"},
+// flushed as they come. The watch ends at the client's timeoutSeconds (or
+// a randomized server timeout), when the client goes, or with an ERROR
+// event (410 Gone and the like), after which the client relists.
+func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	opts, _, err := listOptions(h.kind, q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if h.ri.name != "" { // /watch/<resource>/<name>
+		one := fields.OneTermEqualSelector("metadata.name", h.ri.name)
+		if opts.Predicate.Field != nil {
+			one = fields.AndSelectors(opts.Predicate.Field, one)
+		}
+		opts.Predicate.Field = one
+	}
+	f, err := negotiate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	timeout := h.s.cfg.MinWatchTimeout + time.Duration(rand.Int64N(int64(h.s.cfg.MinWatchTimeout)))
+	if s := q.Get("timeoutSeconds"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, apierrors.NewBadRequest("invalid timeoutSeconds "+strconv.Quote(s)))
+			return
+		}
+		if n > 0 {
+			timeout = time.Duration(n) * time.Second
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	if opts.SendInitialEvents && opts.ResourceVersion == "" {
+		// A consistent start: the initial state is at least the store's
+		// state now.
+		rev, err := h.res.StoreRevision(ctx)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		opts.ResourceVersion = strconv.FormatInt(rev, 10)
+	}
+	wi, err := h.res.Watch(ctx, h.ri.version, h.ri.namespace, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer wi.Stop()
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
+	var buf bytes.Buffer
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.s.stopping:
+			return
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return
+			}
+			if ev.Type == watch.Bookmark && !opts.AllowBookmarks {
+				continue
+			}
+			buf.Reset()
+			if err := h.frame(&buf, r, f, gv, ev); err != nil {
+				h.s.cfg.Logger.Error("watch: encoding an event", "err", err)
+				return
+			}
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return
+			}
+			// Flush once the burst is written, not per event.
+			if len(wi.ResultChan()) == 0 && flusher != nil {
+				flusher.Flush()
+			}
+			if ev.Type == watch.Error {
+				return
+			}
+		}
+	}
+}
+
+// frame writes one event line. The object of a shared cache event is
+// marshalled through its cached JSON: encoded once for every watcher.
+func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, ev watch.Event) error {
+	var obj any = ev.Object
+	switch ev.Type {
+	case watch.Bookmark:
+		m, _ := ev.Object.(metav1.Object)
+		bm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gv, "kind": h.kind.Kind}}
+		if m != nil {
+			bm.SetResourceVersion(m.GetResourceVersion())
+			bm.SetAnnotations(m.GetAnnotations())
+		}
+		obj = bm
+	case watch.Error:
+		if st, ok := ev.Object.(*metav1.Status); ok {
+			cp := *st
+			cp.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+			obj = &cp
+		}
+	default:
+		if f == formTable {
+			if u := asUnstructured(ev.Object); u != nil {
+				obj = h.s.table(h.kind, r, nil, []*unstructured.Unstructured{u})
+			}
+		} else if f == formMetadata {
+			if u := asUnstructured(ev.Object); u != nil {
+				obj = partial(u)
+			}
+		}
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	buf.WriteString(`{"type":"`)
+	buf.WriteString(string(ev.Type))
+	buf.WriteString(`","object":`)
+	buf.Write(data)
+	buf.WriteString("}\n")
+	return nil
+}
+
+// asUnstructured returns the object of a watch event as an Unstructured
+// (cache events carry a *storage.Shared around one).
+func asUnstructured(o any) *unstructured.Unstructured {
+	switch u := o.(type) {
+	case *unstructured.Unstructured:
+		return u
+	case *storage.Shared:
+		return u.Unstructured
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/apiserver"
+	"github.com/kplane-dev/kplane/internal/app/pki"
+	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
+	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
+)
+
+// Config is `kplane serve`'s configuration.
+type Config struct {
+	StoreConfig
+	// Listen is the address to serve on; port 0 picks a free port.
+	// Default 127.0.0.1:6443.
+	Listen string
+	// CompactionInterval: each tick compacts the store to the revision
+	// recorded at the previous tick, as kube-apiserver's
+	// --etcd-compaction-interval. 0 turns compaction off.
+	CompactionInterval time.Duration
+	// Version is kplane's version, reported by /version.
+	Version string
+	// OnReady, if set, is called once the server is ready and the
+	// kubeconfig written.
+	OnReady func(Ready)
+}
+
+// Ready says where a ready server is.
+type Ready struct {
+	URL        string // https://host:port
+	Kubeconfig string // path of the kubeconfig
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("kplane serve needs a data directory (--data-dir) for its credentials and kubeconfig")
+	}
+	if c.CompactionInterval < 0 {
+		return fmt.Errorf("--compaction-interval %v must not be negative", c.CompactionInterval)
+	}
+	if _, _, err := net.SplitHostPort(c.listen()); err != nil {
+		return fmt.Errorf("--listen %q: %v", c.Listen, err)
+	}
+	return c.StoreConfig.Validate()
+}
+
+func (c Config) listen() string {
+	if c.Listen == "" {
+		return "127.0.0.1:6443"
+	}
+	return c.Listen
+}
+
+// Run serves the Kubernetes API until ctx ends, then shuts down cleanly:
+// it stops taking requests, ends watches, lets writes in flight finish,
+// stops the controllers and caches, and closes (flushes) the store.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	host, _, _ := net.SplitHostPort(cfg.listen())
+	bundle, err := pki.Ensure(filepath.Join(cfg.DataDir, "pki"), []string{host})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen())
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	kvs, err := OpenStore(cfg.StoreConfig)
+	if err != nil {
+		return err
+	}
+	defer kvs.Close()
+	store := storage.New(kvs)
+	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
+	for _, k := range core.Kinds() {
+		if err := reg.Add(k); err != nil {
+			return err
+		}
+	}
+	if err := reg.Add(crd.Kind()); err != nil {
+		return err
+	}
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		return fmt.Errorf("creating the initial namespaces: %w", err)
+	}
+
+	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil {
+				log.Error("stopped with an error", "component", name, "err", err)
+			}
+		}()
+	}
+	goRun("registry", reg.Run)
+	crds := &crd.Controller{Registry: reg, Logger: log}
+	goRun("crd-controller", crds.Run)
+	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
+	if cfg.CompactionInterval > 0 {
+		goRun("compactor", func(ctx context.Context) error { return compact(ctx, kvs, cfg.CompactionInterval, log) })
+	}
+
+	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log})
+	srv := &http.Server{
+		Handler:           api,
+		TLSConfig:         bundle.ServerTLSConfig(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
+
+	select {
+	case <-crds.Synced():
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	url := "https://" + net.JoinHostPort(clientHost(host), portOf(ln.Addr()))
+	kubeconfig := filepath.Join(cfg.DataDir, "kubeconfig")
+	if err := pki.WriteKubeconfig(kubeconfig, url, bundle); err != nil {
+		return err
+	}
+	api.SetReady(true)
+	log.Info("kplane is ready", "url", url, "kubeconfig", kubeconfig, "storage", cfg.Storage, "startup", time.Since(start).Round(time.Microsecond))
+	if cfg.OnReady != nil {
+		cfg.OnReady(Ready{URL: url, Kubeconfig: kubeconfig})
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	log.Info("shutting down")
+	api.SetReady(false)
+	api.StopWatches()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("requests still running at shutdown", "err", err)
+	}
+	stop()
+	wg.Wait()
+	if err := kvs.Close(); err != nil && !errors.Is(err, kv.ErrClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// clientHost is the host clients should dial for a listen host.
+func clientHost(listenHost string) string {
+	switch listenHost {
+	case "", "0.0.0.0", "::":
+		return "127.0.0.1"
+	}
+	return listenHost
+}
+
+func portOf(a net.Addr) string {
+	_, port, _ := net.SplitHostPort(a.String())
+	return port
+}
+
+// compact runs kube-apiserver's compaction schedule: at each tick, compact
+// to the revision recorded at the previous tick, so that everything
+// written in the last interval stays watchable.
+func compact(ctx context.Context, kvs kv.Store, interval time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		r, err := kvs.Range(ctx, "/", kv.RangeOptions{CountOnly: true})
+		if err != nil {
+			log.Warn("compaction: reading the revision", "err", err)
+			continue
+		}
+		if last > 0 {
+			err := kvs.Compact(ctx, last)
+			switch {
+			case err == nil:
+				log.Info("compacted", "revision", last)
+			case errors.Is(err, kv.ErrCompacted):
+			default:
+				log.Warn("compaction failed", "revision", last, "err", err)
+			}
+		}
+		last = r.Revision
+	}
+}

@@ -1,0 +1,206 @@
+package core
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// Kinds returns the built-in kinds, fresh values each call.
+func Kinds() []*registry.Kind {
+	return []*registry.Kind{
+		Namespace(),
+		{
+			Versions: []string{"v1"}, Kind: "ConfigMap", ListKind: "ConfigMapList", Resource: "configmaps", Singular: "configmap",
+			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true,
+			Typed:    func() runtime.Object { return &corev1.ConfigMap{} },
+			Validate: validateConfigMap,
+			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount}},
+		},
+		{
+			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
+			Namespaced: true, UnconditionalUpdate: true,
+			Typed:            func() runtime.Object { return &corev1.Secret{} },
+			PrepareForCreate: normalizeSecret,
+			PrepareForUpdate: func(obj, _ *unstructured.Unstructured) { normalizeSecret(obj) },
+			Validate:         validateSecret,
+			Fields: func(obj *unstructured.Unstructured) fields.Set {
+				t, _, _ := unstructured.NestedString(obj.Object, "type")
+				return fields.Set{"type": t}
+			},
+			Columns: []registry.Column{
+				{Name: "Type", Type: "string", Value: func(o *unstructured.Unstructured) any {
+					t, _, _ := unstructured.NestedString(o.Object, "type")
+					return t
+				}},
+				{Name: "Data", Type: "integer", Value: dataCount},
+			},
+		},
+		{
+			Versions: []string{"v1"}, Kind: "ServiceAccount", ListKind: "ServiceAccountList", Resource: "serviceaccounts", Singular: "serviceaccount",
+			ShortNames: []string{"sa"}, Namespaced: true, UnconditionalUpdate: true, ReturnDeletedObject: true,
+			Typed: func() runtime.Object { return &corev1.ServiceAccount{} },
+			Columns: []registry.Column{{Name: "Secrets", Type: "string", Value: func(o *unstructured.Unstructured) any {
+				s, _, _ := unstructured.NestedSlice(o.Object, "secrets")
+				return int64(len(s))
+			}}},
+		},
+		{
+			Versions: []string{"v1"}, Kind: "Event", ListKind: "EventList", Resource: "events", Singular: "event",
+			ShortNames: []string{"ev"}, Namespaced: true, UnconditionalUpdate: true,
+			Typed:  func() runtime.Object { return &corev1.Event{} },
+			Fields: eventFields,
+			Columns: []registry.Column{
+				{Name: "Type", Type: "string", Value: str("type")},
+				{Name: "Reason", Type: "string", Value: str("reason")},
+				{Name: "Object", Type: "string", Value: func(o *unstructured.Unstructured) any {
+					k, _, _ := unstructured.NestedString(o.Object, "involvedObject", "kind")
+					n, _, _ := unstructured.NestedString(o.Object, "involvedObject", "name")
+					return fmt.Sprintf("%s/%s", lower(k), n)
+				}},
+				{Name: "Message", Type: "string", Value: str("message")},
+			},
+		},
+		{
+			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
+			Namespaced: true, UnconditionalUpdate: true,
+			Typed:   func() runtime.Object { return &coordinationv1.Lease{} },
+			Columns: []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity")}},
+		},
+		rbac("Role", "roles", true, func() runtime.Object { return &rbacv1.Role{} }),
+		rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} }),
+		rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} }),
+		rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }),
+	}
+}
+
+func rbac(kind, resource string, namespaced bool, typed func() runtime.Object) *registry.Kind {
+	return &registry.Kind{
+		Group: "rbac.authorization.k8s.io", Versions: []string{"v1"}, Kind: kind, ListKind: kind + "List",
+		Resource: resource, Singular: lower(kind), Namespaced: namespaced, UnconditionalUpdate: true,
+		Typed: typed,
+		// RBAC names are path segments upstream (ValidateRBACName).
+		ValidateName: path.ValidatePathSegmentName,
+	}
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// str returns a column reading a string field.
+func str(fieldPath ...string) func(*unstructured.Unstructured) any {
+	return func(o *unstructured.Unstructured) any {
+		v, _, _ := unstructured.NestedString(o.Object, fieldPath...)
+		return v
+	}
+}
+
+func dataCount(o *unstructured.Unstructured) any {
+	d, _, _ := unstructured.NestedMap(o.Object, "data")
+	b, _, _ := unstructured.NestedMap(o.Object, "binaryData")
+	return int64(len(d) + len(b))
+}
+
+// maxDataSize is the limit on a ConfigMap's or Secret's data, as upstream.
+const maxDataSize = 1 << 20
+
+func validateConfigMap(obj *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
+	binary, _, _ := unstructured.NestedMap(obj.Object, "binaryData")
+	size := 0
+	for key, v := range data {
+		for _, msg := range validation.IsConfigMapKey(key) {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, msg))
+		}
+		size += len(v)
+	}
+	for key, v := range binary {
+		for _, msg := range validation.IsConfigMapKey(key) {
+			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(key), key, msg))
+		}
+		if _, dup := data[key]; dup {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, "duplicate of key present in binaryData"))
+		}
+		if s, ok := v.(string); ok {
+			size += base64.StdEncoding.DecodedLen(len(s))
+		}
+	}
+	if size > maxDataSize {
+		errs = append(errs, field.TooLong(field.NewPath(""), "", maxDataSize))
+	}
+	return errs
+}
+
+// normalizeSecret folds stringData into data (as the API's conversion
+// does) and defaults the type to Opaque.
+func normalizeSecret(obj *unstructured.Unstructured) {
+	sd, _, _ := unstructured.NestedStringMap(obj.Object, "stringData")
+	if len(sd) > 0 {
+		data, _, _ := unstructured.NestedMap(obj.Object, "data")
+		if data == nil {
+			data = map[string]any{}
+		}
+		for k, v := range sd {
+			data[k] = base64.StdEncoding.EncodeToString([]byte(v))
+		}
+		unstructured.SetNestedMap(obj.Object, data, "data")
+	}
+	delete(obj.Object, "stringData")
+	if t, _, _ := unstructured.NestedString(obj.Object, "type"); t == "" {
+		unstructured.SetNestedField(obj.Object, string(corev1.SecretTypeOpaque), "type")
+	}
+}
+
+func validateSecret(obj *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	data, _, _ := unstructured.NestedMap(obj.Object, "data")
+	size := 0
+	for key, v := range data {
+		for _, msg := range validation.IsConfigMapKey(key) {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, msg))
+		}
+		if s, ok := v.(string); ok {
+			size += base64.StdEncoding.DecodedLen(len(s))
+		}
+	}
+	if size > maxDataSize {
+		errs = append(errs, field.TooLong(field.NewPath("data"), "", maxDataSize))
+	}
+	return errs
+}
+
+func eventFields(obj *unstructured.Unstructured) fields.Set {
+	s := func(p ...string) string { v, _, _ := unstructured.NestedString(obj.Object, p...); return v }
+	return fields.Set{
+		"involvedObject.kind":            s("involvedObject", "kind"),
+		"involvedObject.namespace":       s("involvedObject", "namespace"),
+		"involvedObject.name":            s("involvedObject", "name"),
+		"involvedObject.uid":             s("involvedObject", "uid"),
+		"involvedObject.apiVersion":      s("involvedObject", "apiVersion"),
+		"involvedObject.resourceVersion": s("involvedObject", "resourceVersion"),
+		"involvedObject.fieldPath":       s("involvedObject", "fieldPath"),
+		"reason":                         s("reason"),
+		"reportingComponent":             s("reportingComponent"),
+		"source":                         s("source", "component"),
+		"type":                           s("type"),
+	}
+}

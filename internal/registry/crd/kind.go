@@ -1,0 +1,183 @@
+package crd
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// Group is the API group of CustomResourceDefinition.
+const Group = "apiextensions.k8s.io"
+
+// cleanupFinalizer keeps a deleted CRD until its objects are gone.
+const cleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io"
+
+// Kind is the CustomResourceDefinition kind.
+func Kind() *registry.Kind {
+	return &registry.Kind{
+		Group: Group, Versions: []string{"v1"}, Kind: "CustomResourceDefinition", ListKind: "CustomResourceDefinitionList",
+		Resource: "customresourcedefinitions", Singular: "customresourcedefinition",
+		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
+		Status: true, Generation: true,
+		Typed:    func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+		Validate: validate,
+		PrepareForDelete: func(obj *unstructured.Unstructured) {
+			fins := obj.GetFinalizers()
+			if !sets.New(fins...).Has(cleanupFinalizer) {
+				obj.SetFinalizers(append(fins, cleanupFinalizer))
+			}
+		},
+		Columns: []registry.Column{{Name: "Created At", Type: "date", Value: func(o *unstructured.Unstructured) any {
+			return o.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
+		}}},
+	}
+}
+
+// decode reads a stored CRD.
+func decode(obj *unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := json.Unmarshal(data, crd); err != nil {
+		return nil, err
+	}
+	return crd, nil
+}
+
+// validate checks what kplane relies on to serve a CRD: its name, names,
+// scope and versions, with upstream's field paths.
+func validate(obj *unstructured.Unstructured) field.ErrorList {
+	crd, err := decode(obj)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+	}
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	s := crd.Spec
+	if want := s.Names.Plural + "." + s.Group; crd.Name != want {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), crd.Name, fmt.Sprintf("must be spec.names.plural+\".\"+spec.group")))
+	}
+	if s.Group == "" {
+		errs = append(errs, field.Required(spec.Child("group"), ""))
+	} else if msgs := validation.IsDNS1123Subdomain(s.Group); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(spec.Child("group"), s.Group, strings.Join(msgs, ",")))
+	} else if len(strings.Split(s.Group, ".")) < 2 {
+		errs = append(errs, field.Invalid(spec.Child("group"), s.Group, "should be a domain with at least one dot"))
+	}
+	names := spec.Child("names")
+	for _, n := range []struct {
+		path, value string
+		required    bool
+	}{{"plural", s.Names.Plural, true}, {"singular", s.Names.Singular, false}, {"listKind", s.Names.ListKind, false}, {"kind", s.Names.Kind, true}} {
+		if n.value == "" {
+			if n.required {
+				errs = append(errs, field.Required(names.Child(n.path), ""))
+			}
+			continue
+		}
+		if n.path == "kind" || n.path == "listKind" {
+			if msgs := validation.IsDNS1035Label(strings.ToLower(n.value)); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(names.Child(n.path), n.value, strings.Join(msgs, ",")))
+			}
+		} else if msgs := validation.IsDNS1035Label(n.value); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(names.Child(n.path), n.value, strings.Join(msgs, ",")))
+		}
+	}
+	if s.Scope != apiextensionsv1.NamespaceScoped && s.Scope != apiextensionsv1.ClusterScoped {
+		errs = append(errs, field.NotSupported(spec.Child("scope"), s.Scope, []string{string(apiextensionsv1.ClusterScoped), string(apiextensionsv1.NamespaceScoped)}))
+	}
+	if len(s.Versions) == 0 {
+		errs = append(errs, field.Required(spec.Child("versions"), "must have exactly one version marked as storage version"))
+	}
+	storage, seen := 0, sets.New[string]()
+	for i, v := range s.Versions {
+		p := spec.Child("versions").Index(i)
+		if v.Storage {
+			storage++
+		}
+		if seen.Has(v.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), v.Name, "must appear only once"))
+		}
+		seen.Insert(v.Name)
+		if msgs := validation.IsDNS1035Label(v.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("name"), v.Name, strings.Join(msgs, ",")))
+		}
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			errs = append(errs, field.Required(p.Child("schema", "openAPIV3Schema"), "schemas are required"))
+		}
+	}
+	if len(s.Versions) > 0 && storage != 1 {
+		errs = append(errs, field.Invalid(spec.Child("versions"), s.Versions, "must have exactly one version marked as storage version"))
+	}
+	return errs
+}
+
+// resourceKind is the registry Kind serving crd's resource.
+func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind {
+	s := crd.Spec
+	k := &registry.Kind{
+		Group: s.Group, Kind: s.Names.Kind, ListKind: s.Names.ListKind, Resource: s.Names.Plural,
+		Singular: s.Names.Singular, ShortNames: s.Names.ShortNames, Categories: s.Names.Categories,
+		Namespaced: s.Scope == apiextensionsv1.NamespaceScoped, Generation: true,
+		ValidateName: metavalidation.NameIsDNSSubdomain,
+	}
+	if k.ListKind == "" {
+		k.ListKind = k.Kind + "List"
+	}
+	if k.Singular == "" {
+		k.Singular = strings.ToLower(k.Kind)
+	}
+	var storageVersion *apiextensionsv1.CustomResourceDefinitionVersion
+	for i := range s.Versions {
+		v := &s.Versions[i]
+		if v.Storage {
+			storageVersion = v
+		}
+	}
+	if storageVersion != nil && storageVersion.Served {
+		k.Versions = append(k.Versions, storageVersion.Name)
+	} else if storageVersion != nil {
+		// Stored but not served: the registry needs the storage version
+		// first; Served filters the rest.
+		k.Versions = append(k.Versions, storageVersion.Name)
+	}
+	for _, v := range s.Versions {
+		if v.Served && (storageVersion == nil || v.Name != storageVersion.Name) {
+			k.Versions = append(k.Versions, v.Name)
+		}
+	}
+	if storageVersion != nil {
+		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
+		for _, c := range storageVersion.AdditionalPrinterColumns {
+			k.Columns = append(k.Columns, printerColumn(c))
+		}
+	}
+	return k
+}
+
+// printerColumn turns an additionalPrinterColumn into a Table column.
+func printerColumn(c apiextensionsv1.CustomResourceColumnDefinition) registry.Column {
+	path := parseJSONPath(c.JSONPath)
+	return registry.Column{
+		Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
+		Value: func(o *unstructured.Unstructured) any {
+			v, ok := path.get(o.Object)
+			if !ok {
+				return nil
+			}
+			return v
+		},
+	}
+}

@@ -1,0 +1,134 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// WriteOptions qualify create, update and delete.
+type WriteOptions struct {
+	// DryRun runs every check and answers as if the write happened, and
+	// stores nothing.
+	DryRun bool
+	// Subresource is "" or "status".
+	Subresource string
+}
+
+// Create stores a new object in ns and returns it as stored.
+func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	k := r.Kind()
+	if err := r.checkNamespace(k, ns, obj); err != nil {
+		return nil, err
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(generateName(obj.GetGenerateName()))
+	}
+	if obj.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(now)
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetAPIVersion(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String())
+	if k.Generation {
+		obj.SetGeneration(1)
+	} else {
+		obj.SetGeneration(0)
+	}
+	if k.Status {
+		delete(obj.Object, "status")
+	}
+	if k.PrepareForCreate != nil {
+		k.PrepareForCreate(obj)
+	}
+	errs := validateMeta(k, obj)
+	if k.Validate != nil {
+		errs = append(errs, k.Validate(obj)...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+	}
+	if k.Namespaced {
+		if err := r.reg.admitNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	if opts.DryRun {
+		return convert(k, version, obj), nil
+	}
+	out, err := r.cache.Create(ctx, r.key(k, ns, obj.GetName()), obj)
+	if err != nil {
+		return nil, interpret(err, k.GroupResource(), obj.GetName())
+	}
+	return convert(k, version, out), nil
+}
+
+// checkNamespace makes obj's namespace agree with the request's, as
+// kube-apiserver does: an empty one is filled in, a different one is 400,
+// and a cluster-scoped object carries none.
+func (r *Resource) checkNamespace(k *Kind, ns string, obj *unstructured.Unstructured) error {
+	if !k.Namespaced {
+		obj.SetNamespace("")
+		return nil
+	}
+	switch obj.GetNamespace() {
+	case "":
+		obj.SetNamespace(ns)
+	case ns:
+	default:
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+// generateName appends 5 random characters to a generateName prefix,
+// truncated so that the name fits 63 characters, as upstream does.
+func generateName(base string) string {
+	const maxBase = 63 - 5
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	return base + utilrand.String(5)
+}
+
+// validateMeta checks the metadata every kind shares.
+func validateMeta(k *Kind, obj *unstructured.Unstructured) field.ErrorList {
+	nameFn := k.ValidateName
+	if nameFn == nil {
+		nameFn = metavalidation.NameIsDNSSubdomain
+	}
+	return metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
+}
+
+// admitNamespace refuses writes into a namespace that is missing (404) or
+// terminating (403), as the NamespaceLifecycle admission plugin does.
+func (g *Registry) admitNamespace(ctx context.Context, ns string) error {
+	nsr, ok := g.Get(schema.GroupResource{Resource: "namespaces"})
+	if !ok {
+		return nil
+	}
+	obj, err := nsr.cache.Get(ctx, nsr.key(nsr.Kind(), "", ns), storageGetLatest)
+	if apierrors.IsNotFound(interpret(err, nsr.Kind().GroupResource(), ns)) {
+		// The cache may lag a namespace created a moment ago: ask the store.
+		obj, err = nsr.store.Get(ctx, nsr.key(nsr.Kind(), "", ns), storageGetConsistent)
+	}
+	if err != nil {
+		return interpret(err, nsr.Kind().GroupResource(), ns)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, ns,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}

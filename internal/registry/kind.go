@@ -1,0 +1,123 @@
+package registry
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Kind describes one kind and how the registry treats it: the strategy of
+// kube-apiserver's registry/rest, as data and hooks. Hooks may be nil.
+type Kind struct {
+	Group    string
+	Versions []string // served versions; the first is the storage version
+	Kind     string
+	ListKind string
+	Resource string // plural, lowercase
+	Singular string
+	// ShortNames and Categories feed discovery (kubectl get cm, get all).
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+
+	// Status: the kind has a /status subresource. Writes to the main
+	// resource keep the stored status; writes to /status change only the
+	// status. Creates drop the status.
+	Status bool
+	// Generation: metadata.generation starts at 1 and goes up whenever
+	// anything outside metadata (and status, with Status) changes.
+	// Upstream only some kinds track it (custom resources, CRDs; not
+	// ConfigMaps).
+	Generation bool
+	// UnconditionalUpdate: an update without a resourceVersion is allowed
+	// (last write wins). Upstream allows it for most built-in kinds and
+	// refuses it for custom resources.
+	UnconditionalUpdate bool
+	// ReturnDeletedObject: an immediate delete answers with the deleted
+	// object rather than a Status (ServiceAccount does upstream).
+	ReturnDeletedObject bool
+
+	// Typed, for built-in kinds, returns the Go type bodies are decoded
+	// through, which checks field types and drops unknown fields as
+	// kube-apiserver's codecs do. Nil for custom resources.
+	Typed func() runtime.Object
+
+	// PrepareForCreate and PrepareForUpdate normalize an object before
+	// validation (set defaults, reset fields users may not set).
+	PrepareForCreate func(obj *unstructured.Unstructured)
+	PrepareForUpdate func(obj, old *unstructured.Unstructured)
+	// Validate and ValidateUpdate check the kind's own fields; metadata is
+	// checked by the registry.
+	Validate       func(obj *unstructured.Unstructured) field.ErrorList
+	ValidateUpdate func(obj, old *unstructured.Unstructured) field.ErrorList
+	// ValidateName checks metadata.name (nil: a DNS subdomain, the
+	// default upstream). prefix is true for a generateName prefix.
+	ValidateName func(name string, prefix bool) []string
+
+	// PrepareForDelete may change a copy of the object about to be
+	// deleted: add a finalizer that defers the delete (a CRD's cleanup),
+	// set a phase (a namespace's Terminating). Pending, if set, reports
+	// finalizers outside metadata.finalizers that defer a delete (a
+	// namespace's spec.finalizers); Finalize allows the /finalize
+	// subresource that clears them.
+	PrepareForDelete func(obj *unstructured.Unstructured)
+	Pending          func(obj *unstructured.Unstructured) bool
+	Finalize         bool
+
+	// Fields returns the fields a field selector may use, beyond
+	// metadata.name and metadata.namespace.
+	Fields func(obj *unstructured.Unstructured) fields.Set
+	// Columns are the Table columns after NAME; AGE is added last unless a
+	// column already reports it.
+	Columns []Column
+}
+
+// Column is one Table column.
+type Column struct {
+	Name        string
+	Type        string // "string", "integer", "number", "boolean", "date"
+	Format      string
+	Description string
+	Priority    int32
+	// Value returns the cell; nil renders as <none> by kubectl.
+	Value func(obj *unstructured.Unstructured) any
+}
+
+// GroupVersionKind for version v.
+func (k *Kind) GroupVersionKind(v string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.Kind}
+}
+
+// GroupResource is the kind's resource, qualified by its group, as error
+// messages name it ("configmaps", "foos.webapp.my.domain").
+func (k *Kind) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: k.Group, Resource: k.Resource}
+}
+
+// GroupKind of the kind.
+func (k *Kind) GroupKind() schema.GroupKind { return schema.GroupKind{Group: k.Group, Kind: k.Kind} }
+
+// StorageVersion is the version objects are stored in.
+func (k *Kind) StorageVersion() string { return k.Versions[0] }
+
+// Serves reports whether version v is served.
+func (k *Kind) Serves(v string) bool {
+	for _, s := range k.Versions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Prefix is the storage prefix of the kind's objects: "/<resource>/" for
+// the core group, "/<group>/<resource>/" otherwise, as kube-apiserver lays
+// out etcd (under --etcd-prefix).
+func (k *Kind) Prefix() string {
+	if k.Group == "" {
+		return "/" + k.Resource + "/"
+	}
+	return "/" + k.Group + "/" + k.Resource + "/"
+}

@@ -1,0 +1,175 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
+)
+
+// Resource serves the verbs of one resource. Reads go through its watch
+// cache where the API allows; writes go to the store.
+type Resource struct {
+	reg   *Registry
+	store *storage.Store
+	cache *watchcache.Cache
+	kind  atomic.Pointer[Kind]
+	stop  func() // ends the cache; guarded by reg.mu
+}
+
+func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
+
+// Kind describes the resource. It may change (a CRD was updated): read it
+// once per request.
+func (r *Resource) Kind() *Kind { return r.kind.Load() }
+
+// key is the storage key of ns/name.
+func (r *Resource) key(k *Kind, ns, name string) string {
+	if k.Namespaced {
+		return k.Prefix() + ns + "/" + name
+	}
+	return k.Prefix() + name
+}
+
+// scope is the storage prefix of a list or watch in ns ("" = all).
+func (r *Resource) scope(k *Kind, ns string) string {
+	if k.Namespaced && ns != "" {
+		return k.Prefix() + ns + "/"
+	}
+	return k.Prefix()
+}
+
+// convert returns obj as version v of its kind. Versions of a kind differ
+// only in apiVersion (conversion strategy None), so this is a relabel; it
+// copies only when the label changes, as objects from the cache are
+// shared.
+func convert(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	want := k.GroupVersionKind(v).GroupVersion().String()
+	if obj.GetAPIVersion() == want {
+		return obj
+	}
+	out := obj.DeepCopy()
+	out.SetAPIVersion(want)
+	return out
+}
+
+// Get reads ns/name.
+func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
+	k := r.Kind()
+	obj, err := r.cache.Get(ctx, r.key(k, ns, name), storage.GetOptions{ResourceVersion: opts.ResourceVersion})
+	if err != nil {
+		return nil, interpret(err, k.GroupResource(), name)
+	}
+	return convert(k, version, obj), nil
+}
+
+// ListOptions are what a list or watch request asks for, parsed.
+type ListOptions struct {
+	storage.ListOptions
+	// Watch options.
+	AllowBookmarks    bool
+	SendInitialEvents bool
+}
+
+// List reads the objects of ns ("" = all namespaces).
+func (r *Resource) List(ctx context.Context, version, ns string, opts ListOptions) (*unstructured.UnstructuredList, error) {
+	k := r.Kind()
+	opts.Predicate.Fields = r.fieldSet(k)
+	list, err := r.cache.List(ctx, r.scope(k, ns), opts.ListOptions)
+	if err != nil {
+		return nil, interpret(err, k.GroupResource(), "")
+	}
+	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
+	list.SetKind(k.ListKind)
+	for i := range list.Items {
+		if list.Items[i].GetAPIVersion() != list.GetAPIVersion() {
+			list.Items[i] = *convert(k, version, &list.Items[i])
+		}
+	}
+	return list, nil
+}
+
+// Watch follows the objects of ns ("" = all namespaces).
+func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptions) (watch.Interface, error) {
+	k := r.Kind()
+	opts.Predicate.Fields = r.fieldSet(k)
+	w, err := r.cache.Watch(ctx, r.scope(k, ns), storage.WatchOptions{
+		ResourceVersion:   opts.ResourceVersion,
+		Recursive:         true,
+		Predicate:         opts.Predicate,
+		AllowBookmarks:    opts.AllowBookmarks,
+		SendInitialEvents: opts.SendInitialEvents,
+	})
+	if err != nil {
+		return nil, interpret(err, k.GroupResource(), "")
+	}
+	if version == k.StorageVersion() {
+		return w, nil
+	}
+	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+		if u, ok := ev.Object.(metav1.Object); ok && ev.Type != watch.Bookmark && ev.Type != watch.Error {
+			if s, ok := u.(*storage.Shared); ok {
+				ev.Object = convert(k, version, s.Unstructured)
+			} else if uu, ok := u.(*unstructured.Unstructured); ok {
+				ev.Object = convert(k, version, uu)
+			}
+		}
+		return ev, true
+	}), nil
+}
+
+func (r *Resource) fieldSet(k *Kind) func(*unstructured.Unstructured) fields.Set {
+	return func(obj *unstructured.Unstructured) fields.Set {
+		set := fields.Set{"metadata.name": obj.GetName()}
+		if k.Namespaced {
+			set["metadata.namespace"] = obj.GetNamespace()
+		}
+		if k.Fields != nil {
+			for f, v := range k.Fields(obj) {
+				set[f] = v
+			}
+		}
+		return set
+	}
+}
+
+// resourceVersionOf parses an object's resourceVersion for a precondition.
+func resourceVersionOf(obj *unstructured.Unstructured) (int64, error) {
+	rv := obj.GetResourceVersion()
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", rv))
+	}
+	return n, nil
+}
+
+// errDeleteNow aborts an update that removed an object's last finalizer
+// while it is being deleted: the object is deleted instead.
+var errDeleteNow = errors.New("delete now")
+
+var (
+	storageGetLatest     = storage.GetOptions{ResourceVersion: "0"}
+	storageGetConsistent = storage.GetOptions{}
+)
+
+// StoreRevision is the store's current revision.
+func (r *Resource) StoreRevision(ctx context.Context) (int64, error) {
+	rev, err := r.store.Revision(ctx)
+	if err != nil {
+		return 0, interpret(err, r.Kind().GroupResource(), "")
+	}
+	return rev, nil
+}

@@ -1,0 +1,163 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// Update replaces ns/name with obj (or, with opts.Subresource "status",
+// its status). A resourceVersion in obj makes the write conditional: 409
+// Conflict if the object changed since. Without one the write is
+// unconditional, for kinds that allow it, and 422 otherwise. An update
+// that changes nothing writes nothing and returns the object unchanged.
+func (r *Resource) Update(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	k := r.Kind()
+	gr := k.GroupResource()
+	if obj.GetName() != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
+	}
+	if err := r.checkNamespace(k, ns, obj); err != nil {
+		return nil, err
+	}
+	want, err := resourceVersionOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if want == 0 && !k.UnconditionalUpdate {
+		return nil, apierrors.NewInvalid(k.GroupKind(), name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be specified for an update")})
+	}
+	key := r.key(k, ns, name)
+	var deleteAt string // set when the update empties the finalizers of a deleted object
+	var dry *unstructured.Unstructured
+	out, err := r.cache.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if want != 0 && cur.GetResourceVersion() != obj.GetResourceVersion() {
+			return nil, apierrors.NewConflict(gr, name, errors.New(msgModified))
+		}
+		next, err := r.prepareUpdate(k, obj, cur, opts.Subresource)
+		if err != nil {
+			return nil, err
+		}
+		if next.GetDeletionTimestamp() != nil && !pendingFinalizers(k, next) {
+			deleteAt = cur.GetResourceVersion()
+			return nil, errDeleteNow
+		}
+		if opts.DryRun {
+			dry = next
+			return cur, nil // write nothing
+		}
+		next.SetResourceVersion("")
+		return next, nil
+	})
+	if errors.Is(err, errDeleteNow) {
+		if opts.DryRun {
+			return nil, apierrors.NewNotFound(gr, name)
+		}
+		deleted, err := r.cache.Delete(ctx, key, &storage.Preconditions{ResourceVersion: &deleteAt}, nil)
+		if err != nil {
+			return nil, interpret(err, gr, name)
+		}
+		return convert(k, version, deleted), nil
+	}
+	if err != nil {
+		return nil, interpret(err, gr, name)
+	}
+	if dry != nil {
+		dry.SetResourceVersion(out.GetResourceVersion())
+		out = dry
+	}
+	return convert(k, version, out), nil
+}
+
+// prepareUpdate computes the object to store from the request's obj and
+// the current state, as kube-apiserver's BeforeUpdate and the kind's
+// strategy do, and validates it.
+func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, subresource string) (*unstructured.Unstructured, error) {
+	var next *unstructured.Unstructured
+	switch {
+	case subresource == "finalize":
+		// A namespace's /finalize changes spec.finalizers only.
+		next = cur.DeepCopy()
+		fins, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+		if len(fins) == 0 {
+			unstructured.RemoveNestedField(next.Object, "spec", "finalizers")
+		} else {
+			unstructured.SetNestedStringSlice(next.Object, fins, "spec", "finalizers")
+		}
+	case subresource == "status":
+		// /status changes the status and nothing else (metadata included).
+		next = cur.DeepCopy()
+		if st, ok := obj.Object["status"]; ok {
+			next.Object["status"] = runtime.DeepCopyJSONValue(st)
+		} else {
+			delete(next.Object, "status")
+		}
+	default:
+		next = obj.DeepCopy()
+		if k.Status {
+			if st, ok := cur.Object["status"]; ok {
+				next.Object["status"] = runtime.DeepCopyJSONValue(st)
+			} else {
+				delete(next.Object, "status")
+			}
+		}
+	}
+	next.SetAPIVersion(cur.GetAPIVersion())
+	next.SetKind(cur.GetKind())
+	// Fields users cannot change through an update.
+	if next.GetUID() == "" {
+		next.SetUID(cur.GetUID())
+	}
+	next.SetCreationTimestamp(cur.GetCreationTimestamp())
+	next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	next.SetGeneration(cur.GetGeneration())
+	next.SetResourceVersion(cur.GetResourceVersion())
+	if k.PrepareForUpdate != nil && subresource != "finalize" {
+		k.PrepareForUpdate(next, cur)
+	}
+	if k.Generation && specChanged(k, next, cur) {
+		next.SetGeneration(cur.GetGeneration() + 1)
+	}
+	path := field.NewPath("metadata")
+	errs := metavalidation.ValidateObjectMetaAccessorUpdate(next, cur, path)
+	errs = append(errs, validateMeta(k, next)...)
+	if cur.GetDeletionTimestamp() != nil {
+		errs = append(errs, metavalidation.ValidateNoNewFinalizers(next.GetFinalizers(), cur.GetFinalizers(), path.Child("finalizers"))...)
+	}
+	if k.ValidateUpdate != nil {
+		errs = append(errs, k.ValidateUpdate(next, cur)...)
+	} else if k.Validate != nil {
+		errs = append(errs, k.Validate(next)...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(k.GroupKind(), next.GetName(), errs)
+	}
+	return next, nil
+}
+
+// specChanged reports a change outside metadata (and status, for kinds
+// with a status subresource): what bumps metadata.generation.
+func specChanged(k *Kind, a, b *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for f, v := range u.Object {
+			if f == "metadata" || f == "apiVersion" || f == "kind" || (k.Status && f == "status") {
+				continue
+			}
+			m[f] = v
+		}
+		return m
+	}
+	return !reflect.DeepEqual(strip(a), strip(b))
+}
