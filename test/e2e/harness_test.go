@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
+)
+
+var ctx = context.Background()
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// kplaneBinary builds cmd/kplane once per test process.
+func kplaneBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "kplane-e2e-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "kplane")
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/kplane")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/kplane: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// server is a running `kplane serve`.
+type server struct {
+	t          testing.TB
+	args       []string
+	dir        string
+	kubeconfig string
+	addr       string // host:port it listens on
+	cmd        *exec.Cmd
+	log        *syncBuffer
+	exited     chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// engine names a storage engine the suite runs on.
+type engine struct {
+	name  string
+	flags func(t testing.TB) []string
+}
+
+var engines = []engine{
+	{"embedded", func(testing.TB) []string { return []string{"--storage", "embedded"} }},
+	{"etcd", func(t testing.TB) []string {
+		srv := etcdtest.Start(t)
+		return []string{"--storage", "etcd", "--etcd-endpoints", strings.Join(srv.Endpoints(), ","),
+			"--etcd-prefix", "/registry-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")}
+	}},
+}
+
+// forEachEngine runs f against a fresh server on every engine.
+func forEachEngine(t *testing.T, f func(t *testing.T, s *server), extra ...string) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			s := startServer(t, append(e.flags(t), extra...)...)
+			f(t, s)
+		})
+	}
+}
+
+// startServer starts `kplane serve` on a free port in a fresh data dir
+// and waits until it has written its kubeconfig (it is then ready).
+func startServer(t testing.TB, flags ...string) *server {
+	t.Helper()
+	s := &server{t: t, dir: t.TempDir()}
+	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
+	s.args = append([]string{"serve", "--data-dir", s.dir, "--log-level", "debug"}, flags...)
+	s.start("127.0.0.1:0")
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("kplane serve did not shut down cleanly: %v\n%s", err, s.log.String())
+		}
+	})
+	return s
+}
+
+func (s *server) start(listen string) {
+	s.t.Helper()
+	os.Remove(s.kubeconfig)
+	s.log = &syncBuffer{}
+	s.cmd = exec.Command(kplaneBinary(s.t), append(s.args, "--listen", listen)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.exited = make(chan error, 1)
+	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(s.cmd, s.exited)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(s.kubeconfig); err == nil {
+			break
+		}
+		select {
+		case err := <-s.exited:
+			s.t.Fatalf("kplane serve exited before it was ready: %v\n%s", err, s.log.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("kplane serve not ready after 60s\n%s", s.log.String())
+		}
+	}
+	u, err := url.Parse(s.config().Host)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.addr = u.Host
+}
+
+// stop sends SIGTERM and waits for a clean exit (status 0).
+func (s *server) stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	defer func() { s.cmd = nil }()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case err := <-s.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		return errors.New("no exit 30s after SIGTERM")
+	}
+}
+
+// restart stops the server and starts it again on the same data dir and
+// the same port, so clients reconnect on their own.
+func (s *server) restart() {
+	s.t.Helper()
+	if err := s.stop(); err != nil {
+		s.t.Fatalf("stopping: %v\n%s", err, s.log.String())
+	}
+	// The port is free again once the process is gone; another process
+	// could take it, which would fail start loudly.
+	if l, err := net.Listen("tcp", s.addr); err == nil {
+		l.Close()
+	}
+	s.start(s.addr)
+}
+
+// config is a client-go config for the server's admin.
+func (s *server) config() *rest.Config {
+	s.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	return cfg
+}
+
+// kubectl runs the real kubectl against the server.
+func (s *server) kubectl(args ...string) (stdout, stderr string, err error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(s.dir, "kubectl-cache"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// mustKubectl fails the test when kubectl fails.
+func (s *server) mustKubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, errOut, err := s.kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// eventually waits for cond, polling, failing after timeout.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true after %v; last state: %s", what, timeout, last)
+}

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fooYAML = `apiVersion: webapp.my.domain/v1
+kind: Foo
+metadata:
+  name: foo-sample
+  namespace: default
+spec:
+  foo: bar
+`
+
+const conflictMsg = `Operation cannot be fulfilled on foos.webapp.my.domain "foo-sample": the object has been modified; please apply your changes to the latest version and try again`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func crdPath(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../examples/foo-operator/config/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// installFooCRD applies the Foo CRD with kubectl and waits until it is
+// Established.
+func installFooCRD(t *testing.T, s *server) {
+	t.Helper()
+	s.mustKubectl(t, "apply", "-f", crdPath(t))
+	s.mustKubectl(t, "wait", "--for", "condition=established", "--timeout", "30s", "crd/foos.webapp.my.domain")
+}
+
+func TestKubectl(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		if out := s.mustKubectl(t, "get", "ns"); !regexp.MustCompile(`(?m)^default\s+Active\s+\d+s$`).MatchString(out) {
+			t.Fatalf("kubectl get ns:\n%s", out)
+		}
+		installFooCRD(t, s)
+		if out := s.mustKubectl(t, "apply", "-f", writeFile(t, "foo.yaml", fooYAML)); !strings.Contains(out, "foo.webapp.my.domain/foo-sample created") {
+			t.Fatalf("apply: %s", out)
+		}
+
+		// get: a Table with the CRD's printer column.
+		out := s.mustKubectl(t, "get", "foos")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !regexp.MustCompile(`^NAME\s+FOO\s+AGE$`).MatchString(lines[0]) ||
+			!regexp.MustCompile(`^foo-sample\s+bar\s+\d+s$`).MatchString(lines[1]) {
+			t.Fatalf("kubectl get foos:\n%s", out)
+		}
+
+		// get -o yaml: the object as stored, with its system fields.
+		yml := s.mustKubectl(t, "get", "foo", "foo-sample", "-o", "yaml")
+		for _, want := range []string{"apiVersion: webapp.my.domain/v1", "kind: Foo", "generation: 1", "uid: ", "creationTimestamp: ", "foo: bar"} {
+			if !strings.Contains(yml, want) {
+				t.Fatalf("get -o yaml lacks %q:\n%s", want, yml)
+			}
+		}
+		rv := regexp.MustCompile(`resourceVersion: "(\d+)"`).FindStringSubmatch(yml)
+		if rv == nil {
+			t.Fatalf("no resourceVersion in\n%s", yml)
+		}
+
+		// replace with the current resourceVersion works; replaying the
+		// same (now stale) object prints seed 000's conflict.
+		changed := strings.Replace(yml, "foo: bar", "foo: baz", 1)
+		file := writeFile(t, "foo-rv.yaml", changed)
+		s.mustKubectl(t, "replace", "-f", file)
+		_, errOut, err := s.kubectl("replace", "-f", file)
+		if err == nil || !strings.Contains(errOut, conflictMsg) {
+			t.Fatalf("replace with a stale resourceVersion: err %v, stderr %q; want the conflict message", err, errOut)
+		}
+		if out := s.mustKubectl(t, "get", "foo", "foo-sample", "-o", "jsonpath={.spec.foo} {.metadata.generation}"); out != "baz 2" {
+			t.Fatalf("after replace: spec.foo and generation %q, want \"baz 2\"", out)
+		}
+
+		// get --watch sees a new object, then its deletion.
+		watch := exec.Command("kubectl", "--kubeconfig", s.kubeconfig, "get", "foos", "--watch", "--output-watch-events")
+		stdout, err := watch.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer watch.Process.Kill()
+		lines2 := make(chan string, 16)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines2 <- sc.Text()
+			}
+			close(lines2)
+		}()
+		expect := func(want ...string) {
+			t.Helper()
+			select {
+			case l := <-lines2:
+				// Table rows: EVENT NAME FOO AGE; compare the first two.
+				if f := strings.Fields(l); len(f) >= 2 {
+					l = f[0] + " " + f[1]
+				}
+				if l != want[0] && (len(want) == 1 || l != want[1]) {
+					t.Fatalf("kubectl get --watch printed %q, want %q", l, want)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("kubectl get --watch: no %q", want)
+			}
+		}
+		expect("EVENT NAME")
+		expect("ADDED foo-sample")
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "foo2.yaml", strings.Replace(fooYAML, "foo-sample", "foo-two", 1)))
+		expect("ADDED foo-two")
+		if out := s.mustKubectl(t, "delete", "foo", "foo-two"); !strings.Contains(out, `foo.webapp.my.domain "foo-two" deleted`) {
+			t.Fatalf("delete: %s", out)
+		}
+		expect("DELETED foo-two")
+
+		// Built-in kinds: create, read back, delete.
+		s.mustKubectl(t, "create", "configmap", "cm1", "--from-literal=k=v")
+		if out := s.mustKubectl(t, "get", "cm", "cm1", "-o", "jsonpath={.data.k}"); out != "v" {
+			t.Fatalf("configmap data %q", out)
+		}
+		if out := s.mustKubectl(t, "get", "cm", "cm1"); !regexp.MustCompile(`(?m)^cm1\s+1\s+\d+s$`).MatchString(out) {
+			t.Fatalf("kubectl get cm:\n%s", out)
+		}
+		s.mustKubectl(t, "delete", "cm", "cm1")
+		if _, errOut, err := s.kubectl("get", "cm", "cm1"); err == nil || !strings.Contains(errOut, `configmaps "cm1" not found`) {
+			t.Fatalf("get after delete: %v %s", err, errOut)
+		}
+	})
+}
