@@ -185,11 +185,15 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (metav1.DeleteOptions, error) {
 	var opts metav1.DeleteOptions
 	if r.ContentLength != 0 && r.Body != nil {
-		body, err := s.readBody(w, r)
+		body, isProto, err := s.readBodyProto(w, r)
 		if err != nil {
 			return opts, err
 		}
-		if len(bytes.TrimSpace(body)) > 0 {
+		if isProto {
+			if _, _, err := protoSerializer.Decode(body, nil, &opts); err != nil {
+				return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+			}
+		} else if len(bytes.TrimSpace(body)) > 0 {
 			if err := json.Unmarshal(body, &opts); err != nil {
 				return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
 			}

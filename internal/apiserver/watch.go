@@ -106,6 +106,10 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 				flusher.Flush()
 			}
 			if ev.Type == watch.Error {
+				if st, ok := ev.Object.(*metav1.Status); ok {
+					h.s.cfg.Logger.Debug("watch ended with an error event", "resource", h.kind.GroupResource().String(),
+						"code", st.Code, "reason", st.Reason, "message", st.Message)
+				}
 				return
 			}
 		}

@@ -59,6 +59,7 @@ func kplaneBinary(t testing.TB) string {
 type server struct {
 	t          testing.TB
 	args       []string
+	flags      []string // storage and other flags given to startServer
 	dir        string
 	kubeconfig string
 	addr       string // host:port it listens on
@@ -113,7 +114,7 @@ func forEachEngine(t *testing.T, f func(t *testing.T, s *server), extra ...strin
 // and waits until it has written its kubeconfig (it is then ready).
 func startServer(t testing.TB, flags ...string) *server {
 	t.Helper()
-	s := &server{t: t, dir: t.TempDir()}
+	s := &server{t: t, dir: t.TempDir(), flags: flags}
 	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
 	s.args = append([]string{"serve", "--data-dir", s.dir, "--log-level", "debug"}, flags...)
 	s.start("127.0.0.1:0")
@@ -235,4 +236,22 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s: not true after %v; last state: %s", what, timeout, last)
+}
+
+// writeBehind writes an object straight into the server's store with
+// `kplane kv put`, as if another writer had: the server must be stopped
+// (the embedded store is locked while it runs).
+func (s *server) writeBehind(t testing.TB, key, value string) {
+	t.Helper()
+	args := []string{"kv", "--data-dir", s.dir}
+	for i := 0; i+1 < len(s.flags); i += 2 {
+		switch s.flags[i] {
+		case "--storage", "--etcd-endpoints", "--etcd-prefix":
+			args = append(args, s.flags[i], s.flags[i+1])
+		}
+	}
+	out, err := exec.Command(kplaneBinary(t), append(args, "put", key, value)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kplane kv put: %v\n%s", err, out)
+	}
 }

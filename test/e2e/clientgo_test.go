@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+var fooGVR = schema.GroupVersionResource{Group: "webapp.my.domain", Version: "v1", Resource: "foos"}
+
+func newFoo(name, value string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "webapp.my.domain/v1", "kind": "Foo",
+		"spec": map[string]any{"foo": value},
+	}}
+	u.SetName(name)
+	return u
+}
+
+func TestClientGoTyped(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		cs := kubernetes.NewForConfigOrDie(s.config())
+		cms := cs.CoreV1().ConfigMaps("default")
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.UID == "" || cm.CreationTimestamp.IsZero() || cm.ResourceVersion == "" {
+			t.Fatalf("created object lacks system fields: %+v", cm.ObjectMeta)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("second create: %v, want AlreadyExists", err)
+		}
+
+		// An update with the current resourceVersion wins; replaying it is
+		// a conflict; a no-op update keeps the resourceVersion.
+		cm.Data["k"] = "2"
+		upd, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if upd.ResourceVersion == cm.ResourceVersion {
+			t.Fatal("update kept the resourceVersion")
+		}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); !apierrors.IsConflict(err) ||
+			!strings.Contains(err.Error(), `Operation cannot be fulfilled on configmaps "a": the object has been modified; please apply your changes to the latest version and try again`) {
+			t.Fatalf("stale update: %v", err)
+		}
+		same, err := cms.Update(ctx, upd, metav1.UpdateOptions{})
+		if err != nil || same.ResourceVersion != upd.ResourceVersion {
+			t.Fatalf("no-op update: %v, resourceVersion %s → %s", err, upd.ResourceVersion, same.ResourceVersion)
+		}
+		// ConfigMaps allow unconditional updates.
+		upd.ResourceVersion = ""
+		upd.Data["k"] = "3"
+		if _, err := cms.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("unconditional update of a ConfigMap: %v", err)
+		}
+
+		// Invalid input is 422 with causes, and nothing is stored.
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "Bad_Name"}}, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.name") {
+			t.Fatalf("invalid name: %v", err)
+		}
+		// A missing namespace is 404.
+		_, err = cs.CoreV1().ConfigMaps("nope").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+		if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `namespaces "nope" not found`) {
+			t.Fatalf("create in a missing namespace: %v", err)
+		}
+
+		// Lists: label selectors, field selectors, pages.
+		for i := 0; i < 7; i++ {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i),
+				Labels: map[string]string{"tier": []string{"web", "db"}[i%2]}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "tier in (db), !missing"})
+		if err != nil || len(list.Items) != 3 {
+			t.Fatalf("label selector: %v, %d items", err, len(list.Items))
+		}
+		list, err = cms.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=p4"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].Name != "p4" {
+			t.Fatalf("field selector: %v, %+v", err, list.Items)
+		}
+		if _, err := cms.List(ctx, metav1.ListOptions{FieldSelector: "spec.nope=1"}); !apierrors.IsBadRequest(err) {
+			t.Fatalf("unsupported field selector: %v, want 400", err)
+		}
+		var names []string
+		opts := metav1.ListOptions{Limit: 3, LabelSelector: "tier"}
+		pages := 0
+		var rv string
+		for {
+			page, err := cms.List(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if rv == "" {
+				rv = page.ResourceVersion
+			} else if page.ResourceVersion != rv {
+				t.Fatalf("page %d read at %s, the first at %s", pages, page.ResourceVersion, rv)
+			}
+			for _, it := range page.Items {
+				names = append(names, it.Name)
+			}
+			if page.Continue == "" {
+				break
+			}
+			opts.Continue = page.Continue
+		}
+		if pages != 3 || len(names) != 7 {
+			t.Fatalf("paged list: %d pages, %v", pages, names)
+		}
+
+		// Secrets fold stringData into data.
+		sec, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+			StringData: map[string]string{"pw": "hunter2"}}, metav1.CreateOptions{})
+		if err != nil || string(sec.Data["pw"]) != "hunter2" || sec.Type != corev1.SecretTypeOpaque {
+			t.Fatalf("secret: %v %+v", err, sec)
+		}
+	})
+}
+
+func TestClientGoDynamic(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		installFooCRD(t, s)
+		dc := dynamic.NewForConfigOrDie(s.config())
+		foos := dc.Resource(fooGVR).Namespace("default")
+		foo, err := foos.Create(ctx, newFoo("f", "bar"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if foo.GetGeneration() != 1 {
+			t.Fatalf("generation %d, want 1", foo.GetGeneration())
+		}
+		// Custom resources refuse updates without a resourceVersion.
+		noRV := foo.DeepCopy()
+		noRV.SetResourceVersion("")
+		_, err = foos.Update(ctx, noRV, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.resourceVersion: Invalid value: \"\": must be specified for an update") {
+			t.Fatalf("update without resourceVersion: %v", err)
+		}
+		// Status: the main resource ignores it, /status changes only it.
+		withStatus := foo.DeepCopy()
+		unstructured.SetNestedField(withStatus.Object, "ignored", "status", "note")
+		unstructured.SetNestedField(withStatus.Object, "baz", "spec", "foo")
+		upd, err := foos.Update(ctx, withStatus, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(upd.Object, "status", "note"); found || upd.GetGeneration() != 2 {
+			t.Fatalf("main resource update: status kept %v, generation %d", found, upd.GetGeneration())
+		}
+		st := upd.DeepCopy()
+		unstructured.SetNestedField(st.Object, "ready", "status", "note")
+		unstructured.SetNestedField(st.Object, "ignored", "spec", "foo")
+		st, err = foos.UpdateStatus(ctx, st, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := unstructured.NestedString(st.Object, "spec", "foo"); v != "baz" || st.GetGeneration() != 2 {
+			t.Fatalf("status update: spec.foo %q, generation %d", v, st.GetGeneration())
+		}
+		if v, _, _ := unstructured.NestedString(st.Object, "status", "note"); v != "ready" {
+			t.Fatalf("status update: status.note %q", v)
+		}
+		// Delete answers with a Status; the object is gone.
+		if err := foos.Delete(ctx, "f", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := foos.Get(ctx, "f", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("get after delete: %v", err)
+		}
+	})
+}
+
+// TestInformer checks that a SharedInformer ends with exactly the server's
+// state after a burst of writes, and again after a forced 410: the server
+// restarts while a write lands in its store, so the informer's watch
+// resumes from a resourceVersion the new watch cache cannot serve, gets
+// 410 Gone, and relists.
+func TestInformer(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		{
+			cs := kubernetes.NewForConfigOrDie(s.config())
+			factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
+			inf := factory.Core().V1().ConfigMaps().Informer()
+			stop := make(chan struct{})
+			defer close(stop)
+			factory.Start(stop)
+			if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+				t.Fatal("informer never synced")
+			}
+			burst(t, cs, 8, 40)
+			converged(t, cs, inf)
+
+			// Write behind the API's back while it is down, then restart on
+			// the same port.
+			if err := s.stop(); err != nil {
+				t.Fatal(err)
+			}
+			s.writeBehind(t, "/configmaps/default/behind", `{"apiVersion":"v1","kind":"ConfigMap",`+
+				`"metadata":{"name":"behind","namespace":"default","uid":"u-behind","creationTimestamp":"2026-01-01T00:00:00Z"},"data":{"v":"x"}}`)
+			s.start(s.addr)
+			converged(t, cs, inf)
+			if _, ok, _ := inf.GetStore().GetByKey("default/behind"); !ok {
+				t.Fatal("the informer missed the object written while the server was down")
+			}
+			if !strings.Contains(s.log.String(), "watch ended with an error event") || !strings.Contains(s.log.String(), "code=410") {
+				t.Fatalf("the informer's resumed watch did not get 410 Gone; server log:\n%s", s.log.String())
+			}
+			burst(t, cs, 4, 20)
+			converged(t, cs, inf)
+		}
+	})
+}
+
+// burst runs creates, updates and deletes from several clients.
+func burst(t *testing.T, cs kubernetes.Interface, clients, each int) {
+	t.Helper()
+	cms := cs.CoreV1().ConfigMaps("default")
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	prefix := fmt.Sprint("b", time.Now().UnixNano()%100000, "-")
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				name := fmt.Sprintf("%s%d-%d", prefix, c, i)
+				cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				switch i % 3 {
+				case 1:
+					cm.Data["v"] = "1"
+					if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				case 2:
+					if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// converged waits until the informer's store holds exactly what a fresh
+// list returns: the same names at the same resourceVersions.
+func converged(t *testing.T, cs kubernetes.Interface, inf cache.SharedIndexInformer) {
+	t.Helper()
+	eventually(t, 30*time.Second, "informer matches the server", func() (bool, string) {
+		list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var want, got []string
+		for _, it := range list.Items {
+			want = append(want, it.Name+"@"+it.ResourceVersion)
+		}
+		for _, o := range inf.GetStore().List() {
+			cm := o.(*corev1.ConfigMap)
+			got = append(got, cm.Name+"@"+cm.ResourceVersion)
+		}
+		sort.Strings(want)
+		sort.Strings(got)
+		return fmt.Sprint(want) == fmt.Sprint(got), fmt.Sprintf("server %d objects, informer %d", len(want), len(got))
+	})
+}
