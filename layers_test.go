@@ -34,6 +34,50 @@ var layers = []string{
 // engines may be imported only by app, by tests, and from inside themselves.
 var engines = []string{"internal/kv/mvcc", "internal/kv/etcdkv"}
 
+// forbidden are modules no kplane code may import: they hold the machinery
+// kplane exists to build.
+var forbidden = []string{"k8s.io/apiserver", "k8s.io/kubernetes"}
+
+// clientOnly are client libraries: tests and examples use them, the binary
+// does not (it is the server they talk to).
+var clientOnly = []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime"}
+
+// checkExternal says why importer may not import the module-external path
+// imported, or returns nil.
+func checkExternal(importer, imported string, test bool) error {
+	for _, f := range forbidden {
+		if within(imported, f) {
+			return fmt.Errorf("%s imports %s: kplane builds that machinery itself", importer, imported)
+		}
+	}
+	for _, c := range clientOnly {
+		if within(imported, c) && !test && !within(importer, "examples") && !within(importer, "test") {
+			return fmt.Errorf("%s imports the client library %s outside tests and examples", importer, imported)
+		}
+	}
+	return nil
+}
+
+func TestCheckExternalRules(t *testing.T) {
+	for _, c := range []struct {
+		importer, imported string
+		test, ok           bool
+	}{
+		{"internal/apiserver", "k8s.io/apimachinery/pkg/apis/meta/v1", false, true},
+		{"internal/apiserver", "k8s.io/apiserver/pkg/endpoints", false, false},
+		{"test/e2e", "k8s.io/kubernetes/pkg/api", true, false},
+		{"internal/registry", "k8s.io/client-go/kubernetes", false, false},
+		{"internal/registry", "k8s.io/client-go/kubernetes", true, true},
+		{"examples/foo-operator/controller", "sigs.k8s.io/controller-runtime", false, true},
+		{"test/e2e", "k8s.io/client-go/dynamic", false, true},
+	} {
+		err := checkExternal(c.importer, c.imported, c.test)
+		if (err == nil) != c.ok {
+			t.Errorf("checkExternal(%s, %s, test=%v) = %v, want ok=%v", c.importer, c.imported, c.test, err, c.ok)
+		}
+	}
+}
+
 func rank(pkg string) int {
 	best, bestLen := -1, -1
 	for i, l := range layers {
@@ -128,6 +172,9 @@ func TestImportsPointDown(t *testing.T) {
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if !strings.HasPrefix(p, module+"/") {
+				if err := checkExternal(importer, p, strings.HasSuffix(path, "_test.go")); err != nil {
+					t.Errorf("%s: %v", path, err)
+				}
 				continue
 			}
 			if err := checkImport(importer, strings.TrimPrefix(p, module+"/"), strings.HasSuffix(path, "_test.go")); err != nil {

@@ -17,6 +17,10 @@
 // except the health and version endpoints. There is no authorization
 // beyond that: an authenticated client is an admin.
 //
-// Not yet: PATCH and server-side apply, protobuf, and OpenAPI schemas
-// (the documents list operations, not fields).
+// Request bodies may be JSON, YAML, or (for the built-in kinds and
+// DeleteOptions) the Kubernetes protobuf wire format; responses are JSON
+// (or YAML when asked for).
+//
+// Not yet: PATCH and server-side apply (415), protobuf responses, and
+// OpenAPI schemas (the documents list operations, not fields).
 package apiserver

@@ -2,6 +2,9 @@
 // concrete engines and the owner of every long-running goroutine. cmd/kplane
 // turns flags into a Config and calls it.
 //
-// Today it opens the kv store for the configured engine; the API server
-// joins it here as it is built.
+// Run opens the kv store for the configured engine, creates or loads the
+// credentials (package pki), builds the registry with the built-in kinds
+// and the CRD controller, serves the API, compacts the store every
+// CompactionInterval, writes the kubeconfig once the server is ready, and
+// on cancellation shuts everything down in reverse order.
 package app

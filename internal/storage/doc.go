@@ -17,8 +17,13 @@
 // Objects are *unstructured.Unstructured, stored as JSON without their
 // resourceVersion (it is the key's ModRevision, set on the way out).
 //
+// Interface is what the registry stores objects through; *Store
+// implements it over kv, and the watch cache (package watchcache)
+// implements it in memory in front of a Store. Shared wraps an event's
+// object so that its JSON is encoded once for all watchers.
+//
 // It does not validate objects or set uid and timestamps (the registry's
-// strategies do). Its watch is one kv watch per call, without bookmarks:
-// serving many clients, bookmarks and consistent reads from memory are the
-// watch cache's job, the next layer up (not written yet).
+// strategies do). Its watch is one kv watch per call: serving many
+// clients, bookmarks and consistent reads from memory are the watch
+// cache's job.
 package storage
