@@ -18,6 +18,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/registry/gc"
 	"github.com/kplane-dev/kplane/internal/storage"
 	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
@@ -125,6 +126,19 @@ func Run(ctx context.Context, cfg Config) error {
 	crds := &crd.Controller{Registry: reg, Logger: log}
 	goRun("crd-controller", crds.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
+	collector, err := gc.New(gc.Config{Registry: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	goRun("garbage-collector", func(ctx context.Context) error {
+		// Once every stored CRD is served, so its graph holds them all.
+		select {
+		case <-crds.Synced():
+		case <-ctx.Done():
+			return nil
+		}
+		return collector.Run(ctx)
+	})
 	if cfg.CompactionInterval > 0 {
 		goRun("compactor", func(ctx context.Context) error { return compact(ctx, kvs, cfg.CompactionInterval, log) })
 	}

@@ -3,10 +3,12 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -21,42 +23,50 @@ func pendingFinalizers(k *Kind, obj *unstructured.Unstructured) bool {
 	return len(obj.GetFinalizers()) > 0 || (k.Pending != nil && k.Pending(obj))
 }
 
-// Delete deletes ns/name if it passes opts.Preconditions. An object with
-// finalizers is not removed: it gets a deletionTimestamp (once) and stays
-// until its last finalizer is removed. Deleted reports which happened;
-// the object returned is its last state (the one watchers see).
+// Delete deletes ns/name if it passes opts.Preconditions, as
+// kube-apiserver's generic registry (Store.Delete) does:
+//
+//   - opts is validated first (422 on DeleteOptions, for instance when
+//     both orphanDependents and propagationPolicy are set);
+//   - the garbage collector's finalizers follow the propagation policy:
+//     Orphan adds `orphan`, Foreground adds `foregroundDeletion`,
+//     Background (the default of every kind kplane serves) adds neither,
+//     and an explicit policy replaces whichever of the two the object
+//     already has, even when its deletion has started. No policy keeps
+//     them. The finalizer is added whether or not the object has
+//     dependents; the collector removes it;
+//   - an object that ends up with finalizers is not removed: it gets a
+//     deletionTimestamp (the first time, which also bumps a tracked
+//     generation), deletionGracePeriodSeconds 0, and stays until its last
+//     finalizer is removed. Watchers see MODIFIED, later DELETED.
+//
+// Deleted reports which happened; the object returned is its last state
+// (the one watchers see).
 func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts metav1.DeleteOptions, w WriteOptions) (out runtime.Object, deleted bool, err error) {
 	k := r.Kind()
 	gr := k.GroupResource()
+	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
+		return nil, false, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
 	key := r.key(k, ns, name)
 	pre := &storage.Preconditions{}
 	if p := opts.Preconditions; p != nil {
 		pre.UID, pre.ResourceVersion = p.UID, p.ResourceVersion
 	}
 	deferred := func(cur *unstructured.Unstructured) *unstructured.Unstructured {
-		next := cur.DeepCopy()
-		if k.PrepareForDelete != nil {
-			k.PrepareForDelete(next)
-		}
-		if !pendingFinalizers(k, next) {
-			return nil
-		}
-		if next.GetDeletionTimestamp() == nil {
-			now := metav1.NewTime(r.reg.Now().Truncate(1e9))
-			zero := int64(0)
-			next.SetDeletionTimestamp(&now)
-			next.SetDeletionGracePeriodSeconds(&zero)
-		}
-		return next
+		return r.prepareDelete(k, cur, &opts)
+	}
+	// kube-apiserver reads the object and checks the preconditions before
+	// anything else (rest.BeforeDelete); that is the message clients see.
+	// The writes below check them again against what they replace.
+	cur, err := r.store.Get(ctx, key, storage.GetOptions{})
+	if err != nil {
+		return nil, false, interpret(err, gr, name)
+	}
+	if err := checkPreconditions(k, name, opts.Preconditions, cur); err != nil {
+		return nil, false, err
 	}
 	if w.DryRun {
-		cur, err := r.store.Get(ctx, key, storage.GetOptions{})
-		if err != nil {
-			return nil, false, interpret(err, gr, name)
-		}
-		if err := checkPreconditions(gr, name, pre, cur); err != nil {
-			return nil, false, err
-		}
 		if next := deferred(cur); next != nil {
 			return convert(k, version, next), false, nil
 		}
@@ -93,6 +103,85 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 	}
 }
 
+// prepareDelete returns the state a delete with opts leaves cur in when
+// something defers it (finalizers, the kind's pending work), or nil when
+// the object can go at once.
+func (r *Resource) prepareDelete(k *Kind, cur *unstructured.Unstructured, opts *metav1.DeleteOptions) *unstructured.Unstructured {
+	next := cur.DeepCopy()
+	if k.PrepareForDelete != nil {
+		k.PrepareForDelete(next)
+	}
+	if fins, changed := gcFinalizers(next.GetFinalizers(), opts); changed {
+		next.SetFinalizers(fins)
+	}
+	if !pendingFinalizers(k, next) {
+		return nil
+	}
+	// markAsDeleting in kube-apiserver's generic registry: the first
+	// deletion sets the timestamp and, for kinds that track it, bumps the
+	// generation; the grace period of a kind without graceful deletion
+	// is 0.
+	if next.GetDeletionTimestamp() == nil {
+		now := metav1.NewTime(r.reg.Now().Truncate(1e9))
+		next.SetDeletionTimestamp(&now)
+		if g := next.GetGeneration(); g > 0 {
+			next.SetGeneration(g + 1)
+		}
+	}
+	zero := int64(0)
+	next.SetDeletionGracePeriodSeconds(&zero)
+	return next
+}
+
+// gcFinalizers returns the finalizers an object should have after a
+// delete with opts, and whether they differ from fins (as a set). This is
+// kube-apiserver's deletionFinalizersForGarbageCollection for a kind whose
+// default policy is to delete dependents: the options decide first
+// (orphanDependents, then propagationPolicy), then the finalizers the
+// object already has; by default there is neither.
+func gcFinalizers(fins []string, opts *metav1.DeleteOptions) ([]string, bool) {
+	had := map[string]bool{}
+	for _, f := range fins {
+		had[f] = true
+	}
+	orphan, foreground := had[metav1.FinalizerOrphanDependents], had[metav1.FinalizerDeleteDependents]
+	//nolint:staticcheck // orphanDependents is deprecated but still honoured upstream.
+	switch od := opts.OrphanDependents; {
+	case od != nil:
+		orphan, foreground = *od, false
+	case opts.PropagationPolicy != nil:
+		p := *opts.PropagationPolicy
+		orphan, foreground = p == metav1.DeletePropagationOrphan, p == metav1.DeletePropagationForeground
+	case orphan && foreground:
+		// Both, set by hand: the first of the two in the list wins, as
+		// upstream's checks walk the finalizers in order.
+		foreground = false
+		for _, f := range fins {
+			if f == metav1.FinalizerDeleteDependents {
+				orphan, foreground = false, true
+				break
+			}
+			if f == metav1.FinalizerOrphanDependents {
+				break
+			}
+		}
+	}
+	out := make([]string, 0, len(fins)+1)
+	for _, f := range fins {
+		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			out = append(out, f)
+		}
+	}
+	if orphan {
+		out = append(out, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	changed := orphan != had[metav1.FinalizerOrphanDependents] || foreground != had[metav1.FinalizerDeleteDependents]
+	return out, changed
+}
+
 // deleted is the answer to an immediate delete: the object for kinds that
 // return it, else a Success Status naming it (genericregistry's
 // finalizeDelete, which puts the resource in details.kind).
@@ -107,20 +196,31 @@ func (r *Resource) deleted(k *Kind, version string, obj *unstructured.Unstructur
 	}
 }
 
-func checkPreconditions(gr schema.GroupResource, name string, pre *storage.Preconditions, cur *unstructured.Unstructured) error {
-	if pre.UID != nil && *pre.UID != cur.GetUID() {
-		return apierrors.NewConflict(gr, name, errors.New("Precondition failed: UID in precondition: "+string(*pre.UID)+", UID in object meta: "+string(cur.GetUID())))
+// checkPreconditions refuses a delete whose preconditions cur fails, with
+// the 409 rest.BeforeDelete gives: it names the kind (not the resource).
+func checkPreconditions(k *Kind, name string, p *metav1.Preconditions, cur *unstructured.Unstructured) error {
+	if p == nil {
+		return nil
 	}
-	if pre.ResourceVersion != nil && *pre.ResourceVersion != cur.GetResourceVersion() {
-		return apierrors.NewConflict(gr, name, errors.New("Precondition failed: ResourceVersion in precondition: "+*pre.ResourceVersion+", ResourceVersion in object meta: "+cur.GetResourceVersion()))
+	gr := schema.GroupResource{Group: k.Group, Resource: k.Kind}
+	if p.UID != nil && *p.UID != cur.GetUID() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf(
+			"the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, cur.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf(
+			"the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, cur.GetResourceVersion()))
 	}
 	return nil
 }
 
 // DeleteCollection deletes the objects of ns that opts selects, one by
-// one, each as Delete would, and returns the list of what it deleted or
-// marked for deletion.
+// one, each as Delete would with del, and returns the list of what it
+// deleted or marked for deletion.
 func (r *Resource) DeleteCollection(ctx context.Context, version, ns string, opts ListOptions, del metav1.DeleteOptions, w WriteOptions) (*unstructured.UnstructuredList, error) {
+	if errs := metav1validation.ValidateDeleteOptions(&del); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
 	list, err := r.List(ctx, version, ns, opts)
 	if err != nil {
 		return nil, err

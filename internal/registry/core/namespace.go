@@ -2,7 +2,11 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,8 +94,10 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 
 // NamespaceController finishes namespace deletions: it deletes everything
 // in a Terminating namespace (objects with finalizers go when their
-// finalizers do), then clears the namespace's spec.finalizers, which
-// removes it.
+// finalizers do), reports what remains in the namespace's status
+// conditions (NamespaceContentRemaining, NamespaceFinalizersRemaining and
+// the others upstream sets), then clears the namespace's spec.finalizers,
+// which removes it.
 type NamespaceController struct {
 	Registry *registry.Registry
 	Logger   *slog.Logger
@@ -159,30 +165,53 @@ func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pen
 	}
 }
 
-// finish deletes the content of namespace ns and, once it is empty,
+// finish deletes the content of namespace ns, as kube-controller-manager's
+// namespace deleter does: every namespaced resource is deleted with the
+// Background policy (so the garbage collector puts no orphan finalizer on
+// it), objects with finalizers stay until their finalizers go, and the
+// namespace's status conditions say what is left. Once nothing is left it
 // finalizes the namespace.
 func (c *NamespaceController) finish(ctx context.Context, ns string, pending map[string]bool) {
-	left := 0
+	remaining := map[schema.GroupVersionResource]int{}
+	finalizers := map[string]int{}
+	var errs []error
+	background := metav1.DeletePropagationBackground
 	for _, res := range c.Registry.Resources() {
 		k := res.Kind()
 		if !k.Namespaced {
 			continue
 		}
 		v := k.StorageVersion()
-		if _, err := res.DeleteCollection(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		gvr := schema.GroupVersionResource{Group: k.Group, Version: v, Resource: k.Resource}
+		if _, err := res.DeleteCollection(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{}); err != nil {
 			c.Logger.Warn("namespace controller: deleting content", "namespace", ns, "resource", k.GroupResource().String(), "err", err)
-			left++
+			errs = append(errs, err)
 			continue
 		}
 		list, err := res.List(ctx, v, ns, registry.ListOptions{})
 		if err != nil {
-			left++
+			errs = append(errs, err)
 			continue
 		}
-		left += len(list.Items)
+		if len(list.Items) == 0 {
+			continue
+		}
+		remaining[gvr] = len(list.Items)
+		held := false
+		for i := range list.Items {
+			for _, f := range list.Items[i].GetFinalizers() {
+				finalizers[f]++
+				held = true
+			}
+		}
+		if !held {
+			// Deleted, yet there: upstream reports this as a failure.
+			errs = append(errs, fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", ns, gvr))
+		}
 	}
-	if left > 0 {
-		return // objects with finalizers remain; look again later
+	c.setConditions(ctx, ns, deletionConditions(remaining, finalizers, errs))
+	if len(errs) > 0 || len(remaining) > 0 {
+		return // look again later
 	}
 	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
@@ -194,4 +223,126 @@ func (c *NamespaceController) finish(ctx context.Context, ns string, pending map
 	}
 	delete(pending, ns)
 	c.Logger.Info("namespace deleted", "namespace", ns)
+}
+
+// The conditions of a terminating namespace, with the reasons and
+// messages of kube-controller-manager's namespace deleter
+// (pkg/controller/namespace/deletion/status_condition_utils.go): each is
+// True with what went wrong or remains, or False with its "ok" variant.
+var deletionConditionTypes = []corev1.NamespaceConditionType{
+	corev1.NamespaceDeletionDiscoveryFailure,
+	corev1.NamespaceDeletionGVParsingFailure,
+	corev1.NamespaceDeletionContentFailure,
+	corev1.NamespaceContentRemaining,
+	corev1.NamespaceFinalizersRemaining,
+}
+
+var deletionConditionsOK = map[corev1.NamespaceConditionType]struct{ reason, message string }{
+	corev1.NamespaceDeletionDiscoveryFailure: {"ResourcesDiscovered", "All resources successfully discovered"},
+	corev1.NamespaceDeletionGVParsingFailure: {"ParsedGroupVersions", "All legacy kube types successfully parsed"},
+	corev1.NamespaceDeletionContentFailure:   {"ContentDeleted", "All content successfully deleted, may be waiting on finalization"},
+	corev1.NamespaceContentRemaining:         {"ContentRemoved", "All content successfully removed"},
+	corev1.NamespaceFinalizersRemaining:      {"ContentHasNoFinalizers", "All content-preserving finalizers finished"},
+}
+
+// deletionConditions reports one pass over a namespace's content. kplane
+// discovers its resources from its own registry, so discovery and
+// group-version parsing cannot fail; those two are always False.
+func deletionConditions(remaining map[schema.GroupVersionResource]int, finalizers map[string]int, errs []error) map[corev1.NamespaceConditionType]corev1.NamespaceCondition {
+	out := map[corev1.NamespaceConditionType]corev1.NamespaceCondition{}
+	for _, t := range deletionConditionTypes {
+		ok := deletionConditionsOK[t]
+		out[t] = corev1.NamespaceCondition{Type: t, Status: corev1.ConditionFalse, Reason: ok.reason, Message: ok.message}
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, err := range errs {
+			msgs = append(msgs, err.Error())
+		}
+		sort.Strings(msgs)
+		out[corev1.NamespaceDeletionContentFailure] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceDeletionContentFailure, Status: corev1.ConditionTrue, Reason: "ContentDeletionFailed",
+			Message: fmt.Sprintf("Failed to delete all resource types, %d remaining: %v", len(errs), strings.Join(msgs, ", ")),
+		}
+	}
+	if len(remaining) > 0 {
+		var parts []string
+		for gvr, n := range remaining {
+			parts = append(parts, fmt.Sprintf("%s.%s has %d resource instances", gvr.Resource, gvr.Group, n))
+		}
+		sort.Strings(parts)
+		out[corev1.NamespaceContentRemaining] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceContentRemaining, Status: corev1.ConditionTrue, Reason: "SomeResourcesRemain",
+			Message: "Some resources are remaining: " + strings.Join(parts, ", "),
+		}
+	}
+	if len(finalizers) > 0 {
+		var parts []string
+		for f, n := range finalizers {
+			parts = append(parts, fmt.Sprintf("%s in %d resource instances", f, n))
+		}
+		sort.Strings(parts)
+		out[corev1.NamespaceFinalizersRemaining] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceFinalizersRemaining, Status: corev1.ConditionTrue, Reason: "SomeFinalizersRemain",
+			Message: "Some content in the namespace has finalizers remaining: " + strings.Join(parts, ", "),
+		}
+	}
+	return out
+}
+
+// setConditions writes want into namespace ns's status.conditions when
+// they differ from what it has. A condition keeps its lastTransitionTime
+// unless its status changes. A conflict is left for the next pass.
+func (c *NamespaceController) setConditions(ctx context.Context, ns string, want map[corev1.NamespaceConditionType]corev1.NamespaceCondition) {
+	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
+	cur, err := nsr.Get(ctx, "v1", "", ns, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	var have []corev1.NamespaceCondition
+	if raw, ok, _ := unstructured.NestedSlice(cur.Object, "status", "conditions"); ok {
+		for _, r := range raw {
+			m, ok := r.(map[string]any)
+			var cond corev1.NamespaceCondition
+			if ok && runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond) == nil {
+				have = append(have, cond)
+			}
+		}
+	}
+	now := metav1.NewTime(c.Registry.Now().Truncate(time.Second))
+	changed := false
+	for _, t := range deletionConditionTypes {
+		w := want[t]
+		i := slices.IndexFunc(have, func(h corev1.NamespaceCondition) bool { return h.Type == t })
+		switch {
+		case i < 0:
+			w.LastTransitionTime = now
+			have = append(have, w)
+			changed = true
+		case have[i].Status != w.Status || have[i].Reason != w.Reason || have[i].Message != w.Message:
+			if have[i].Status != w.Status {
+				have[i].LastTransitionTime = now
+			}
+			have[i].Status, have[i].Reason, have[i].Message = w.Status, w.Reason, w.Message
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	raw := make([]any, 0, len(have))
+	for i := range have {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&have[i])
+		if err != nil {
+			return
+		}
+		raw = append(raw, m)
+	}
+	next := cur.DeepCopy()
+	if err := unstructured.SetNestedSlice(next.Object, raw, "status", "conditions"); err != nil {
+		return
+	}
+	if _, err := nsr.Update(ctx, "v1", "", ns, next, registry.WriteOptions{Subresource: "status"}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		c.Logger.Warn("namespace controller: status conditions", "namespace", ns, "err", err)
+	}
 }

@@ -1,0 +1,332 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// Config configures a Collector.
+type Config struct {
+	// Registry holds the resources to collect; required.
+	Registry *registry.Registry
+	// Logger; nil discards. What the collector deletes is logged at debug
+	// level.
+	Logger *slog.Logger
+	// Workers is how many objects are worked on at once. Default 4.
+	Workers int
+	// RetryBase and RetryMax bound the delay before an object whose
+	// processing failed (a conflict, an owner of a kind not served) is
+	// looked at again; it doubles with each failure in a row. Defaults
+	// 5 ms and 1 minute.
+	RetryBase, RetryMax time.Duration
+	// Resync is how often the set of served resources is compared with
+	// the watched ones even if the registry did not signal a change.
+	// Default 10 s.
+	Resync time.Duration
+	// RelistDelay is the pause before listing a resource again after its
+	// list or watch failed. Default 1 s.
+	RelistDelay time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 5 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = time.Minute
+	}
+	if c.Resync <= 0 {
+		c.Resync = 10 * time.Second
+	}
+	if c.RelistDelay <= 0 {
+		c.RelistDelay = time.Second
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Registry == nil {
+		return errors.New("gc: a Registry is required")
+	}
+	return nil
+}
+
+// Collector is the garbage collector. Run it once.
+type Collector struct {
+	cfg   Config
+	log   *slog.Logger
+	graph *graph
+	queue *queue
+
+	unknown struct {
+		sync.Mutex
+		uids map[types.UID]bool // failed on an owner of a kind not served
+	}
+
+	// processed, if set (by tests), is called after each attempt at u.
+	processed func(u types.UID, err error)
+}
+
+// New returns a collector over cfg.Registry.
+func New(cfg Config) (*Collector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	c := &Collector{cfg: cfg, log: cfg.Logger, graph: newGraph(), queue: newQueue(cfg.RetryBase, cfg.RetryMax)}
+	c.unknown.uids = map[types.UID]bool{}
+	return c, nil
+}
+
+// monitor follows one resource into the graph.
+type monitor struct {
+	res    *registry.Resource
+	cancel context.CancelFunc
+	synced chan struct{} // closed once its first list is in the graph
+	done   chan struct{} // closed when its goroutine has returned
+}
+
+// Run collects until ctx ends, then stops its goroutines and waits for
+// them. It lists every served resource into the graph and only then
+// starts working, so that an owner's dependents are all known before it
+// loses its orphan or foregroundDeletion finalizer; from then on it
+// follows the resources' watches and the registry's changes.
+func (c *Collector) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// Deferred calls run in reverse: cancel, close the queue, wait.
+	defer wg.Wait()
+	defer c.queue.close()
+	defer cancel()
+
+	monitors := map[schema.GroupResource]*monitor{}
+	defer func() {
+		for _, m := range monitors {
+			m.cancel()
+			<-m.done
+		}
+	}()
+	tick := time.NewTicker(c.cfg.Resync)
+	defer tick.Stop()
+	c.resync(ctx, monitors)
+	for !c.waitSynced(ctx, monitors, tick.C) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.resync(ctx, monitors) // a resource came or went meanwhile
+	}
+	c.enqueue(c.graph.all())
+	for i := 0; i < c.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.work(ctx)
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Registry.Changed():
+		case <-tick.C:
+		}
+		c.resync(ctx, monitors)
+	}
+}
+
+// waitSynced waits until every monitor has listed its resource once. It
+// returns false early when ctx ends or the set of resources may have
+// changed (the registry's signal, or tick).
+func (c *Collector) waitSynced(ctx context.Context, monitors map[schema.GroupResource]*monitor, tick <-chan time.Time) bool {
+	for _, m := range monitors {
+		select {
+		case <-m.synced:
+		case <-ctx.Done():
+			return false
+		case <-c.cfg.Registry.Changed():
+			return false
+		case <-tick:
+			return false
+		}
+	}
+	return true
+}
+
+// resync starts a monitor for every served resource that has none, and
+// stops those of resources no longer served (or replaced). When the set
+// changed, objects whose owner's kind was unknown are looked at again.
+func (c *Collector) resync(ctx context.Context, monitors map[schema.GroupResource]*monitor) {
+	current := map[schema.GroupResource]*registry.Resource{}
+	for _, res := range c.cfg.Registry.Resources() {
+		current[res.Kind().GroupResource()] = res
+	}
+	changed := false
+	for gr, m := range monitors {
+		if current[gr] == m.res {
+			continue
+		}
+		m.cancel()
+		<-m.done
+		delete(monitors, gr)
+		c.enqueue(c.graph.drop(gr))
+		changed = true
+	}
+	for gr, res := range current {
+		if monitors[gr] != nil {
+			continue
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		m := &monitor{res: res, cancel: cancel, synced: make(chan struct{}), done: make(chan struct{})}
+		monitors[gr] = m
+		go func() {
+			defer close(m.done)
+			c.follow(mctx, m)
+		}()
+		changed = true
+	}
+	if changed {
+		c.unknown.Lock()
+		var again []types.UID
+		for u := range c.unknown.uids {
+			again = append(again, u)
+		}
+		c.unknown.Unlock()
+		c.enqueue(again)
+	}
+}
+
+// follow lists m's resource into the graph, then applies its watch, and
+// lists again whenever the watch ends (a compacted revision, a slow
+// watcher ended by the cache), until ctx ends.
+func (c *Collector) follow(ctx context.Context, m *monitor) {
+	k := m.res.Kind()
+	gr, v := k.GroupResource(), k.StorageVersion()
+	first := true
+	for ctx.Err() == nil {
+		list, err := m.res.List(ctx, v, "", registry.ListOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("garbage collector: listing", "resource", gr.String(), "err", err)
+			}
+			c.pause(ctx)
+			continue
+		}
+		nodes := make([]*node, 0, len(list.Items))
+		for i := range list.Items {
+			nodes = append(nodes, newNode(k, &list.Items[i]))
+		}
+		c.enqueue(c.graph.replace(gr, nodes))
+		if first {
+			close(m.synced)
+			first = false
+		}
+		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("garbage collector: watching", "resource", gr.String(), "err", err)
+			}
+			c.pause(ctx)
+			continue
+		}
+		c.apply(ctx, k, w)
+		w.Stop()
+	}
+}
+
+// apply puts w's events into the graph until it ends.
+func (c *Collector) apply(ctx context.Context, k *registry.Kind, w watch.Interface) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return
+			}
+			obj, ok := ev.Object.(metav1.Object)
+			if !ok || ev.Type == watch.Bookmark {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				c.enqueue(c.graph.forget(obj.GetUID()))
+			} else {
+				c.enqueue(c.graph.observe(newNode(k, obj)))
+			}
+		}
+	}
+}
+
+func (c *Collector) pause(ctx context.Context) {
+	t := time.NewTimer(c.cfg.RelistDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (c *Collector) enqueue(uids []types.UID) {
+	for _, u := range uids {
+		c.queue.add(u)
+	}
+}
+
+// work processes queued objects until the queue closes.
+func (c *Collector) work(ctx context.Context) {
+	for {
+		u, ok := c.queue.get()
+		if !ok {
+			return
+		}
+		err := c.process(ctx, u)
+		c.settle(ctx, u, err)
+		c.queue.done(u)
+		if c.processed != nil {
+			c.processed(u, err)
+		}
+	}
+}
+
+// settle decides what follows an attempt at u, as upstream's
+// attemptToDelete worker does: success forgets its failures; an owner of
+// a kind not served (maybe not yet) and transient errors retry with
+// backoff; a cluster-scoped object naming a namespaced owner is left
+// alone.
+func (c *Collector) settle(ctx context.Context, u types.UID, err error) {
+	unknown := errors.Is(err, errUnknownKind)
+	c.unknown.Lock()
+	if unknown {
+		c.unknown.uids[u] = true
+	} else {
+		delete(c.unknown.uids, u)
+	}
+	c.unknown.Unlock()
+	switch {
+	case err == nil:
+		c.queue.forget(u)
+	case ctx.Err() != nil:
+	case errors.Is(err, errNamespacedOwner):
+		c.queue.forget(u)
+		c.log.Info("garbage collector: a cluster-scoped object names a namespaced owner; it is left alone", "uid", u, "err", err)
+	default:
+		c.log.Debug("garbage collector: will retry", "uid", u, "err", err)
+		c.queue.retry(u)
+	}
+}

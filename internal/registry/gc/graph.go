@@ -1,0 +1,286 @@
+package gc
+
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// identity names one object: its resource, namespace, name and uid.
+type identity struct {
+	gr        schema.GroupResource
+	kind      string
+	namespace string
+	name      string
+	uid       types.UID
+}
+
+// node is what the graph knows of one object, as last observed. Nodes
+// are never changed once in the graph (an update replaces the node), so
+// they can be handed out without copying.
+type node struct {
+	id     identity
+	owners []metav1.OwnerReference
+	// deleting: the object has a deletionTimestamp. orphan and foreground:
+	// it carries the `orphan` or `foregroundDeletion` finalizer.
+	deleting, orphan, foreground bool
+}
+
+func newNode(k *registry.Kind, obj metav1.Object) *node {
+	n := &node{
+		id:       identity{gr: k.GroupResource(), kind: k.Kind, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()},
+		owners:   obj.GetOwnerReferences(),
+		deleting: obj.GetDeletionTimestamp() != nil,
+	}
+	for _, f := range obj.GetFinalizers() {
+		switch f {
+		case metav1.FinalizerOrphanDependents:
+			n.orphan = true
+		case metav1.FinalizerDeleteDependents:
+			n.foreground = true
+		}
+	}
+	return n
+}
+
+// orphaning: being deleted with the Orphan policy; the collector must
+// strip its dependents' references to it, then remove the finalizer.
+func (n *node) orphaning() bool { return n.deleting && n.orphan }
+
+// deletingDependents: being deleted with the Foreground policy; it goes
+// once no dependent blocks it (upstream's "waitingForDependentsDeletion").
+func (n *node) deletingDependents() bool { return n.deleting && n.foreground }
+
+// owns reports whether ref, held by dependent dep, really names owner: the
+// same uid, group, kind and name, and, for a namespaced owner, the
+// dependent's namespace (ownerReferences never cross namespaces, so such
+// a reference names an owner that does not exist).
+func owns(owner, dep *node, ref metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && ref.UID == owner.id.uid && ref.Kind == owner.id.kind && gv.Group == owner.id.gr.Group &&
+		ref.Name == owner.id.name && (owner.id.namespace == "" || owner.id.namespace == dep.id.namespace)
+}
+
+// dependent is a node and its reference to some owner.
+type dependent struct {
+	node *node
+	ref  metav1.OwnerReference
+}
+
+// graph is the collector's view of every object of every resource it
+// watches: the objects by uid, and for each uid the objects whose
+// ownerReferences name it, whether or not an object with that uid is
+// known (an owner that is gone, or not observed yet).
+//
+// Example: a ConfigMap c (uid C) owned by a Foo f (uid F). nodes holds C
+// and F, dependents[F] = {C}. When f is deleted its node goes but
+// dependents[F] stays until c is gone or drops the reference, and the
+// deletion queues C, whose owner is then checked and found absent.
+//
+// Every change returns the uids the collector must look at; the graph
+// itself never calls out.
+//
+// Lock order: mu only; no I/O under it.
+type graph struct {
+	mu struct {
+		sync.Mutex
+		nodes      map[types.UID]*node
+		dependents map[types.UID]map[types.UID]bool
+		byResource map[schema.GroupResource]map[types.UID]bool
+	}
+}
+
+func newGraph() *graph {
+	g := &graph{}
+	g.mu.nodes = map[types.UID]*node{}
+	g.mu.dependents = map[types.UID]map[types.UID]bool{}
+	g.mu.byResource = map[schema.GroupResource]map[types.UID]bool{}
+	return g
+}
+
+func (g *graph) get(u types.UID) *node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.nodes[u]
+}
+
+// observe records n (created or changed) and returns what to look at.
+func (g *graph) observe(n *node) []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.observeLocked(n)
+}
+
+func (g *graph) observeLocked(n *node) []types.UID {
+	old := g.mu.nodes[n.id.uid]
+	if old != nil {
+		g.unlinkLocked(old)
+	}
+	g.mu.nodes[n.id.uid] = n
+	if g.mu.byResource[n.id.gr] == nil {
+		g.mu.byResource[n.id.gr] = map[types.UID]bool{}
+	}
+	g.mu.byResource[n.id.gr][n.id.uid] = true
+	for _, ref := range n.owners {
+		if g.mu.dependents[ref.UID] == nil {
+			g.mu.dependents[ref.UID] = map[types.UID]bool{}
+		}
+		g.mu.dependents[ref.UID][n.id.uid] = true
+	}
+	out := g.attentionLocked(n)
+	// An owner deleting its dependents in the foreground looks again
+	// whenever one of them changes: a reference or its blockOwnerDeletion
+	// may have gone.
+	if old != nil {
+		out = append(out, g.waitingOwnersLocked(old)...)
+	}
+	return append(out, g.waitingOwnersLocked(n)...)
+}
+
+// forget removes the object u (deleted) and returns what to look at: its
+// dependents, whose owner is gone, and its owners that wait for it.
+func (g *graph) forget(u types.UID) []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.forgetLocked(u)
+}
+
+func (g *graph) forgetLocked(u types.UID) []types.UID {
+	n := g.mu.nodes[u]
+	if n == nil {
+		return nil
+	}
+	g.unlinkLocked(n)
+	delete(g.mu.nodes, u)
+	delete(g.mu.byResource[n.id.gr], u)
+	var out []types.UID
+	for d := range g.mu.dependents[u] {
+		out = append(out, d)
+	}
+	return append(out, g.waitingOwnersLocked(n)...)
+}
+
+// replace makes nodes the whole content of resource gr (after a list):
+// the nodes observed before and absent now were deleted meanwhile.
+func (g *graph) replace(gr schema.GroupResource, nodes []*node) []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := make(map[types.UID]bool, len(nodes))
+	var out []types.UID
+	for _, n := range nodes {
+		seen[n.id.uid] = true
+		out = append(out, g.observeLocked(n)...)
+	}
+	for u := range g.mu.byResource[gr] {
+		if !seen[u] {
+			out = append(out, g.forgetLocked(u)...)
+		}
+	}
+	return out
+}
+
+// drop forgets every object of resource gr, which is no longer served.
+// Its objects' dependents are looked at again: with their owner's kind
+// unknown, they are kept.
+func (g *graph) drop(gr schema.GroupResource) []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []types.UID
+	for u := range g.mu.byResource[gr] {
+		out = append(out, g.forgetLocked(u)...)
+	}
+	delete(g.mu.byResource, gr)
+	return out
+}
+
+// all returns what to look at in the whole graph: after the first list
+// of every resource, when every owner that exists is known.
+func (g *graph) all() []types.UID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []types.UID
+	for _, n := range g.mu.nodes {
+		out = append(out, g.attentionLocked(n)...)
+	}
+	return out
+}
+
+// dependentsOf returns the known dependents of owner, each with its
+// reference to it.
+func (g *graph) dependentsOf(owner *node) []dependent {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dependentsLocked(owner)
+}
+
+func (g *graph) dependentsLocked(owner *node) []dependent {
+	var out []dependent
+	for d := range g.mu.dependents[owner.id.uid] {
+		dn := g.mu.nodes[d]
+		if dn == nil {
+			continue
+		}
+		for _, ref := range dn.owners {
+			if owns(owner, dn, ref) {
+				out = append(out, dependent{node: dn, ref: ref})
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (g *graph) unlinkLocked(n *node) {
+	for _, ref := range n.owners {
+		if deps := g.mu.dependents[ref.UID]; deps != nil {
+			delete(deps, n.id.uid)
+			if len(deps) == 0 {
+				delete(g.mu.dependents, ref.UID)
+			}
+		}
+	}
+}
+
+// attentionLocked says whether n needs the collector, as observed:
+//   - it is being deleted with the Orphan or Foreground policy (then its
+//     dependents need it too, to be deleted first);
+//   - it is not being deleted and one of its owners is not a known object
+//     (gone, or with another uid, kind or namespace), or is deleting its
+//     dependents in the foreground.
+func (g *graph) attentionLocked(n *node) []types.UID {
+	var out []types.UID
+	if n.orphaning() || n.deletingDependents() {
+		out = append(out, n.id.uid)
+	}
+	if n.deletingDependents() {
+		for _, d := range g.dependentsLocked(n) {
+			out = append(out, d.node.id.uid)
+		}
+	}
+	if n.deleting {
+		return out
+	}
+	for _, ref := range n.owners {
+		o := g.mu.nodes[ref.UID]
+		if o == nil || !owns(o, n, ref) || o.deletingDependents() {
+			return append(out, n.id.uid)
+		}
+	}
+	return out
+}
+
+// waitingOwnersLocked returns n's owners that delete their dependents in
+// the foreground.
+func (g *graph) waitingOwnersLocked(n *node) []types.UID {
+	var out []types.UID
+	for _, ref := range n.owners {
+		if o := g.mu.nodes[ref.UID]; o != nil && o.deletingDependents() {
+			out = append(out, o.id.uid)
+		}
+	}
+	return out
+}

@@ -1,0 +1,61 @@
+package openapi
+
+import (
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"testing"
+)
+
+// served are the kinds kplane serves, with their lists, and Status.
+func served() map[schema.GroupVersionKind]runtime.Object {
+	core := corev1.SchemeGroupVersion.WithKind
+	coordination := coordinationv1.SchemeGroupVersion.WithKind
+	rbac := rbacv1.SchemeGroupVersion.WithKind
+	apiextensions := apiextensionsv1.SchemeGroupVersion.WithKind
+	return map[schema.GroupVersionKind]runtime.Object{
+		core("Namespace"):                             &corev1.Namespace{},
+		core("NamespaceList"):                         &corev1.NamespaceList{},
+		core("ConfigMap"):                             &corev1.ConfigMap{},
+		core("ConfigMapList"):                         &corev1.ConfigMapList{},
+		core("Secret"):                                &corev1.Secret{},
+		core("SecretList"):                            &corev1.SecretList{},
+		core("ServiceAccount"):                        &corev1.ServiceAccount{},
+		core("ServiceAccountList"):                    &corev1.ServiceAccountList{},
+		core("Event"):                                 &corev1.Event{},
+		core("EventList"):                             &corev1.EventList{},
+		core("Status"):                                &metav1.Status{},
+		coordination("Lease"):                         &coordinationv1.Lease{},
+		coordination("LeaseList"):                     &coordinationv1.LeaseList{},
+		rbac("Role"):                                  &rbacv1.Role{},
+		rbac("RoleList"):                              &rbacv1.RoleList{},
+		rbac("ClusterRole"):                           &rbacv1.ClusterRole{},
+		rbac("ClusterRoleList"):                       &rbacv1.ClusterRoleList{},
+		rbac("RoleBinding"):                           &rbacv1.RoleBinding{},
+		rbac("RoleBindingList"):                       &rbacv1.RoleBindingList{},
+		rbac("ClusterRoleBinding"):                    &rbacv1.ClusterRoleBinding{},
+		rbac("ClusterRoleBindingList"):                &rbacv1.ClusterRoleBindingList{},
+		apiextensions("CustomResourceDefinition"):     &apiextensionsv1.CustomResourceDefinition{},
+		apiextensions("CustomResourceDefinitionList"): &apiextensionsv1.CustomResourceDefinitionList{},
+	}
+}
+
+// servedDefinitions builds the definitions of served for OpenAPI v2.
+func servedDefinitions(t testing.TB) map[string]*spec.Schema {
+	t.Helper()
+	defs, err := Definitions(served(), V2RefPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return defs
+}
+
+func unstructuredOf(m map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: m}
+}

@@ -1,0 +1,57 @@
+package openapi
+
+// marker holds what upstream declares about a field in +marker comments,
+// which reflection cannot see, where it differs from what the Go type and
+// struct tags imply. The zero marker changes nothing.
+type marker struct {
+	listType    string   // +listType: "atomic", "set" or "map"
+	listMapKeys []string // +listMapKey, for listType "map"
+	mapType     string   // +mapType: "atomic" or "granular"
+	optional    bool     // +optional on a field whose JSON tag does not omit empty values
+	required    bool     // +required on a field whose JSON tag omits empty values
+	hasDefault  bool     // +default
+	def         any
+}
+
+// fieldMarkers are the markers of the kinds kplane serves that their Go
+// types do not show, by definition name and JSON field name, as upstream
+// declares them in k8s.io/api v0.37 (TestMatchesSourceMarkers reads the
+// sources and fails when this table is incomplete or stale).
+var fieldMarkers = map[string]map[string]marker{
+	"io.k8s.api.core.v1.Event": {
+		"reportingComponent": {optional: true},
+		"reportingInstance":  {optional: true},
+	},
+	"io.k8s.api.core.v1.LocalObjectReference": {
+		"name": {hasDefault: true, def: ""},
+	},
+	"io.k8s.api.rbac.v1.Role": {
+		"rules": {optional: true},
+	},
+	"io.k8s.api.rbac.v1.ClusterRole": {
+		"rules": {optional: true},
+	},
+	"io.k8s.api.rbac.v1.RoleRef": {
+		"apiGroup": {optional: true},
+	},
+	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
+		// Conditions merge by type under server-side apply although the
+		// field has no patch strategy.
+		"conditions":     {optional: true, listType: listMap, listMapKeys: []string{"type"}},
+		"acceptedNames":  {optional: true},
+		"storedVersions": {optional: true},
+	},
+}
+
+// atomicStructs are the definitions upstream marks +structType=atomic:
+// server-side apply owns and replaces such a value as a whole (one
+// manager owns an owner reference, a role binding's subject, a label
+// selector).
+var atomicStructs = map[string]bool{
+	"io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference": true,
+	"io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector":  true,
+	"io.k8s.api.core.v1.ObjectReference":                  true,
+	"io.k8s.api.core.v1.LocalObjectReference":             true,
+	"io.k8s.api.rbac.v1.Subject":                          true,
+	"io.k8s.api.rbac.v1.RoleRef":                          true,
+}
