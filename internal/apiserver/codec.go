@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -134,22 +132,9 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 	if probe.Kind != "" && probe.Kind != k.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", probe.Kind, k.Kind))
 	}
-	var strictErrs []error
-	if k.Typed != nil {
-		typed := k.Typed()
-		strictErrs, err = sigsjson.UnmarshalStrict(body, typed)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
-		}
-		if body, err = json.Marshal(typed); err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-	} else {
-		var m map[string]any
-		strictErrs, err = sigsjson.UnmarshalStrict(body, &m)
-		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
-		}
+	obj, strictErrs, err := registry.Decode(k, body)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
 	}
 	if len(strictErrs) > 0 {
 		switch fv {
@@ -165,18 +150,8 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 			}
 		}
 	}
-	obj := &unstructured.Unstructured{}
-	if err := utiljson.Unmarshal(body, &obj.Object); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
-	}
-	if obj.Object == nil {
-		return nil, apierrors.NewBadRequest("the object provided is unrecognized or malformed: null")
-	}
 	obj.SetAPIVersion(gv)
 	obj.SetKind(k.Kind)
-	if md, ok := obj.Object["metadata"]; ok && md == nil {
-		delete(obj.Object, "metadata")
-	}
 	return obj, nil
 }
 

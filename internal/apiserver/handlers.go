@@ -3,11 +3,16 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 )
@@ -91,10 +96,11 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 			h.delete(w, r)
 		}
 	case http.MethodPatch:
-		writeError(w, &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: fmt.Sprintf("PATCH is not supported by kplane yet for %s", k.GroupResource()),
-		}})
+		if ri.name == "" {
+			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "patch"))
+			return
+		}
+		h.patch(w, r)
 	default:
 		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
 	}
@@ -149,7 +155,12 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, registry.WriteOptions{DryRun: dry})
+	manager, err := fieldManager(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, registry.WriteOptions{DryRun: dry, FieldManager: manager})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -170,12 +181,84 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource})
+	manager, err := fieldManager(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource, FieldManager: manager})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, out)
+}
+
+func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	pt := types.PatchType(strings.TrimSpace(ct))
+	if !slices.Contains(registry.PatchTypes(h.kind), string(pt)) {
+		writeError(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(registry.PatchTypes(h.kind), ", "),
+		}})
+		return
+	}
+	q := r.URL.Query()
+	opts := metav1.PatchOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager"), FieldValidation: q.Get("fieldValidation")}
+	if q.Has("force") {
+		force := boolParam(q, "force")
+		opts.Force = &force
+	}
+	if errs := metavalidation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+		return
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, err := h.s.readRaw(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	po := registry.PatchOptions{
+		WriteOptions: registry.WriteOptions{
+			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,
+			FieldManager: registry.ManagerName(opts.FieldManager, r.UserAgent()),
+		},
+		Type:   pt,
+		Force:  opts.Force != nil && *opts.Force,
+		Strict: fv == validationStrict,
+		Warn:   fv == validationWarn,
+	}
+	out, created, warnings, err := h.res.Patch(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, msg := range warnings {
+		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	h.s.writeObject(w, r, h.kind, h.ri.version, code, out)
+}
+
+// fieldManager validates ?fieldManager of a create or update and names
+// the write's manager.
+func fieldManager(r *http.Request) (string, error) {
+	m := r.URL.Query().Get("fieldManager")
+	if errs := metavalidation.ValidateFieldManager(m, field.NewPath("fieldManager")); len(errs) > 0 {
+		return "", apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	}
+	return registry.ManagerName(m, r.UserAgent()), nil
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {

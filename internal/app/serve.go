@@ -97,13 +97,14 @@ func Run(ctx context.Context, cfg Config) error {
 	defer kvs.Close()
 	store := storage.New(kvs)
 	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
-	for _, k := range core.Kinds() {
+	builtin := append(core.Kinds(), crd.Kind())
+	if err := registry.SetTypeConverters(builtin...); err != nil {
+		return err
+	}
+	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
 			return err
 		}
-	}
-	if err := reg.Add(crd.Kind()); err != nil {
-		return err
 	}
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		return fmt.Errorf("creating the initial namespaces: %w", err)

@@ -21,6 +21,11 @@ type WriteOptions struct {
 	DryRun bool
 	// Subresource is "" or "status".
 	Subresource string
+	// FieldManager owns the fields the write sets (see ManagerName).
+	FieldManager string
+
+	// applied: the object's managedFields were computed by an apply.
+	applied bool
 }
 
 // Create stores a new object in ns and returns it as stored.
@@ -34,6 +39,14 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	}
 	if obj.GetResourceVersion() != "" {
 		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if !opts.applied {
+		fm, err := r.fieldManager(k, version, "")
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		live, _ := creater{}.New(k.GroupVersionKind(version))
+		obj = fm.UpdateNoErrors(live, obj, opts.FieldManager).(*unstructured.Unstructured)
 	}
 	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 	obj.SetUID(uuid.NewUUID())

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -43,6 +44,10 @@ type Kind struct {
 	// through, which checks field types and drops unknown fields as
 	// kube-apiserver's codecs do. Nil for custom resources.
 	Typed func() runtime.Object
+	// TypeConverter gives field ownership (managedFields, server-side
+	// apply) the kind's schema: which lists are sets or keyed maps. Nil
+	// deduces a schema from each object, where every list is atomic.
+	TypeConverter managedfields.TypeConverter
 
 	// PrepareForCreate and PrepareForUpdate normalize an object before
 	// validation (set defaults, reset fields users may not set).

@@ -25,6 +25,8 @@ type Resource struct {
 	cache *watchcache.Cache
 	kind  atomic.Pointer[Kind]
 	stop  func() // ends the cache; guarded by reg.mu
+
+	managers fieldManagers
 }
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }

@@ -22,26 +22,58 @@ import (
 // that changes nothing writes nothing and returns the object unchanged.
 func (r *Resource) Update(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
 	k := r.Kind()
-	gr := k.GroupResource()
+	fm, err := r.fieldManager(k, version, opts.Subresource)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	// Checked before reading, so that a bad request fails the same way
+	// whether or not the object exists.
+	if err := r.checkUpdated(k, ns, name, obj); err != nil {
+		return nil, err
+	}
+	return r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return fm.UpdateNoErrors(cur, obj.DeepCopy(), opts.FieldManager).(*unstructured.Unstructured), nil
+	})
+}
+
+// checkUpdated checks the name, namespace and resourceVersion of an
+// object about to replace ns/name.
+func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unstructured) error {
 	if obj.GetName() != name {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
 	}
 	if err := r.checkNamespace(k, ns, obj); err != nil {
-		return nil, err
+		return err
 	}
 	want, err := resourceVersionOf(obj)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if want == 0 && !k.UnconditionalUpdate {
-		return nil, apierrors.NewInvalid(k.GroupKind(), name, field.ErrorList{
+		return apierrors.NewInvalid(k.GroupKind(), name, field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be specified for an update")})
 	}
+	return nil
+}
+
+// update is the read-modify-write under Update and Patch. produce
+// computes the requested object (in version, with its managedFields) from
+// a private copy of the current one, again on every retry; its
+// resourceVersion, if set, must be the current one.
+func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	gr := k.GroupResource()
 	key := r.key(k, ns, name)
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
 	out, err := r.cache.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		if want != 0 && cur.GetResourceVersion() != obj.GetResourceVersion() {
+		obj, err := produce(convert(k, version, cur).DeepCopy())
+		if err != nil {
+			return nil, err
+		}
+		if err := r.checkUpdated(k, ns, name, obj); err != nil {
+			return nil, err
+		}
+		if obj.GetResourceVersion() != "" && cur.GetResourceVersion() != obj.GetResourceVersion() {
 			return nil, apierrors.NewConflict(gr, name, errors.New(msgModified))
 		}
 		next, err := r.prepareUpdate(k, obj, cur, opts.Subresource)

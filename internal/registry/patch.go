@@ -1,0 +1,324 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// maxJSONPatchOperations bounds a JSON patch, as kube-apiserver does.
+const maxJSONPatchOperations = 10000
+
+// PatchOptions qualify a patch.
+type PatchOptions struct {
+	WriteOptions
+	Type types.PatchType
+	// Force, for an apply, takes the fields other managers own.
+	Force bool
+	// Strict: unknown and duplicate fields are errors; Warn: they are
+	// returned as warnings; neither: they are dropped silently.
+	Strict, Warn bool
+}
+
+// PatchTypes are the patch media types kind k accepts, in the order
+// kube-apiserver lists them: strategic merge patch needs a Go type, so
+// custom resources don't take it.
+func PatchTypes(k *Kind) []string {
+	if k.Typed != nil {
+		return []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
+	}
+	return []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)}
+}
+
+// Patch changes ns/name by the patch data, applied to the current object
+// in version: an RFC 6902 JSON patch, an RFC 7386 merge patch, a strategic
+// merge patch, or a server-side apply configuration, which creates the
+// object when it is absent (created reports that). A patch that sets
+// metadata.resourceVersion is conditional on it (409 when stale); one
+// that doesn't is reapplied to the fresh object when a concurrent write
+// wins, so it never conflicts. The warnings are the unknown or duplicate
+// fields a Warn patch carried.
+func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (out *unstructured.Unstructured, created bool, warnings []string, err error) {
+	k := r.Kind()
+	fm, err := r.fieldManager(k, version, opts.Subresource)
+	if err != nil {
+		return nil, false, nil, apierrors.NewInternalError(err)
+	}
+	var strict []error // of the last attempt
+	var produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	switch opts.Type {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		p, err := r.parsePatch(k, data, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			obj, errs, err := r.applyPatch(k, version, cur, p, opts)
+			if err != nil {
+				return nil, err
+			}
+			strict = errs
+			return fm.UpdateNoErrors(cur, obj, opts.FieldManager).(*unstructured.Unstructured), nil
+		}
+	case types.ApplyYAMLPatchType:
+		applied, errs, err := parseApply(k, version, data, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		strict = errs
+		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			return r.apply(k, version, cur, applied, fm, opts)
+		}
+	default:
+		return nil, false, nil, unsupportedPatch(k)
+	}
+
+	out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+	if apierrors.IsNotFound(err) && opts.Type == types.ApplyYAMLPatchType && opts.Subresource == "" {
+		out, err = r.applyCreate(ctx, k, version, ns, name, produce, opts)
+		created = err == nil
+		if apierrors.IsAlreadyExists(err) {
+			// Created meanwhile: apply to it.
+			out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+			created = false
+		}
+	}
+	if err != nil {
+		return nil, false, nil, err
+	}
+	for _, e := range strict {
+		warnings = append(warnings, e.Error())
+	}
+	return out, created, warnings, nil
+}
+
+// unsupportedPatch is the 415 of a patch type k does not take.
+func unsupportedPatch(k *Kind) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(PatchTypes(k), ", "),
+	}}
+}
+
+// parsedPatch is a JSON, merge or strategic merge patch, decoded once.
+type parsedPatch struct {
+	typ    types.PatchType
+	raw    []byte
+	ops    jsonpatch.Patch
+	fields map[string]any // merge and strategic merge patches
+	strict []error        // unknown or duplicate fields in the patch itself
+}
+
+func (r *Resource) parsePatch(k *Kind, data []byte, opts PatchOptions) (*parsedPatch, error) {
+	p := &parsedPatch{typ: opts.Type, raw: data}
+	checkFields := opts.Strict || opts.Warn
+	switch opts.Type {
+	case types.JSONPatchType:
+		if checkFields {
+			var ops []struct {
+				Op    string `json:"op"`
+				Path  string `json:"path"`
+				From  string `json:"from"`
+				Value any    `json:"value"`
+			}
+			errs, err := sigsjson.UnmarshalStrict(data, &ops)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			}
+			for _, e := range errs {
+				p.strict = append(p.strict, fmt.Errorf("json patch %v", e))
+			}
+		}
+		ops, err := jsonpatch.DecodePatch(data)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(ops) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+				"The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(ops)))
+		}
+		p.ops = ops
+	case types.MergePatchType, types.StrategicMergePatchType:
+		if opts.Type == types.StrategicMergePatchType && k.Typed == nil {
+			return nil, unsupportedPatch(k)
+		}
+		var err error
+		if checkFields {
+			p.strict, err = sigsjson.UnmarshalStrict(data, &p.fields)
+		} else {
+			err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, &p.fields)
+		}
+		if err != nil {
+			if opts.Type == types.MergePatchType {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			}
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if p.fields == nil {
+			return nil, apierrors.NewBadRequest(jsonpatch.ErrBadJSONPatch.Error())
+		}
+	}
+	return p, nil
+}
+
+// applyPatch applies p to cur (in version) and decodes the result as k,
+// returning the strict errors (patch and result) to warn about.
+func (r *Resource) applyPatch(k *Kind, version string, cur *unstructured.Unstructured, p *parsedPatch, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
+	curJSON, err := cur.MarshalJSON()
+	if err != nil {
+		return nil, nil, apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch p.typ {
+	case types.JSONPatchType:
+		if patched, err = p.ops.Apply(curJSON); err != nil {
+			return nil, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+		}
+	case types.MergePatchType:
+		if patched, err = jsonpatch.MergePatch(curJSON, p.raw); err != nil {
+			if errors.Is(err, jsonpatch.ErrBadJSONPatch) {
+				return nil, nil, apierrors.NewBadRequest(err.Error())
+			}
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+	case types.StrategicMergePatchType:
+		m, err := strategicpatch.StrategicMergeMapPatch(runtime.DeepCopyJSON(cur.Object), runtime.DeepCopyJSON(p.fields), k.Typed())
+		if err != nil {
+			return nil, nil, strategicPatchError(err)
+		}
+		if patched, err = json.Marshal(m); err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+	}
+	obj, resultErrs, err := Decode(k, patched)
+	if err != nil {
+		return nil, nil, invalidPatch(string(patched), err)
+	}
+	strict := append(append([]error(nil), p.strict...), resultErrs...)
+	if len(strict) > 0 && opts.Strict {
+		return nil, nil, invalidPatch(string(patched), strictError(strict))
+	}
+	return obj, strict, nil
+}
+
+// strictError joins strict decoding errors as kube-apiserver prints them.
+func strictError(errs []error) error {
+	msg := "strict decoding error: "
+	for i, e := range errs {
+		if i > 0 {
+			msg += ", "
+		}
+		msg += e.Error()
+	}
+	return errors.New(msg)
+}
+
+// invalidPatch is the 422 of a patch whose result is not a valid object.
+func invalidPatch(result string, err error) error {
+	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), result, err.Error())})
+}
+
+// strategicPatchError gives strategic merge patch errors their status.
+func strategicPatchError(err error) error {
+	switch {
+	case errors.Is(err, mergepatch.ErrBadJSONDoc), errors.Is(err, mergepatch.ErrBadPatchFormatForPrimitiveList),
+		errors.Is(err, mergepatch.ErrBadPatchFormatForRetainKeys), errors.Is(err, mergepatch.ErrBadPatchFormatForSetElementOrderList),
+		errors.Is(err, mergepatch.ErrUnsupportedStrategicMergePatchFormat):
+		return apierrors.NewBadRequest(err.Error())
+	case errors.Is(err, mergepatch.ErrNoListOfLists), errors.Is(err, mergepatch.ErrPatchContentNotMatchRetainKeys):
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+	}
+	return apierrors.NewBadRequest(err.Error())
+}
+
+// parseApply decodes an apply configuration (YAML or JSON).
+func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
+	applied := &unstructured.Unstructured{Object: map[string]any{}}
+	if err := yaml.Unmarshal(data, &applied.Object); err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	}
+	if applied.Object == nil {
+		return nil, nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
+	}
+	var strict []error
+	if opts.Strict || opts.Warn {
+		if err := yaml.UnmarshalStrict(data, &map[string]any{}); err != nil {
+			if opts.Strict {
+				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
+			}
+			strict = append(strict, err)
+		}
+	}
+	gv := k.GroupVersionKind(version).GroupVersion().String()
+	if applied.GetAPIVersion() != gv || applied.GetKind() != k.Kind {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf(
+			"the apply configuration's apiVersion and kind (%q, %q) do not match the resource (%q, %q)",
+			applied.GetAPIVersion(), applied.GetKind(), gv, k.Kind))
+	}
+	return applied, strict, nil
+}
+
+// apply merges the applied configuration into cur for its manager.
+func (r *Resource) apply(k *Kind, version string, cur, applied *unstructured.Unstructured, fm *managedfields.FieldManager, opts PatchOptions) (*unstructured.Unstructured, error) {
+	out, err := fm.Apply(cur, applied.DeepCopy(), opts.FieldManager, opts.Force)
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return nil, err
+		}
+		// The configuration does not fit the kind's schema.
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	obj := out.(*unstructured.Unstructured)
+	if k.Typed != nil {
+		// Check field types through the Go type, as for any write.
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		normal, _, err := Decode(k, data)
+		if err != nil {
+			return nil, invalidPatch(string(data), err)
+		}
+		obj = normal
+	}
+	return obj, nil
+}
+
+// applyCreate creates ns/name from an apply configuration.
+func (r *Resource) applyCreate(ctx context.Context, k *Kind, version, ns, name string, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error), opts PatchOptions) (*unstructured.Unstructured, error) {
+	live, _ := creater{}.New(k.GroupVersionKind(version))
+	obj, err := produce(live.(*unstructured.Unstructured))
+	if err != nil {
+		return nil, err
+	}
+	if uid := obj.GetUID(); uid != "" {
+		return nil, apierrors.NewConflict(k.GroupResource(), name, fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
+	}
+	if obj.GetName() != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
+	}
+	// System fields of the configuration don't survive a create.
+	obj.SetResourceVersion("")
+	obj.SetCreationTimestamp(metav1.Time{})
+	w := opts.WriteOptions
+	w.applied = true
+	return r.Create(ctx, version, ns, obj, w)
+}
