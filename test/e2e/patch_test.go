@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+const cmPath = "/api/v1/namespaces/default/configmaps"
+
+// object decodes an object answer.
+func object(t testing.TB, data []byte) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(data, &u.Object); err != nil {
+		t.Fatalf("not an object (%v): %s", err, data)
+	}
+	return u
+}
+
+// TestKubectlPatchAndApply drives kubectl's client-side apply, server-side
+// apply and every patch type against a real server.
+func TestKubectlPatchAndApply(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		// Client-side apply: create, then change through its three-way
+		// strategic merge patch, which keeps the last-applied annotation.
+		cm := writeFile(t, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: \"1\"\n  b: \"2\"\n")
+		if out := s.mustKubectl(t, "apply", "-f", cm); !strings.Contains(out, "configmap/app created") {
+			t.Fatalf("apply: %s", out)
+		}
+		cm2 := writeFile(t, "cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: \"10\"\n")
+		if out := s.mustKubectl(t, "apply", "-f", cm2); !strings.Contains(out, "configmap/app configured") {
+			t.Fatalf("second apply: %s", out)
+		}
+		got := s.mustKubectl(t, "get", "cm", "app", "-o", "jsonpath={.data}|{.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}")
+		if !strings.HasPrefix(got, `{"a":"10"}|`) || !strings.Contains(got, `"a":"10"`) {
+			t.Fatalf("after the second apply (b must be pruned, the annotation kept): %s", got)
+		}
+		if out := s.mustKubectl(t, "apply", "-f", cm2); !strings.Contains(out, "configmap/app unchanged") {
+			t.Fatalf("unchanged apply: %s", out)
+		}
+
+		// kubectl patch, each type.
+		s.mustKubectl(t, "patch", "cm", "app", "--type=merge", "-p", `{"data":{"m":"merge"}}`)
+		s.mustKubectl(t, "patch", "cm", "app", "--type=strategic", "-p", `{"data":{"s":"strategic"}}`)
+		s.mustKubectl(t, "patch", "cm", "app", "--type=json", "-p", `[{"op":"test","path":"/data/a","value":"10"},{"op":"add","path":"/data/j","value":"json"}]`)
+		_, stderr, err := s.kubectl("patch", "cm", "app", "--type=json", "-p", `[{"op":"test","path":"/data/a","value":"nope"},{"op":"add","path":"/data/x","value":"no"}]`)
+		if err == nil || !strings.Contains(stderr, "The request is invalid") {
+			t.Fatalf("a failed test op must fail the patch: %v %s", err, stderr)
+		}
+		got = s.mustKubectl(t, "get", "cm", "app", "-o", "jsonpath={.data}")
+		if got != `{"a":"10","j":"json","m":"merge","s":"strategic"}` {
+			t.Fatalf("after the patches: %s", got)
+		}
+
+		// Server-side apply: a second manager setting a field another
+		// one owns with a different value conflicts; --force-conflicts
+		// takes it.
+		ssa := writeFile(t, "ssa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n  owner: alice\n  alice: \"yes\"\n")
+		if out := s.mustKubectl(t, "apply", "--server-side", "--field-manager=alice", "-f", ssa); !strings.Contains(out, "serverside-applied") {
+			t.Fatalf("server-side apply (create): %s", out)
+		}
+		bob := writeFile(t, "bob.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n  owner: bob\n")
+		_, stderr, err = s.kubectl("apply", "--server-side", "--field-manager=bob", "-f", bob)
+		if err == nil || !strings.Contains(stderr, `Apply failed with 1 conflict: conflict with "alice": .data.owner`) {
+			t.Fatalf("conflicting apply: %v\n%s", err, stderr)
+		}
+		s.mustKubectl(t, "apply", "--server-side", "--field-manager=bob", "--force-conflicts", "-f", bob)
+		var obj struct {
+			Data     map[string]string
+			Metadata metav1.ObjectMeta
+		}
+		if err := json.Unmarshal([]byte(s.mustKubectl(t, "get", "cm", "shared", "-o", "json", "--show-managed-fields")), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Data["owner"] != "bob" || obj.Data["alice"] != "yes" {
+			t.Fatalf("after the forced apply: %v", obj.Data)
+		}
+		owners := map[string]string{}
+		for _, mf := range obj.Metadata.ManagedFields {
+			owners[mf.Manager] = string(mf.FieldsV1.Raw)
+		}
+		if !strings.Contains(owners["bob"], `"f:owner"`) || strings.Contains(owners["alice"], `"f:owner"`) || !strings.Contains(owners["alice"], `"f:alice"`) {
+			t.Fatalf("managedFields after the forced apply: %v", owners)
+		}
+
+		// Strategic merge patch is refused for custom resources (415), as
+		// upstream; merge patch works.
+		installFooCRD(t, s)
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "foo.yaml", fooYAML))
+		_, stderr, err = s.kubectl("patch", "foo", "foo-sample", "--type=strategic", "-p", `{"spec":{"foo":"x"}}`)
+		if err == nil || !strings.Contains(stderr, "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml") {
+			t.Fatalf("strategic patch of a custom resource: %v %s", err, stderr)
+		}
+		s.mustKubectl(t, "patch", "foo", "foo-sample", "--type=merge", "-p", `{"spec":{"foo":"patched"}}`)
+		if got := s.mustKubectl(t, "get", "foo", "foo-sample", "-o", "jsonpath={.spec.foo}"); got != "patched" {
+			t.Fatalf("merge patch of a custom resource: %q", got)
+		}
+		// kubectl apply of a changed custom resource (client-side: a
+		// merge patch, since no strategic schema exists).
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "foo2.yaml", strings.Replace(fooYAML, "foo: bar", "foo: applied", 1)))
+		if got := s.mustKubectl(t, "get", "foo", "foo-sample", "-o", "jsonpath={.spec.foo}"); got != "applied" {
+			t.Fatalf("kubectl apply of a custom resource: %q", got)
+		}
+	})
+}
+
+// TestPatchSemantics checks the patch contract over raw HTTP.
+func TestPatchSemantics(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		const merge, jsonp, smp, apply = "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"
+		code, _, body := s.call(t, "POST", cmPath, "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"p"},"data":{"a":"1"}}`))
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		rv := object(t, body).GetResourceVersion()
+
+		// A patch that changes nothing writes nothing.
+		code, _, body = s.call(t, "PATCH", cmPath+"/p", merge, []byte(`{"data":{"a":"1"}}`))
+		if code != 200 || object(t, body).GetResourceVersion() != rv {
+			t.Fatalf("no-op patch: %d, resourceVersion %s, want %s", code, object(t, body).GetResourceVersion(), rv)
+		}
+		// A patch carrying a stale resourceVersion is 409; the current one works.
+		code, _, body = s.call(t, "PATCH", cmPath+"/p", merge, []byte(`{"metadata":{"resourceVersion":"1"},"data":{"a":"2"}}`))
+		if st := status(t, body); code != 409 || st.Reason != metav1.StatusReasonConflict ||
+			st.Message != `Operation cannot be fulfilled on configmaps "p": the object has been modified; please apply your changes to the latest version and try again` {
+			t.Fatalf("stale patch: %d %s", code, body)
+		}
+		code, _, body = s.call(t, "PATCH", cmPath+"/p", merge, []byte(`{"metadata":{"resourceVersion":"`+rv+`"},"data":{"a":"2"}}`))
+		if code != 200 {
+			t.Fatalf("patch at the current resourceVersion: %d %s", code, body)
+		}
+		rv = object(t, body).GetResourceVersion()
+
+		// dryRun answers with the patched object and stores nothing.
+		code, _, body = s.call(t, "PATCH", cmPath+"/p?dryRun=All", merge, []byte(`{"data":{"dry":"run"}}`))
+		if code != 200 || object(t, body).Object["data"].(map[string]any)["dry"] != "run" {
+			t.Fatalf("dry-run patch: %d %s", code, body)
+		}
+		_, _, body = s.call(t, "GET", cmPath+"/p", "", nil)
+		if got := object(t, body); got.GetResourceVersion() != rv || got.Object["data"].(map[string]any)["dry"] != nil {
+			t.Fatalf("the dry-run patch was stored: %s", body)
+		}
+
+		// Errors, each with nothing stored.
+		for _, c := range []struct {
+			name, ct, query, body string
+			code                  int
+			reason                metav1.StatusReason
+			msg                   string
+		}{
+			{"unknown patch type", "application/xml", "", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, "accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"},
+			{"malformed merge patch", merge, "", `{"data":`, 400, metav1.StatusReasonBadRequest, "error decoding patch"},
+			{"malformed json patch", jsonp, "", `{"op":"add"}`, 400, metav1.StatusReasonBadRequest, ""},
+			{"json patch on a missing path", jsonp, "", `[{"op":"replace","path":"/nope/x","value":1}]`, 422, metav1.StatusReasonInvalid, ""},
+			{"wrong type", merge, "", `{"data":{"a":1}}`, 422, metav1.StatusReasonInvalid, "cannot unmarshal number"},
+			{"strict unknown field", merge, "?fieldValidation=Strict", `{"nope":1}`, 422, metav1.StatusReasonInvalid, `strict decoding error: unknown field "nope"`},
+			{"apply without a fieldManager", apply, "", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\n", 422, metav1.StatusReasonInvalid, "fieldManager: Required value: is required for apply patch"},
+			{"force on a merge patch", merge, "?force=true", `{}`, 422, metav1.StatusReasonInvalid, "force: Forbidden: may not be specified for non-apply patch"},
+			{"apply of another kind", apply, "?fieldManager=m", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: p\n", 400, metav1.StatusReasonBadRequest, "do not match"},
+			{"invalid result", smp, "", `{"metadata":{"labels":{"bad key!":"x"}}}`, 422, metav1.StatusReasonInvalid, "metadata.labels"},
+			{"too large", merge, "", `{"data":{"big":"` + strings.Repeat("x", 4<<20) + `"}}`, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
+		} {
+			code, _, body := s.call(t, "PATCH", cmPath+"/p"+c.query, c.ct, []byte(c.body))
+			st := status(t, body)
+			if code != c.code || st.Reason != c.reason || !strings.Contains(st.Message, c.msg) {
+				t.Errorf("%s: %d %s %q, want %d %s containing %q", c.name, code, st.Reason, st.Message, c.code, c.reason, c.msg)
+			}
+		}
+		_, _, body = s.call(t, "GET", cmPath+"/p", "", nil)
+		if got := object(t, body).GetResourceVersion(); got != rv {
+			t.Fatalf("a refused patch changed the object: resourceVersion %s, want %s", got, rv)
+		}
+
+		// Warn: the unknown field is dropped and reported in a Warning header.
+		code, hdr, body := s.call(t, "PATCH", cmPath+"/p?fieldValidation=Warn", merge, []byte(`{"nope":1,"data":{"w":"1"}}`))
+		if code != 200 || !strings.Contains(strings.Join(hdr.Values("Warning"), "\n"), `unknown field \"nope\"`) || object(t, body).Object["nope"] != nil {
+			t.Fatalf("Warn patch: %d %v %s", code, hdr.Values("Warning"), body[:min(len(body), 300)])
+		}
+
+		// Apply creates an absent object (201), then updates it (200).
+		code, _, body = s.call(t, "PATCH", cmPath+"/applied?fieldManager=m", apply, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  k: v\n"))
+		if code != http.StatusCreated || object(t, body).GetUID() == "" || len(object(t, body).GetManagedFields()) != 1 {
+			t.Fatalf("apply-create: %d %s", code, body)
+		}
+		code, _, body = s.call(t, "PATCH", cmPath+"/applied?fieldManager=m", apply, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  k: v2\n"))
+		if code != http.StatusOK || object(t, body).Object["data"].(map[string]any)["k"] != "v2" {
+			t.Fatalf("apply-update: %d %s", code, body)
+		}
+		// PATCH of a missing object with the other types is 404.
+		if code, _, _ := s.call(t, "PATCH", cmPath+"/missing", merge, []byte(`{}`)); code != 404 {
+			t.Fatalf("merge patch of a missing object: %d", code)
+		}
+	})
+}
+
+// TestStatusAndGeneration checks the status subresource and generation
+// through patches of a custom resource.
+func TestStatusAndGeneration(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		installFooCRD(t, s)
+		const foos = "/apis/webapp.my.domain/v1/namespaces/default/foos"
+		const merge = "application/merge-patch+json"
+		code, _, body := s.call(t, "POST", foos, "application/json", []byte(`{"apiVersion":"webapp.my.domain/v1","kind":"Foo","metadata":{"name":"g"},"spec":{"foo":"a"},"status":{"happy":true}}`))
+		if o := object(t, body); code != 201 || o.GetGeneration() != 1 || o.Object["status"] != nil {
+			t.Fatalf("create (generation 1, status dropped): %d %s", code, body)
+		}
+		// The main resource ignores status; a spec change bumps generation.
+		_, _, body = s.call(t, "PATCH", foos+"/g", merge, []byte(`{"spec":{"foo":"b"},"status":{"happy":true}}`))
+		if o := object(t, body); o.GetGeneration() != 2 || o.Object["status"] != nil {
+			t.Fatalf("main patch: %s", body)
+		}
+		// A metadata change leaves generation alone.
+		_, _, body = s.call(t, "PATCH", foos+"/g", merge, []byte(`{"metadata":{"labels":{"x":"y"}}}`))
+		if o := object(t, body); o.GetGeneration() != 2 {
+			t.Fatalf("label patch changed generation: %s", body)
+		}
+		// /status changes status only, and not generation.
+		_, _, body = s.call(t, "PATCH", foos+"/g/status", merge, []byte(`{"spec":{"foo":"ignored"},"status":{"happy":true}}`))
+		o := object(t, body)
+		if spec, _, _ := unstructured.NestedString(o.Object, "spec", "foo"); spec != "b" || o.GetGeneration() != 2 {
+			t.Fatalf("status patch: %s", body)
+		}
+		if happy, _, _ := unstructured.NestedBool(o.Object, "status", "happy"); !happy {
+			t.Fatalf("status patch did not set the status: %s", body)
+		}
+
+		// A patch that grows the object past the storage limit is 413
+		// (ConfigMaps stop at 1 MiB of data; a custom resource reaches it).
+		big := `{"spec":{"b1":"` + strings.Repeat("x", 1<<20) + `"}}`
+		if code, _, body := s.call(t, "PATCH", foos+"/g", merge, []byte(big)); code != 200 {
+			t.Fatalf("1 MiB patch: %d %s", code, body[:min(len(body), 300)])
+		}
+		big = `{"spec":{"b2":"` + strings.Repeat("y", 1<<20) + `"}}`
+		if code, _, body := s.call(t, "PATCH", foos+"/g", merge, []byte(big)); code != 413 {
+			t.Fatalf("patch past the storage limit: %d %s", code, body[:min(len(body), 300)])
+		}
+
+		// Finalizers: DELETE marks the object, which stays; no new
+		// finalizers once deletion started; removing the last one deletes.
+		s.call(t, "PATCH", foos+"/g", merge, []byte(`{"metadata":{"finalizers":["example.com/a"]}}`))
+		code, _, body = s.call(t, "DELETE", foos+"/g", "", nil)
+		if o := object(t, body); code != 200 || o.GetDeletionTimestamp() == nil || o.GetDeletionGracePeriodSeconds() == nil {
+			t.Fatalf("delete with a finalizer: %d %s", code, body)
+		}
+		code, _, body = s.call(t, "PATCH", foos+"/g", merge, []byte(`{"metadata":{"finalizers":["example.com/a","example.com/b"]}}`))
+		if st := status(t, body); code != 422 || !strings.Contains(st.Message, "no new finalizers can be added if the object is being deleted") {
+			t.Fatalf("adding a finalizer during deletion: %d %s", code, body)
+		}
+		code, _, body = s.call(t, "PATCH", foos+"/g", "application/json-patch+json", []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
+		if code != 200 {
+			t.Fatalf("removing the finalizer: %d %s", code, body)
+		}
+		if code, _, _ := s.call(t, "GET", foos+"/g", "", nil); code != 404 {
+			t.Fatalf("the object outlived its last finalizer: %d", code)
+		}
+	})
+}
