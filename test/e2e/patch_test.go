@@ -2,13 +2,18 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/kubernetes"
 )
 
 const cmPath = "/api/v1/namespaces/default/configmaps"
@@ -258,6 +263,65 @@ func TestStatusAndGeneration(t *testing.T) {
 		}
 		if code, _, _ := s.call(t, "GET", foos+"/g", "", nil); code != 404 {
 			t.Fatalf("the object outlived its last finalizer: %d", code)
+		}
+	})
+}
+
+// TestDryRunAndDeletionEvents: dry-run writes of every verb store nothing
+// and send no event; deleting an object with a finalizer is MODIFIED,
+// then DELETED once the finalizer goes.
+func TestDryRunAndDeletionEvents(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		cs := kubernetes.NewForConfigOrDie(s.config())
+		ctx := t.Context()
+		code, _, body := s.call(t, "POST", cmPath, "application/json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"data":{"a":"1"}}`))
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		rv := object(t, body).GetResourceVersion()
+		w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+
+		for _, c := range []struct{ method, path, ct, body string }{
+			{"POST", cmPath + "?dryRun=All", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dry"}}`},
+			{"PUT", cmPath + "/d?dryRun=All", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"data":{"a":"put"}}`},
+			{"PATCH", cmPath + "/d?dryRun=All", "application/merge-patch+json", `{"data":{"a":"patch"}}`},
+			{"PATCH", cmPath + "/d?dryRun=All&fieldManager=m&force=true", "application/apply-patch+yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\ndata:\n  a: apply\n"},
+			{"DELETE", cmPath + "/d?dryRun=All", "", ""},
+		} {
+			code, _, body := s.call(t, c.method, c.path, c.ct, []byte(c.body))
+			if code != 200 && code != 201 {
+				t.Fatalf("dry-run %s %s: %d %s", c.method, c.path, code, body)
+			}
+		}
+		if code, _, _ := s.call(t, "GET", cmPath+"/dry", "", nil); code != 404 {
+			t.Fatalf("a dry-run create was stored: %d", code)
+		}
+		_, _, body = s.call(t, "GET", cmPath+"/d", "", nil)
+		if got := object(t, body); got.GetResourceVersion() != rv {
+			t.Fatalf("a dry-run write changed the object: %s", body)
+		}
+
+		// A real write: it must be the first event the watch sees.
+		s.call(t, "PATCH", cmPath+"/d", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":["example.com/keep"]}}`))
+		s.call(t, "DELETE", cmPath+"/d", "", nil)
+		s.call(t, "PATCH", cmPath+"/d", "application/json-patch+json", []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
+		var got []string
+		for len(got) < 3 {
+			select {
+			case ev := <-w.ResultChan():
+				cm := ev.Object.(*corev1.ConfigMap)
+				got = append(got, fmt.Sprintf("%s %s deleting=%v", ev.Type, cm.Name, cm.DeletionTimestamp != nil))
+			case <-time.After(10 * time.Second):
+				t.Fatalf("events so far: %v", got)
+			}
+		}
+		want := []string{"MODIFIED d deleting=false", "MODIFIED d deleting=true", "DELETED d deleting=true"}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			t.Fatalf("events:\n got %v\nwant %v", got, want)
 		}
 	})
 }

@@ -84,7 +84,7 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 		ns.SetName(name)
-		_, err := res.Create(ctx, "v1", "", ns, registry.WriteOptions{})
+		_, err := res.Create(ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "kube-apiserver"})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -183,7 +183,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string, pending map
 		}
 		v := k.StorageVersion()
 		gvr := schema.GroupVersionResource{Group: k.Group, Version: v, Resource: k.Resource}
-		if _, err := res.DeleteCollection(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{}); err != nil {
+		if _, err := res.DeleteCollection(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{FieldManager: "kube-controller-manager"}); err != nil {
 			c.Logger.Warn("namespace controller: deleting content", "namespace", ns, "resource", k.GroupResource().String(), "err", err)
 			errs = append(errs, err)
 			continue
@@ -216,7 +216,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string, pending map
 	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 	obj.SetName(ns)
-	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize"})
+	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: "kube-controller-manager"})
 	if err != nil && !apierrors.IsNotFound(err) {
 		c.Logger.Warn("namespace controller: finalizing", "namespace", ns, "err", err)
 		return
@@ -342,7 +342,7 @@ func (c *NamespaceController) setConditions(ctx context.Context, ns string, want
 	if err := unstructured.SetNestedSlice(next.Object, raw, "status", "conditions"); err != nil {
 		return
 	}
-	if _, err := nsr.Update(ctx, "v1", "", ns, next, registry.WriteOptions{Subresource: "status"}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+	if _, err := nsr.Update(ctx, "v1", "", ns, next, registry.WriteOptions{Subresource: "status", FieldManager: "kube-controller-manager"}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 		c.Logger.Warn("namespace controller: status conditions", "namespace", ns, "err", err)
 	}
 }

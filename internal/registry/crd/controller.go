@@ -179,7 +179,7 @@ func (c *Controller) cleanup(ctx context.Context, crd *apiextensionsv1.CustomRes
 	k := resourceKind(crd)
 	if res, ok := c.Registry.Get(k.GroupResource()); ok {
 		v := res.Kind().StorageVersion()
-		if _, err := res.DeleteCollection(ctx, v, "", registry.ListOptions{}, metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		if _, err := res.DeleteCollection(ctx, v, "", registry.ListOptions{}, metav1.DeleteOptions{}, registry.WriteOptions{FieldManager: "kube-apiserver"}); err != nil {
 			c.Logger.Warn("crd controller: deleting instances", "crd", crd.Name, "err", err)
 			return
 		}
@@ -204,7 +204,7 @@ func (c *Controller) cleanup(ctx context.Context, crd *apiextensionsv1.CustomRes
 			}
 		}
 		next.SetFinalizers(fins)
-		_, err = res.Update(ctx, "v1", "", crd.Name, next, registry.WriteOptions{})
+		_, err = res.Update(ctx, "v1", "", crd.Name, next, registry.WriteOptions{FieldManager: "kube-apiserver"})
 		if !apierrors.IsConflict(err) {
 			if err != nil && !apierrors.IsNotFound(err) {
 				c.Logger.Warn("crd controller: removing finalizer", "crd", crd.Name, "err", err)
@@ -236,7 +236,7 @@ func (c *Controller) updateStatus(ctx context.Context, name string, change func(
 		}
 		next := cur.DeepCopy()
 		next.Object["status"] = st
-		_, err = res.Update(ctx, "v1", "", name, next, registry.WriteOptions{Subresource: "status"})
+		_, err = res.Update(ctx, "v1", "", name, next, registry.WriteOptions{Subresource: "status", FieldManager: "kube-apiserver"})
 		if !apierrors.IsConflict(err) {
 			if err != nil {
 				c.Logger.Warn("crd controller: status", "crd", name, "err", err)

@@ -300,7 +300,7 @@ func (c *Collector) delete(ctx context.Context, res *registry.Resource, id ident
 	v := res.Kind().StorageVersion()
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, PropagationPolicy: &policy}
-	_, _, err := res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{})
+	_, _, err := res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 	if apierrors.IsConflict(err) {
 		now, gerr := res.Get(ctx, v, id.namespace, id.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(gerr) {
@@ -308,7 +308,7 @@ func (c *Collector) delete(ctx context.Context, res *registry.Resource, id ident
 		}
 		if gerr == nil && now.GetUID() == uid && reflect.DeepEqual(now.GetOwnerReferences(), obj.GetOwnerReferences()) {
 			opts.Preconditions.ResourceVersion = nil
-			_, _, err = res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{})
+			_, _, err = res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 		}
 	}
 	if apierrors.IsNotFound(err) {
@@ -371,7 +371,7 @@ func (c *Collector) update(ctx context.Context, id identity, change func(*unstru
 		if !change(next) {
 			return nil
 		}
-		_, err = res.Update(ctx, res.Kind().StorageVersion(), id.namespace, id.name, next, registry.WriteOptions{})
+		_, err = res.Update(ctx, res.Kind().StorageVersion(), id.namespace, id.name, next, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
