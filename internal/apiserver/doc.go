@@ -21,6 +21,10 @@
 // DeleteOptions) the Kubernetes protobuf wire format; responses are JSON
 // (or YAML when asked for).
 //
-// Not yet: PATCH and server-side apply (415), protobuf responses, and
-// OpenAPI schemas (the documents list operations, not fields).
+// PATCH takes the four upstream patch media types (strategic merge only
+// for built-in kinds) and the PatchOptions query; the registry applies
+// them.
+//
+// Not yet: protobuf responses, and OpenAPI schemas in the published
+// documents (they list operations, not fields).
 package apiserver

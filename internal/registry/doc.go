@@ -12,9 +12,15 @@
 //     update that changes nothing writes nothing;
 //   - the status subresource splits writes between the main resource and
 //     /status;
-//   - delete honours preconditions and finalizers: an object with
-//     finalizers gets a deletionTimestamp and goes away when its last
-//     finalizer is removed;
+//   - patch applies a JSON, merge, strategic merge patch or a server-side
+//     apply configuration to the current object and updates with it,
+//     conditional only if the patch set a resourceVersion;
+//   - every write records field ownership (metadata.managedFields) with
+//     apimachinery's field manager;
+//   - delete honours preconditions, finalizers and the propagation
+//     policy: an object with finalizers (orphan and foregroundDeletion
+//     included) gets a deletionTimestamp and goes away when its last
+//     finalizer is removed (package gc removes those two);
 //   - every error is a *apierrors.StatusError with kube-apiserver's code,
 //     reason, details and message.
 //
@@ -23,5 +29,6 @@
 // are added and removed at run time by registry/crd.
 //
 // The registry does not speak HTTP (package apiserver does) and does not
-// enforce CRD schemas yet.
+// enforce CRD schemas yet. Package openapi gives the built-in kinds the
+// schemas field ownership needs; package gc collects garbage.
 package registry
