@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,10 +180,20 @@ func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (me
 		p := metav1.DeletionPropagation(v)
 		opts.PropagationPolicy = &p
 	}
-	switch p := opts.PropagationPolicy; {
-	case p == nil, *p == metav1.DeletePropagationOrphan, *p == metav1.DeletePropagationBackground, *p == metav1.DeletePropagationForeground:
-	default:
-		return opts, apierrors.NewInvalid(metav1.SchemeGroupVersion.WithKind("DeleteOptions").GroupKind(), "", nil)
+	if v := q.Get("orphanDependents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid orphanDependents %q", v))
+		}
+		opts.OrphanDependents = &b //nolint:staticcheck // the legacy field clients still send
 	}
+	if v := q.Get("gracePeriodSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid gracePeriodSeconds %q", v))
+		}
+		opts.GracePeriodSeconds = &n
+	}
+	// The registry validates the combination (422 with causes).
 	return opts, nil
 }

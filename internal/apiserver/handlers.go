@@ -277,16 +277,22 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	if len(opts.DryRun) > 0 {
 		dry = true
 	}
-	out, _, err := h.res.Delete(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts, registry.WriteOptions{DryRun: dry})
+	out, deleted, err := h.res.Delete(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts, registry.WriteOptions{DryRun: dry})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	code := http.StatusOK
+	// Upstream answers 202 to a delete that asked for cascading through the
+	// legacy orphanDependents=false and left the object in place.
+	if !deleted && opts.OrphanDependents != nil && !*opts.OrphanDependents { //nolint:staticcheck // legacy field
+		code = http.StatusAccepted
+	}
 	if u, ok := out.(*unstructured.Unstructured); ok {
-		h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, u)
+		h.s.writeObject(w, r, h.kind, h.ri.version, code, u)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, code, out)
 }
 
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {

@@ -201,6 +201,19 @@ func TestPatchSemantics(t *testing.T) {
 		if code, _, _ := s.call(t, "PATCH", cmPath+"/missing", merge, []byte(`{}`)); code != 404 {
 			t.Fatalf("merge patch of a missing object: %d", code)
 		}
+
+		// Bad delete options are 422 with causes, and delete nothing.
+		code, _, body = s.call(t, "DELETE", cmPath+"/applied?propagationPolicy=Sideways", "", nil)
+		if st := status(t, body); code != 422 || st.Details == nil || len(st.Details.Causes) == 0 || !strings.Contains(st.Message, "DeleteOptions.meta.k8s.io") {
+			t.Fatalf("unknown propagationPolicy: %d %s", code, body)
+		}
+		code, _, body = s.call(t, "DELETE", cmPath+"/applied", "application/json", []byte(`{"orphanDependents":true,"propagationPolicy":"Background"}`))
+		if code != 422 {
+			t.Fatalf("orphanDependents with propagationPolicy: %d %s", code, body)
+		}
+		if code, _, _ := s.call(t, "GET", cmPath+"/applied", "", nil); code != 200 {
+			t.Fatalf("a refused delete deleted: %d", code)
+		}
 	})
 }
 
