@@ -1,12 +1,15 @@
 package registry
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Kind describes one kind and how the registry treats it: the strategy of
@@ -77,6 +80,28 @@ type Kind struct {
 	// Columns are the Table columns after NAME; AGE is added last unless a
 	// column already reports it.
 	Columns []Column
+
+	// Schemas, for kinds defined by a schema (custom resources), check and
+	// normalize the objects of each version, by version name. Writes are
+	// pruned, defaulted and validated in the request's version.
+	Schemas map[string]Schema
+	// OpenAPI is the OpenAPI v3 schema of each version's objects, for the
+	// published documents. Built-in kinds are described by package
+	// openapi instead.
+	OpenAPI map[string]*spec.Schema
+}
+
+// Schema checks and normalizes the objects of one version of a kind, as
+// kube-apiserver does for custom resources with their CRD's schema.
+type Schema interface {
+	// Prune removes from obj the fields the schema does not know, and
+	// returns their paths ("spec.foo"), for fieldValidation to report.
+	Prune(obj map[string]any) []string
+	// Default sets the schema's defaults in obj.
+	Default(obj map[string]any)
+	// Validate checks obj; old is the stored object on an update (nil on
+	// a create), for transition rules.
+	Validate(ctx context.Context, obj, old map[string]any) field.ErrorList
 }
 
 // Column is one Table column.
