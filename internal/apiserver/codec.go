@@ -197,3 +197,12 @@ func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (me
 	// The registry validates the combination (422 with causes).
 	return opts, nil
 }
+
+// apply sets the write options of the directive: Strict refuses, Warn
+// reports in Warning headers.
+func (fv fieldValidation) apply(w http.ResponseWriter, o *registry.WriteOptions) {
+	o.Strict = fv == validationStrict
+	if fv == validationWarn {
+		o.Warn = func(msg string) { w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg)) }
+	}
+}

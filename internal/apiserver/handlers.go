@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -160,7 +159,10 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, registry.WriteOptions{DryRun: dry, FieldManager: manager})
+	wo := registry.WriteOptions{DryRun: dry, FieldManager: manager}
+	fv, _ := parseFieldValidation(r) // checked by decodeObject
+	fv.apply(w, &wo)
+	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -186,7 +188,10 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource, FieldManager: manager})
+	wo := registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource, FieldManager: manager}
+	fv, _ := parseFieldValidation(r) // checked by decodeObject
+	fv.apply(w, &wo)
+	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -231,18 +236,14 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,
 			FieldManager: registry.ManagerName(opts.FieldManager, r.UserAgent()),
 		},
-		Type:   pt,
-		Force:  opts.Force != nil && *opts.Force,
-		Strict: fv == validationStrict,
-		Warn:   fv == validationWarn,
+		Type:  pt,
+		Force: opts.Force != nil && *opts.Force,
 	}
-	out, created, warnings, err := h.res.Patch(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
+	fv.apply(w, &po.WriteOptions)
+	out, created, err := h.res.Patch(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	for _, msg := range warnings {
-		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
 	}
 	code := http.StatusOK
 	if created {

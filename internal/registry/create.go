@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -23,9 +24,47 @@ type WriteOptions struct {
 	Subresource string
 	// FieldManager owns the fields the write sets (see ManagerName).
 	FieldManager string
+	// Strict refuses unknown and duplicate fields; Warn, if set, is told
+	// about them (fieldValidation Strict and Warn; neither is Ignore).
+	Strict bool
+	Warn   func(msg string)
 
 	// applied: the object's managedFields were computed by an apply.
 	applied bool
+	// patch: the write is a patch, whose bad results are 422 upstream.
+	patch bool
+}
+
+func (o WriteOptions) warn(msg string) {
+	if o.Warn != nil {
+		o.Warn(msg)
+	}
+}
+
+// prune removes the fields version's schema does not know from obj and
+// refuses or reports them according to the field validation directive.
+func (o WriteOptions) prune(k *Kind, version string, obj *unstructured.Unstructured) error {
+	s := k.Schemas[version]
+	if s == nil {
+		return nil
+	}
+	unknown := s.Prune(obj.Object)
+	if len(unknown) > 0 && o.Strict {
+		msgs := make([]string, len(unknown))
+		for i, u := range unknown {
+			msgs[i] = fmt.Sprintf("unknown field %q", u)
+		}
+		err := "strict decoding error: " + strings.Join(msgs, ", ")
+		if o.patch {
+			return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), "", err)})
+		}
+		return apierrors.NewBadRequest(err)
+	}
+	for _, u := range unknown {
+		o.warn(fmt.Sprintf("unknown field %q", u))
+	}
+	s.Default(obj.Object)
+	return nil
 }
 
 // Create stores a new object in ns and returns it as stored.
@@ -39,6 +78,9 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	}
 	if obj.GetResourceVersion() != "" {
 		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if err := opts.prune(k, version, obj); err != nil {
+		return nil, err
 	}
 	if !opts.applied {
 		fm, err := r.fieldManager(k, version, "")
@@ -68,6 +110,9 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	errs := validateMeta(k, obj)
 	if k.Validate != nil {
 		errs = append(errs, k.Validate(obj)...)
+	}
+	if s := k.Schemas[version]; s != nil {
+		errs = append(errs, s.Validate(ctx, obj.Object, nil)...)
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)

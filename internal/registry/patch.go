@@ -32,9 +32,6 @@ type PatchOptions struct {
 	Type types.PatchType
 	// Force, for an apply, takes the fields other managers own.
 	Force bool
-	// Strict: unknown and duplicate fields are errors; Warn: they are
-	// returned as warnings; neither: they are dropped silently.
-	Strict, Warn bool
 }
 
 // PatchTypes are the patch media types kind k accepts, in the order
@@ -53,13 +50,13 @@ func PatchTypes(k *Kind) []string {
 // object when it is absent (created reports that). A patch that sets
 // metadata.resourceVersion is conditional on it (409 when stale); one
 // that doesn't is reapplied to the fresh object when a concurrent write
-// wins, so it never conflicts. The warnings are the unknown or duplicate
-// fields a Warn patch carried.
-func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (out *unstructured.Unstructured, created bool, warnings []string, err error) {
+// wins, so it never conflicts. Unknown or duplicate fields are refused
+// or reported as opts.Strict and opts.Warn say.
+func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (out *unstructured.Unstructured, created bool, err error) {
 	k := r.Kind()
 	fm, err := r.fieldManager(k, version, opts.Subresource)
 	if err != nil {
-		return nil, false, nil, apierrors.NewInternalError(err)
+		return nil, false, apierrors.NewInternalError(err)
 	}
 	var strict []error // of the last attempt
 	var produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
@@ -67,7 +64,7 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
 		p, err := r.parsePatch(k, data, opts)
 		if err != nil {
-			return nil, false, nil, err
+			return nil, false, err
 		}
 		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			obj, errs, err := r.applyPatch(k, version, cur, p, opts)
@@ -80,33 +77,35 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 	case types.ApplyYAMLPatchType:
 		applied, errs, err := parseApply(k, version, data, opts)
 		if err != nil {
-			return nil, false, nil, err
+			return nil, false, err
 		}
 		strict = errs
 		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			return r.apply(k, version, cur, applied, fm, opts)
 		}
 	default:
-		return nil, false, nil, unsupportedPatch(k)
+		return nil, false, unsupportedPatch(k)
 	}
 
+	opts.patch = true
 	out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
 	if apierrors.IsNotFound(err) && opts.Type == types.ApplyYAMLPatchType && opts.Subresource == "" {
 		out, err = r.applyCreate(ctx, k, version, ns, name, produce, opts)
 		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			// Created meanwhile: apply to it.
-			out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+			opts.patch = true
+	out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
 			created = false
 		}
 	}
 	if err != nil {
-		return nil, false, nil, err
+		return nil, false, err
 	}
 	for _, e := range strict {
-		warnings = append(warnings, e.Error())
+		opts.warn(e.Error())
 	}
-	return out, created, warnings, nil
+	return out, created, nil
 }
 
 // unsupportedPatch is the 415 of a patch type k does not take.
@@ -128,7 +127,7 @@ type parsedPatch struct {
 
 func (r *Resource) parsePatch(k *Kind, data []byte, opts PatchOptions) (*parsedPatch, error) {
 	p := &parsedPatch{typ: opts.Type, raw: data}
-	checkFields := opts.Strict || opts.Warn
+	checkFields := opts.Strict || opts.Warn != nil
 	switch opts.Type {
 	case types.JSONPatchType:
 		if checkFields {
@@ -258,7 +257,7 @@ func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstr
 		return nil, nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
 	}
 	var strict []error
-	if opts.Strict || opts.Warn {
+	if opts.Strict || opts.Warn != nil {
 		if err := yaml.UnmarshalStrict(data, &map[string]any{}); err != nil {
 			if opts.Strict {
 				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))

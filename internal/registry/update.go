@@ -76,7 +76,17 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		if obj.GetResourceVersion() != "" && cur.GetResourceVersion() != obj.GetResourceVersion() {
 			return nil, apierrors.NewConflict(gr, name, errors.New(msgModified))
 		}
+		if err := opts.prune(k, version, obj); err != nil {
+			return nil, err
+		}
 		next, err := r.prepareUpdate(k, obj, cur, opts.Subresource)
+		if err == nil && opts.Subresource != "finalize" {
+			if s := k.Schemas[version]; s != nil {
+				if errs := s.Validate(ctx, convert(k, version, next).Object, convert(k, version, cur).Object); len(errs) > 0 {
+					err = apierrors.NewInvalid(k.GroupKind(), name, errs)
+				}
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
