@@ -95,7 +95,7 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 		if apierrors.IsAlreadyExists(err) {
 			// Created meanwhile: apply to it.
 			opts.patch = true
-	out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+			out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
 			created = false
 		}
 	}

@@ -204,6 +204,17 @@ func TestFooOperator(t *testing.T) {
 					if c := counters.Snapshot(); c.Errors != 0 {
 						t.Fatalf("RetryOnConflict still returned errors: %+v", c)
 					}
+				case controller.ModeMergePatch:
+					// The same two writes as merge patches: no resourceVersion,
+					// so the lagging cache causes no 409 at all; two real
+					// changes per pass still keep it reconciling.
+					eventually(t, 60*time.Second, "reconciling on with patches", func() (bool, string) {
+						c := counters.Snapshot()
+						return c.Reconciles >= 20 && c.Patches >= 40, fmt.Sprintf("%+v", c)
+					})
+					if c := counters.Snapshot(); c.Conflicts != 0 || c.Errors != 0 || c.Updates != 0 {
+						t.Fatalf("merge patches conflicted or failed: %+v", c)
+					}
 				}
 				stop()
 				t.Logf("mode %s: %+v", mode, counters.Snapshot())

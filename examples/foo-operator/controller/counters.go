@@ -10,12 +10,15 @@ import (
 type Counters struct {
 	// Reconciles is the number of Reconcile calls.
 	Reconciles atomic.Int64
-	// Conflicts is the number of Update calls rejected with 409 Conflict,
-	// including those later retried by retry.RetryOnConflict.
+	// Conflicts is the number of Update or Patch calls rejected with 409
+	// Conflict, including those later retried by retry.RetryOnConflict.
 	Conflicts atomic.Int64
 	// Updates is the number of Update calls that succeeded (including
 	// no-op updates that did not change the stored object).
 	Updates atomic.Int64
+	// Patches is the number of Patch calls that succeeded (including
+	// patches that did not change the stored object).
+	Patches atomic.Int64
 	// Errors is the number of Reconcile calls that returned an error.
 	Errors atomic.Int64
 }
@@ -25,6 +28,7 @@ type CountersSnapshot struct {
 	Reconciles int64
 	Conflicts  int64
 	Updates    int64
+	Patches    int64
 	Errors     int64
 }
 
@@ -38,6 +42,7 @@ func (c *Counters) Snapshot() CountersSnapshot {
 		Reconciles: c.Reconciles.Load(),
 		Conflicts:  c.Conflicts.Load(),
 		Updates:    c.Updates.Load(),
+		Patches:    c.Patches.Load(),
 		Errors:     c.Errors.Load(),
 	}
 }
@@ -48,6 +53,7 @@ func (s CountersSnapshot) LogValue() slog.Value {
 		slog.Int64("reconciles", s.Reconciles),
 		slog.Int64("conflicts", s.Conflicts),
 		slog.Int64("updates", s.Updates),
+		slog.Int64("patches", s.Patches),
 		slog.Int64("errors", s.Errors),
 	)
 }
@@ -67,6 +73,12 @@ func (c *Counters) incConflicts() {
 func (c *Counters) incUpdates() {
 	if c != nil {
 		c.Updates.Add(1)
+	}
+}
+
+func (c *Counters) incPatches() {
+	if c != nil {
+		c.Patches.Add(1)
 	}
 }
 

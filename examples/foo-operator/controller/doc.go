@@ -3,7 +3,7 @@
 // behaviour described in the "seed 000" write-up on update conflicts.
 //
 // The reconciler reads each Foo through the manager's cached client and
-// then writes it back, in one of four modes:
+// then writes it back, in one of five modes:
 //
 //   - ModeSingle sets spec.foo to "Hello" and calls Update once. The first
 //     pass changes the object; the watch event for that change triggers
@@ -34,10 +34,19 @@
 //     Once the object is in the desired state, reconciles do nothing and
 //     the controller settles.
 //
-// The lesson: a controller driven by a stale cache must expect 409s and
-// should let them be retried, but the only thing that stops a reconcile
-// loop is a reconciler that converges, i.e. one that leaves an object in
-// the desired state alone.
+//   - ModeMergePatch makes ModeTwoUpdates' two changes ("Hello", then
+//     "World") as JSON merge patches built with client.MergeFrom, instead of
+//     Updates. A merge patch names only the field it changes and carries no
+//     resourceVersion, so the API server applies it to its current version
+//     of the object: the stale cache no longer matters and no write is
+//     rejected with 409. The feedback loop is untouched, though: each pass
+//     still makes two real changes, so, like ModeRetry, it never settles.
+//
+// The lesson: a controller driven by a stale cache must expect 409s, and
+// should either let them be retried or avoid them by patching only the
+// fields it changes; but the only thing that stops a reconcile loop is a
+// reconciler that converges, i.e. one that leaves an object in the desired
+// state alone.
 //
 // FooReconciler keeps no global state: all its dependencies are exported
 // fields and its activity is tallied in a caller-supplied *Counters, so a

@@ -33,6 +33,11 @@ const (
 	// ModeIdempotent writes spec.foo="Hello" only when it differs, with
 	// RetryOnConflict. Settles.
 	ModeIdempotent Mode = "idempotent"
+	// ModeMergePatch makes ModeTwoUpdates' two changes as JSON merge
+	// patches (client.MergeFrom) instead of Updates. The patches carry no
+	// resourceVersion, so a stale cache cannot make them conflict; like
+	// ModeRetry it never settles.
+	ModeMergePatch Mode = "merge-patch"
 )
 
 // Values written by the reconciler.
@@ -43,7 +48,7 @@ const (
 
 // Modes lists all valid modes.
 func Modes() []Mode {
-	return []Mode{ModeSingle, ModeTwoUpdates, ModeRetry, ModeIdempotent}
+	return []Mode{ModeSingle, ModeTwoUpdates, ModeRetry, ModeIdempotent, ModeMergePatch}
 }
 
 // Valid reports whether m is one of the known modes.
@@ -119,6 +124,12 @@ func (r *FooReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	case ModeIdempotent:
 		return ctrl.Result{}, r.ensureFoo(ctx, foo, ValueHello)
 
+	case ModeMergePatch:
+		if err := r.patchFoo(ctx, foo, ValueHello); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.patchFoo(ctx, foo, ValueWorld)
+
 	default:
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("unknown mode %q", r.Mode))
 	}
@@ -160,6 +171,30 @@ func (r *FooReconciler) ensureFoo(ctx context.Context, foo *webappv1.Foo, value 
 		foo.Spec.Foo = value
 		return r.update(ctx, foo)
 	})
+}
+
+// patchFoo sets spec.foo to value with a JSON merge patch computed from
+// foo as it is now: {"spec":{"foo":value}}, or {} when it already holds
+// value. The patch carries no metadata.resourceVersion, so the API server
+// applies it to whatever version it has and never answers 409, however
+// stale foo is (upstream: a patch is only conditional when it sets
+// resourceVersion, as client.MergeFromWithOptimisticLock does). On return
+// foo holds the object the server stored.
+func (r *FooReconciler) patchFoo(ctx context.Context, foo *webappv1.Foo, value string) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	base := foo.DeepCopy()
+	foo.Spec.Foo = value
+	logger.V(1).Info("before patch", "resourceVersion", foo.ResourceVersion, "spec.foo", foo.Spec.Foo)
+	if err := r.Client.Patch(ctx, foo, client.MergeFrom(base)); err != nil {
+		if apierrors.IsConflict(err) {
+			r.Counters.incConflicts()
+		}
+		logger.V(1).Info("patch failed", "resourceVersion", foo.ResourceVersion, "spec.foo", foo.Spec.Foo, "error", err.Error())
+		return err
+	}
+	r.Counters.incPatches()
+	logger.V(1).Info("after patch", "resourceVersion", foo.ResourceVersion, "spec.foo", foo.Spec.Foo)
+	return nil
 }
 
 // update sends foo to the API server and records the outcome in Counters.
