@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 )
@@ -158,6 +159,14 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 			k.Versions = append(k.Versions, v.Name)
 		}
 	}
+	for _, v := range s.Versions {
+		if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			if k.OpenAPI == nil {
+				k.OpenAPI = make(map[string]*spec.Schema)
+			}
+			k.OpenAPI[v.Name] = openAPISchema(v.Schema.OpenAPIV3Schema)
+		}
+	}
 	if storageVersion != nil {
 		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
 		for _, c := range storageVersion.AdditionalPrinterColumns {
@@ -165,6 +174,22 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		}
 	}
 	return k
+}
+
+// openAPISchema is a CRD schema as a kube-openapi schema. Both serialize
+// to the same OpenAPI v3 JSON, x-kubernetes extensions included, so the
+// conversion is a JSON round trip; a schema that fails it (it came through
+// validation, so it should not) publishes as a free-form object.
+func openAPISchema(p *apiextensionsv1.JSONSchemaProps) *spec.Schema {
+	out := &spec.Schema{}
+	data, err := json.Marshal(p)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		return &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}}}
+	}
+	return out
 }
 
 // printerColumn turns an additionalPrinterColumn into a Table column.
