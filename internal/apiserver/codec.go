@@ -144,7 +144,7 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 			for i, e := range strictErrs {
 				msgs[i] = e.Error()
 			}
-			return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s", k.Kind, v, k.Kind, strings.Join(msgs, ", ")))
 		case validationWarn:
 			for _, e := range strictErrs {
 				w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))

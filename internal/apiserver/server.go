@@ -48,6 +48,7 @@ type Server struct {
 	mux      *http.ServeMux
 	stopping chan struct{} // closed by StopWatches
 	stopOnce sync.Once
+	openapi  openAPICache // the published documents, rebuilt when the kinds change
 }
 
 // New returns a server; it answers /readyz with 503 until SetReady.

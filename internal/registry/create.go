@@ -58,7 +58,7 @@ func (o WriteOptions) prune(k *Kind, version string, obj *unstructured.Unstructu
 		if o.patch {
 			return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), "", err)})
 		}
-		return apierrors.NewBadRequest(err)
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", k.Kind, version, k.Kind, err))
 	}
 	for _, u := range unknown {
 		o.warn(fmt.Sprintf("unknown field %q", u))
