@@ -144,8 +144,8 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 }
 
 var (
-	verbs       = []string{"create", "delete", "deletecollection", "get", "list", "update", "watch"}
-	statusVerbs = []string{"get", "update"}
+	verbs       = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+	statusVerbs = []string{"get", "patch", "update"}
 )
 
 // storageVersionHash identifies the storage version, as upstream's
@@ -162,6 +162,9 @@ func apiResources(k *registry.Kind) []metav1.APIResource {
 	}}
 	if k.Status {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
+	}
+	if k.Scale != nil {
+		out = append(out, metav1.APIResource{Name: k.Resource + "/scale", Namespaced: k.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: statusVerbs})
 	}
 	if k.Finalize {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/finalize", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: []string{"update"}})
@@ -197,6 +200,12 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource: "status", Verbs: statusVerbs,
 						ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+					})
+				}
+				if k.Scale != nil {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "scale", Verbs: statusVerbs,
+						ResponseKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"},
 					})
 				}
 				if k.Finalize {

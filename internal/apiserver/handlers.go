@@ -1,10 +1,13 @@
 package apiserver
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,6 +55,13 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
 			return
 		}
+	case "scale":
+		if k.Scale == nil || ri.name == "" {
+			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
+			return
+		}
+		(&handler{s: s, res: res, kind: k, ri: ri}).scale(w, r)
+		return
 	case "finalize":
 		if !k.Finalize || ri.name == "" || r.Method != http.MethodPut {
 			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
@@ -250,6 +260,56 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 	}
 	h.s.writeObject(w, r, h.kind, h.ri.version, code, out)
+}
+
+// scale serves the /scale subresource: GET, PUT and PATCH of an
+// autoscaling/v1 Scale.
+func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	manager, err := fieldManager(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	wo := registry.WriteOptions{DryRun: dry, FieldManager: manager}
+	var out any
+	switch r.Method {
+	case http.MethodGet:
+		out, err = h.res.GetScale(ctx, h.ri.version, h.ri.namespace, h.ri.name)
+	case http.MethodPut:
+		var body []byte
+		if body, err = h.s.readBody(w, r); err != nil {
+			break
+		}
+		want := &autoscalingv1.Scale{}
+		if err = json.Unmarshal(body, want); err != nil {
+			err = apierrors.NewBadRequest(fmt.Sprintf("Scale in version \"v1\" cannot be handled as a Scale: %v", err))
+			break
+		}
+		out, err = h.res.UpdateScale(ctx, h.ri.version, h.ri.namespace, h.ri.name, wo, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+			return want.DeepCopy(), nil
+		})
+	case http.MethodPatch:
+		var body []byte
+		if body, err = h.s.readRaw(w, r); err != nil {
+			break
+		}
+		ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+		out, err = h.res.PatchScale(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, registry.PatchOptions{WriteOptions: wo, Type: types.PatchType(strings.TrimSpace(ct))})
+	default:
+		err = apierrors.NewMethodNotSupported(h.kind.GroupResource(), r.Method)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // fieldManager validates ?fieldManager of a create or update and names

@@ -81,6 +81,10 @@ type Kind struct {
 	// column already reports it.
 	Columns []Column
 
+	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
+	// over these paths of the object.
+	Scale *ScalePaths
+
 	// Schemas, for kinds defined by a schema (custom resources), check and
 	// normalize the objects of each version, by version name. Writes are
 	// pruned, defaulted and validated in the request's version.
@@ -89,6 +93,12 @@ type Kind struct {
 	// published documents. Built-in kinds are described by package
 	// openapi instead.
 	OpenAPI map[string]*spec.Schema
+}
+
+// ScalePaths locate a scalable object's replicas, as a CRD's
+// subresources.scale does: JSON paths such as ".spec.replicas".
+type ScalePaths struct {
+	SpecReplicas, StatusReplicas, LabelSelector string
 }
 
 // Schema checks and normalizes the objects of one version of a kind, as

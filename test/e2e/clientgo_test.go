@@ -156,7 +156,16 @@ func TestClientGoDynamic(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.resourceVersion: Invalid value: \"\": must be specified for an update") {
 			t.Fatalf("update without resourceVersion: %v", err)
 		}
-		// Status: the main resource ignores it, /status changes only it.
+		// Status: the main resource ignores it, /status changes only it
+		// (on a kind whose status schema has fields: Foo's has none, so
+		// its status fields would be pruned).
+		installGadgetCRD(t, s)
+		foos = dc.Resource(gadgetGVR).Namespace("default")
+		foo, err = foos.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.kplane.dev/v1", "kind": "Gadget", "metadata": map[string]any{"name": "f"}, "spec": map[string]any{"foo": "bar"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		withStatus := foo.DeepCopy()
 		unstructured.SetNestedField(withStatus.Object, "ignored", "status", "note")
 		unstructured.SetNestedField(withStatus.Object, "baz", "spec", "foo")

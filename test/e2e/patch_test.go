@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes"
 )
@@ -221,10 +222,10 @@ func TestPatchSemantics(t *testing.T) {
 // through patches of a custom resource.
 func TestStatusAndGeneration(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *server) {
-		installFooCRD(t, s)
-		const foos = "/apis/webapp.my.domain/v1/namespaces/default/foos"
+		installGadgetCRD(t, s)
+		const foos = "/apis/e2e.kplane.dev/v1/namespaces/default/gadgets"
 		const merge = "application/merge-patch+json"
-		code, _, body := s.call(t, "POST", foos, "application/json", []byte(`{"apiVersion":"webapp.my.domain/v1","kind":"Foo","metadata":{"name":"g"},"spec":{"foo":"a"},"status":{"happy":true}}`))
+		code, _, body := s.call(t, "POST", foos, "application/json", []byte(`{"apiVersion":"e2e.kplane.dev/v1","kind":"Gadget","metadata":{"name":"g"},"spec":{"foo":"a"},"status":{"happy":true}}`))
 		if o := object(t, body); code != 201 || o.GetGeneration() != 1 || o.Object["status"] != nil {
 			t.Fatalf("create (generation 1, status dropped): %d %s", code, body)
 		}
@@ -337,4 +338,43 @@ func TestDryRunAndDeletionEvents(t *testing.T) {
 			t.Fatalf("events:\n got %v\nwant %v", got, want)
 		}
 	})
+}
+
+// gadgetCRD is a test kind whose schema leaves spec open and gives status
+// two fields, so tests can write arbitrary spec fields (pruning keeps
+// them) and a real status.
+const gadgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.e2e.kplane.dev
+spec:
+  group: e2e.kplane.dev
+  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+          status:
+            type: object
+            properties:
+              happy: {type: boolean}
+              note: {type: string}
+`
+
+var gadgetGVR = schema.GroupVersionResource{Group: "e2e.kplane.dev", Version: "v1", Resource: "gadgets"}
+
+// installGadgetCRD creates the Gadget CRD and waits until it is served.
+func installGadgetCRD(t *testing.T, s *server) {
+	t.Helper()
+	s.mustKubectl(t, "apply", "-f", writeFile(t, "gadget-crd.yaml", gadgetCRD))
+	s.mustKubectl(t, "wait", "--for", "condition=established", "--timeout", "30s", "crd/gadgets.e2e.kplane.dev")
 }

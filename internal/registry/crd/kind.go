@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
+	"github.com/kplane-dev/kplane/internal/registry/crd/schema"
 )
 
 // Group is the API group of CustomResourceDefinition.
@@ -117,6 +120,14 @@ func validate(obj *unstructured.Unstructured) field.ErrorList {
 		}
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 			errs = append(errs, field.Required(p.Child("schema", "openAPIV3Schema"), "schemas are required"))
+		} else {
+			sp := p.Child("schema", "openAPIV3Schema")
+			schemaErrs := schema.ValidateCRD(v.Schema.OpenAPIV3Schema, sp)
+			errs = append(errs, schemaErrs...)
+			if len(schemaErrs) == 0 {
+				_, celErrs := cel.Compile(v.Schema.OpenAPIV3Schema, sp)
+				errs = append(errs, celErrs...)
+			}
 		}
 	}
 	if len(s.Versions) > 0 && storage != 1 {
@@ -163,17 +174,52 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
 			if k.OpenAPI == nil {
 				k.OpenAPI = make(map[string]*spec.Schema)
+				k.Schemas = make(map[string]registry.Schema)
 			}
 			k.OpenAPI[v.Name] = openAPISchema(v.Schema.OpenAPIV3Schema)
+			if vs, err := newVersionSchema(v.Schema.OpenAPIV3Schema); err == nil {
+				k.Schemas[v.Name] = vs
+			}
 		}
 	}
 	if storageVersion != nil {
 		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
+		if sub := storageVersion.Subresources; sub != nil && sub.Scale != nil {
+			k.Scale = &registry.ScalePaths{SpecReplicas: sub.Scale.SpecReplicasPath, StatusReplicas: sub.Scale.StatusReplicasPath}
+			if sub.Scale.LabelSelectorPath != nil {
+				k.Scale.LabelSelector = *sub.Scale.LabelSelectorPath
+			}
+		}
 		for _, c := range storageVersion.AdditionalPrinterColumns {
 			k.Columns = append(k.Columns, printerColumn(c))
 		}
 	}
 	return k
+}
+
+// versionSchema enforces one version's schema: pruning, defaults, the
+// OpenAPI validations and the CEL rules.
+type versionSchema struct {
+	*schema.Schema
+	rules *cel.Validator
+}
+
+func newVersionSchema(p *apiextensionsv1.JSONSchemaProps) (*versionSchema, error) {
+	s, err := schema.New(p)
+	if err != nil {
+		return nil, err
+	}
+	rules, errs := cel.Compile(p, field.NewPath("openAPIV3Schema"))
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return &versionSchema{Schema: s, rules: rules}, nil
+}
+
+// Validate checks the schema, then the CEL rules, as upstream does.
+func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
+	errs := v.Schema.Validate(ctx, obj, old)
+	return append(errs, v.rules.Validate(ctx, obj, old)...)
 }
 
 // openAPISchema is a CRD schema as a kube-openapi schema. Both serialize

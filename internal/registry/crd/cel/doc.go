@@ -1,0 +1,36 @@
+// Package cel compiles and evaluates the CEL validation rules of a
+// CustomResourceDefinition (the x-kubernetes-validations extension) the way
+// kube-apiserver does.
+//
+// Compile runs once per CRD version when the CRD is created or updated. It
+// types `self` (and `oldSelf`) from the schema node each rule sits on, checks
+// every rule, and estimates its worst-case cost from the schema's maxItems,
+// maxProperties and maxLength bounds. A rule whose estimate is over the
+// per-expression limit, or a CRD whose rules together are over the total
+// limit, is refused with kube-apiserver's messages.
+//
+// Validate runs on every create and update of a custom resource. It walks the
+// object alongside the schema, evaluates each node's rules against the
+// node's value, and returns field errors in kube-apiserver's form. Evaluation
+// has a cost limit per rule call and a total budget per object; running out
+// fails closed: the object is refused.
+//
+// Guarantees:
+//   - A rule never runs longer than its cost limit: cel-go interrupts it.
+//   - Transition rules (rules that use oldSelf) run only on update, and only
+//     where the old value can be correlated with the new one (object
+//     properties, map keys, and items of x-kubernetes-list-type=map lists by
+//     key), unless the rule sets optionalOldSelf.
+//   - Errors come in a stable order: a node's rules in declaration order,
+//     then its children by property name, map key or list index.
+//
+// Not done (differences from kube-apiserver):
+//   - Rules inside allOf/anyOf/oneOf/not are not evaluated.
+//   - Validation ratcheting (unchanged invalid values allowed on update) is
+//     not implemented: errors are always reported.
+//   - The ip, cidr, format, semver, authz and jsonpatch libraries, and the
+//     quantity and url libraries, are not installed: rules using them fail
+//     to compile.
+//   - Values are converted to CEL eagerly at each node that has rules.
+//     kube-apiserver converts lazily.
+package cel

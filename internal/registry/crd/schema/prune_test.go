@@ -1,0 +1,57 @@
+package schema
+
+import (
+	"reflect"
+	"testing"
+)
+
+// Expected answers: kubernetes/kubernetes staging/src/k8s.io/
+// apiextensions-apiserver pkg/apiserver/schema/pruning/algorithm.go
+// (unknown fields dropped, meta fields kept at the root and in embedded
+// resources, preserve-unknown-fields subtrees kept but their specified
+// fields still pruned), pkg/apiserver/schema/options.go (the path
+// notation), defaulting/prunenulls.go (non-nullable nulls without a
+// default dropped), objectmeta/coerce.go (embedded metadata through
+// ObjectMeta) and customresource_handler.go unstructuredSchemaCoercer.apply
+// (the order of the reported paths).
+func TestPrune(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		in      string
+		want    string
+		unknown []string
+	}{
+		{"nested unknown fields",
+			`{apiVersion: example.com/v1, kind: Widget, extra: 1, spec: {image: abc, foo: 1, ports: [{name: a, port: 1, extra: x}], limits: {cpu: {max: 1, extra: 2}}}, status: {bar: 1}}`,
+			`{apiVersion: example.com/v1, kind: Widget, spec: {image: abc, ports: [{name: a, port: 1}], limits: {cpu: {max: 1}}}, status: {}}`,
+			[]string{"extra", "spec.foo", "spec.limits.cpu.extra", "spec.ports[0].extra", "status.bar"}},
+		{"preserve-unknown-fields keeps unknown but prunes specified",
+			`{spec: {image: abc, config: {level: 1, other: {deep: true}}, template: {apiVersion: v1, kind: Pod, spec: {containers: [{name: c}]}}}}`,
+			`{spec: {image: abc, config: {level: 1, other: {deep: true}}, template: {apiVersion: v1, kind: Pod, spec: {containers: [{name: c}]}}}}`,
+			nil},
+		{"embedded resource metadata pruned to ObjectMeta",
+			`{spec: {image: abc, claim: {apiVersion: v1, kind: Claim, extra: 1, metadata: {name: c, bogus: 1, labels: {a: b}}, spec: {size: 1Gi, other: 2}}, template: {apiVersion: v1, kind: Pod, metadata: {name: p, color: red}}}}`,
+			`{spec: {image: abc, claim: {apiVersion: v1, kind: Claim, metadata: {name: c, labels: {a: b}}, spec: {size: 1Gi}}, template: {apiVersion: v1, kind: Pod, metadata: {name: p}}}}`,
+			[]string{"spec.claim.extra", "spec.claim.spec.other", "spec.claim.metadata.bogus", "spec.template.metadata.color"}},
+		{"root metadata pruned to ObjectMeta",
+			`{metadata: {name: w, namespace: ns, bogus: 1}, spec: {image: abc}}`,
+			`{metadata: {name: w, namespace: ns}, spec: {image: abc}}`,
+			[]string{"metadata.bogus"}},
+		{"non-nullable nulls without default dropped",
+			`{spec: {image: abc, email: null, note: null, owner: null}}`,
+			`{spec: {image: abc, note: null, owner: null}}`,
+			nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := widget(t)
+			obj := parse(t, c.in)
+			got := s.Prune(obj)
+			if !reflect.DeepEqual(got, c.unknown) {
+				t.Errorf("unknown fields %q, want %q", got, c.unknown)
+			}
+			if want := parse(t, c.want); !reflect.DeepEqual(obj, want) {
+				t.Errorf("pruned to\n%v\nwant\n%v", obj, want)
+			}
+		})
+	}
+}

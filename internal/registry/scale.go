@@ -1,0 +1,195 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The /scale subresource of custom resources: an autoscaling/v1 Scale
+// read from and written to the paths the CRD names.
+
+var scaleKind = schema.GroupKind{Group: "autoscaling", Kind: "Scale"}
+
+// scalePath splits ".spec.replicas" into its fields.
+func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
+
+// scaleOf is obj's Scale.
+func scaleOf(sp *ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Scale, error) {
+	out := &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
+			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(),
+		},
+	}
+	if v, ok, err := unstructured.NestedFieldNoCopy(obj.Object, scalePath(sp.SpecReplicas)...); err == nil && ok {
+		n, ok := asInt(v)
+		if !ok {
+			return nil, fmt.Errorf("%s is not an integer: %v", sp.SpecReplicas, v)
+		}
+		out.Spec.Replicas = int32(n)
+	}
+	if v, ok, err := unstructured.NestedFieldNoCopy(obj.Object, scalePath(sp.StatusReplicas)...); err == nil && ok {
+		n, ok := asInt(v)
+		if !ok {
+			return nil, fmt.Errorf("%s is not an integer: %v", sp.StatusReplicas, v)
+		}
+		out.Status.Replicas = int32(n)
+	}
+	if sp.LabelSelector != "" {
+		if v, ok, _ := unstructured.NestedString(obj.Object, scalePath(sp.LabelSelector)...); ok {
+			out.Status.Selector = v
+		}
+	}
+	return out, nil
+}
+
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), float64(int64(n)) == n
+	}
+	return 0, false
+}
+
+// GetScale reads ns/name's Scale.
+func (r *Resource) GetScale(ctx context.Context, version, ns, name string) (*autoscalingv1.Scale, error) {
+	k := r.Kind()
+	obj, err := r.Get(ctx, version, ns, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if k.Scale == nil {
+		return nil, apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	s, err := scaleOf(k.Scale, obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return s, nil
+}
+
+// UpdateScale sets ns/name's replicas from scale, which produce computes
+// from the current Scale (so a patch is reapplied on retries). A
+// resourceVersion in the result makes the write conditional.
+func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, opts WriteOptions, produce func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) (*autoscalingv1.Scale, error) {
+	k := r.Kind()
+	if k.Scale == nil {
+		return nil, apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	fm, err := r.fieldManager(k, version, "")
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out, err := r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		curScale, err := scaleOf(k.Scale, cur)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		want, err := produce(curScale)
+		if err != nil {
+			return nil, err
+		}
+		if want.Name != name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, name))
+		}
+		if want.Spec.Replicas < 0 {
+			return nil, apierrors.NewInvalid(scaleKind, name, field.ErrorList{
+				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
+		}
+		if want.ResourceVersion != "" && want.ResourceVersion != cur.GetResourceVersion() {
+			return nil, apierrors.NewConflict(scaleGroupResource(k), name, errors.New(msgModified))
+		}
+		next := cur.DeepCopy()
+		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(k.Scale.SpecReplicas)...); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		return fm.UpdateNoErrors(cur, next, opts.FieldManager).(*unstructured.Unstructured), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s, err := scaleOf(k.Scale, out)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return s, nil
+}
+
+// scaleGroupResource is the resource a scale conflict names upstream.
+func scaleGroupResource(k *Kind) schema.GroupResource {
+	return schema.GroupResource{Group: k.Group, Resource: k.Resource}
+}
+
+// PatchScale applies a JSON, merge or strategic merge patch to ns/name's
+// Scale, then updates as UpdateScale.
+func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (*autoscalingv1.Scale, error) {
+	var patch func(cur []byte) ([]byte, error)
+	switch opts.Type {
+	case types.JSONPatchType:
+		ops, err := jsonpatch.DecodePatch(data)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		patch = func(cur []byte) ([]byte, error) {
+			out, err := ops.Apply(cur)
+			if err != nil {
+				return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+			}
+			return out, nil
+		}
+	case types.MergePatchType:
+		patch = func(cur []byte) ([]byte, error) {
+			out, err := jsonpatch.MergePatch(cur, data)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			return out, nil
+		}
+	case types.StrategicMergePatchType:
+		patch = func(cur []byte) ([]byte, error) {
+			out, err := strategicpatch.StrategicMergePatch(cur, data, &autoscalingv1.Scale{})
+			if err != nil {
+				return nil, strategicPatchError(err)
+			}
+			return out, nil
+		}
+	default:
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+		}}
+	}
+	return r.UpdateScale(ctx, version, ns, name, opts.WriteOptions, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+		curJSON, err := json.Marshal(cur)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		patched, err := patch(curJSON)
+		if err != nil {
+			return nil, err
+		}
+		out := &autoscalingv1.Scale{}
+		if err := json.Unmarshal(patched, out); err != nil {
+			return nil, invalidPatch(string(patched), err)
+		}
+		return out, nil
+	})
+}
