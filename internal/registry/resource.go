@@ -65,6 +65,33 @@ func convert(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Un
 	return out
 }
 
+// present returns obj as the client sees it in version v: relabelled, and
+// with the version's schema defaults applied, as upstream applies them
+// when it reads from storage (so objects stored before a default was
+// added show it). It copies only when it changes something.
+func present(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := convert(k, v, obj)
+	if s := defaulter(k, v); s != nil {
+		if out == obj {
+			out = obj.DeepCopy()
+		}
+		s.Default(out.Object)
+	}
+	return out
+}
+
+// defaulter is version v's schema if it has defaults to apply.
+func defaulter(k *Kind, v string) Schema {
+	s := k.Schemas[v]
+	if s == nil {
+		return nil
+	}
+	if d, ok := s.(interface{ HasDefaults() bool }); ok && !d.HasDefaults() {
+		return nil
+	}
+	return s
+}
+
 // Get reads ns/name.
 func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
 	k := r.Kind()
@@ -72,7 +99,7 @@ func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), name)
 	}
-	return convert(k, version, obj), nil
+	return present(k, version, obj), nil
 }
 
 // ListOptions are what a list or watch request asks for, parsed.
@@ -93,9 +120,10 @@ func (r *Resource) List(ctx context.Context, version, ns string, opts ListOption
 	}
 	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
 	list.SetKind(k.ListKind)
+	withDefaults := defaulter(k, version) != nil
 	for i := range list.Items {
-		if list.Items[i].GetAPIVersion() != list.GetAPIVersion() {
-			list.Items[i] = *convert(k, version, &list.Items[i])
+		if withDefaults || list.Items[i].GetAPIVersion() != list.GetAPIVersion() {
+			list.Items[i] = *present(k, version, &list.Items[i])
 		}
 	}
 	return list, nil
@@ -115,15 +143,15 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), "")
 	}
-	if version == k.StorageVersion() {
-		return w, nil
+	if version == k.StorageVersion() && defaulter(k, version) == nil {
+		return w, nil // events pass as they are, encoded once for all watchers
 	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 		if u, ok := ev.Object.(metav1.Object); ok && ev.Type != watch.Bookmark && ev.Type != watch.Error {
 			if s, ok := u.(*storage.Shared); ok {
-				ev.Object = convert(k, version, s.Unstructured)
+				ev.Object = present(k, version, s.Unstructured)
 			} else if uu, ok := u.(*unstructured.Unstructured); ok {
-				ev.Object = convert(k, version, uu)
+				ev.Object = present(k, version, uu)
 			}
 		}
 		return ev, true

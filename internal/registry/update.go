@@ -66,7 +66,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
 	out, err := r.cache.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		obj, err := produce(convert(k, version, cur).DeepCopy())
+		obj, err := produce(present(k, version, cur).DeepCopy())
 		if err != nil {
 			return nil, err
 		}

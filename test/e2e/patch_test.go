@@ -378,3 +378,37 @@ func installGadgetCRD(t *testing.T, s *server) {
 	s.mustKubectl(t, "apply", "-f", writeFile(t, "gadget-crd.yaml", gadgetCRD))
 	s.mustKubectl(t, "wait", "--for", "condition=established", "--timeout", "30s", "crd/gadgets.e2e.kplane.dev")
 }
+
+// TestDefaultsOnRead: a default added to a CRD's schema shows on objects
+// stored before it, on get, list and watch, as upstream applies defaults
+// when it reads from storage; the stored bytes are not rewritten.
+func TestDefaultsOnRead(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		installGadgetCRD(t, s)
+		const gadgets = "/apis/e2e.kplane.dev/v1/namespaces/default/gadgets"
+		code, _, body := s.call(t, "POST", gadgets, "application/json", []byte(`{"apiVersion":"e2e.kplane.dev/v1","kind":"Gadget","metadata":{"name":"old"},"spec":{"a":1}}`))
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		rv := object(t, body).GetResourceVersion()
+		withDefault := strings.Replace(gadgetCRD, "              note: {type: string}", "              note: {type: string}\n            default: {note: defaulted}", 1)
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "gadget-crd2.yaml", withDefault))
+		eventually(t, 10*time.Second, "the default shows on get", func() (bool, string) {
+			_, _, body := s.call(t, "GET", gadgets+"/old", "", nil)
+			note, _, _ := unstructured.NestedString(object(t, body).Object, "status", "note")
+			return note == "defaulted", string(body)
+		})
+		_, _, body = s.call(t, "GET", gadgets, "", nil)
+		if !strings.Contains(string(body), `"note":"defaulted"`) {
+			t.Fatalf("list without the default: %s", body)
+		}
+		_, _, body = s.call(t, "GET", gadgets+"?watch=true&timeoutSeconds=1", "", nil)
+		if !strings.Contains(string(body), `"note":"defaulted"`) {
+			t.Fatalf("watch without the default: %s", body)
+		}
+		_, _, body = s.call(t, "GET", gadgets+"/old", "", nil)
+		if got := object(t, body).GetResourceVersion(); got != rv {
+			t.Fatalf("reading with defaults rewrote the object: resourceVersion %s, want %s", got, rv)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -201,7 +202,30 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 // OpenAPI validations and the CEL rules.
 type versionSchema struct {
 	*schema.Schema
-	rules *cel.Validator
+	rules    *cel.Validator
+	defaults bool // the schema has a default somewhere
+}
+
+// HasDefaults reports whether reads need defaulting at all.
+func (v *versionSchema) HasDefaults() bool { return v.defaults }
+
+// hasDefault reports a default anywhere in p.
+func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
+	if p == nil {
+		return false
+	}
+	if p.Default != nil {
+		return true
+	}
+	for _, c := range p.Properties {
+		if hasDefault(&c) {
+			return true
+		}
+	}
+	if p.Items != nil && (hasDefault(p.Items.Schema) || slices.ContainsFunc(p.Items.JSONSchemas, func(c apiextensionsv1.JSONSchemaProps) bool { return hasDefault(&c) })) {
+		return true
+	}
+	return p.AdditionalProperties != nil && hasDefault(p.AdditionalProperties.Schema)
 }
 
 func newVersionSchema(p *apiextensionsv1.JSONSchemaProps) (*versionSchema, error) {
@@ -213,7 +237,7 @@ func newVersionSchema(p *apiextensionsv1.JSONSchemaProps) (*versionSchema, error
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	return &versionSchema{Schema: s, rules: rules}, nil
+	return &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p)}, nil
 }
 
 // Validate checks the schema, then the CEL rules, as upstream does.
