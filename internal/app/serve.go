@@ -98,9 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := storage.New(kvs)
 	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
 	builtin := append(core.Kinds(), crd.Kind())
-	if err := registry.SetTypeConverters(builtin...); err != nil {
-		return err
-	}
+	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
 			return err
