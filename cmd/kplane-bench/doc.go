@@ -1,0 +1,35 @@
+// Command kplane-bench is kplane's load generator: it drives a
+// Kubernetes API server through client-go, the way operators and
+// controllers do, and reports throughput, latency, conflicts and (when it
+// can see the server's process) server CPU per operation and memory.
+//
+//	kplane-bench --kubeconfig FILE [--scenario create,list,...] [sizes]
+//	kplane-bench compare [sizes]
+//
+// The first form runs against any cluster: kplane, or a real
+// kube-apiserver, so that the two can be compared on the same machine. It
+// creates a namespace of its own (kplane-bench-<random>) and deletes it at
+// the end unless --namespace names one. Server CPU and memory are "n/a"
+// unless --server-pid names the server's process (comma-separate several,
+// e.g. kube-apiserver and etcd, to sum them).
+//
+// compare builds ./cmd/kplane, and runs it with --storage embedded, then
+// memory, then etcd (a real etcd built from tools/etcd, fsync on, on free
+// 127.0.0.1 ports in a temp dir), each fresh, under the same load. It adds
+// two figures only a bench that starts the server can take: start to
+// ready (exec to the kubeconfig file plus a successful /readyz) and RSS
+// (idle, and after the objects of the run). In etcd mode "server" means
+// both processes: CPU and RSS are kplane's plus etcd's, as in issue 6's
+// kube-apiserver + etcd reference (kplane's own figures are in extra).
+//
+// Output: one JSON line per scenario (stdout, or --json FILE), then a
+// table; compare prints the modes side by side with their ratios and the
+// kube-apiserver reference figures of issue 6 where a scenario matches.
+//
+// Guarantees: every scenario is bounded in count (the size flags) and in
+// time (--scenario-timeout); every check failure (an update lost, a watch
+// event lost or duplicated, a conflict on a merge patch) is reported in
+// the scenario's "error" field and makes the exit status 1. Not
+// guaranteed: figures are from one run on a shared machine, where the
+// client competes with the server for the CPU; read them as ratios.
+package main

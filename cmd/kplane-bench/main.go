@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const usage = `kplane-bench: load a Kubernetes API server through client-go.
+
+Usage:
+  kplane-bench [flags]           run the scenarios against --kubeconfig (any cluster)
+  kplane-bench compare [flags]   build ./cmd/kplane and run the scenarios against it with
+                                 --storage embedded, memory and etcd in turn, side by side
+
+Scenarios (--scenario, comma-separated; default all):
+  create, get, update-conflicts, merge-patch, list (consistent, rv0, paged),
+  watch, informer-sync. compare adds start-to-ready and memory.
+
+Flags:
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the flags both forms share.
+type options struct {
+	sizes     Sizes
+	scenario  string
+	namespace string
+	jsonPath  string
+	protobuf  bool
+	timeout   time.Duration
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	d := DefaultSizes()
+	s := &o.sizes
+	fs.IntVar(&s.Workers, "workers", d.Workers, "clients of create and get")
+	fs.IntVar(&s.Creates, "creates", d.Creates, "ConfigMaps of 1 KiB to create")
+	fs.IntVar(&s.Gets, "gets", d.Gets, "gets")
+	fs.IntVar(&s.UpdateWorkers, "update-workers", d.UpdateWorkers, "clients updating one ConfigMap")
+	fs.IntVar(&s.Updates, "updates", d.Updates, "read-modify-write updates in all")
+	fs.IntVar(&s.PatchWorkers, "patch-workers", d.PatchWorkers, "clients merge-patching one ConfigMap")
+	fs.IntVar(&s.Patches, "patches", d.Patches, "merge patches in all")
+	fs.IntVar(&s.Objects, "objects", d.Objects, "ConfigMaps listed and synced by an informer (topped up to this)")
+	fs.IntVar(&s.ListRepeat, "list-repeat", d.ListRepeat, "lists of each kind")
+	fs.IntVar(&s.PageSize, "page-size", d.PageSize, "limit of the paged list")
+	fs.IntVar(&s.Watchers, "watchers", d.Watchers, "watchers of one ConfigMap")
+	fs.IntVar(&s.WatchUpdates, "watch-updates", d.WatchUpdates, "updates the watchers receive")
+	fs.StringVar(&o.scenario, "scenario", "all", "scenarios to run, comma-separated")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace to use (default: a fresh kplane-bench-<random>, deleted at the end)")
+	fs.StringVar(&o.jsonPath, "json", "", "write the JSON lines to this file instead of stdout")
+	fs.BoolVar(&o.protobuf, "protobuf", false, "send the core kinds as application/vnd.kubernetes.protobuf (and accept it)")
+	fs.DurationVar(&o.timeout, "scenario-timeout", 2*time.Minute, "deadline of each scenario")
+}
+
+// jsonOut opens where the JSON lines go.
+func (o *options) jsonOut(stdout io.Writer) (io.Writer, func() error, error) {
+	if o.jsonPath == "" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(o.jsonPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(ctx, args[1:], stdout, stderr)
+	}
+	return runLoad(ctx, args, stdout, stderr)
+}
+
+// runLoad runs the scenarios against --kubeconfig.
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kplane-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	var o options
+	o.register(fs)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
+	mode := fs.String("mode", "external", "label of the run in the output")
+	pids := fs.String("server-pid", "", "the server's process ids, comma-separated, for server CPU and RSS (default n/a)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kplane-bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	list, err := selectScenarios(o.scenario)
+	if err == nil {
+		err = o.sizes.Validate()
+	}
+	var ps procs
+	for _, f := range strings.Split(*pids, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, perr := strconv.Atoi(f)
+		if perr != nil {
+			err = fmt.Errorf("--server-pid %q: %v", f, perr)
+		}
+		ps = append(ps, pid)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 2
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
+	r, err := newRunner(cfg, o.protobuf)
+	if err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
+	r.sizes, r.mode, r.procs, r.timeout = o.sizes, *mode, ps, o.timeout
+	out, closeOut, err := o.jsonOut(stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
+	cleanup, err := r.setupNamespace(ctx, o.namespace)
+	if err != nil {
+		closeOut()
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
+	results := r.run(ctx, list, func(res Result) { writeJSONLine(out, res) })
+	cleanup()
+	if err := closeOut(); err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
+	writeTable(stdout, results)
+	if f := failed(results); len(f) > 0 || ctx.Err() != nil {
+		fmt.Fprintf(stderr, "kplane-bench: failed: %s %v\n", strings.Join(f, ", "), ctxNote(ctx))
+		return 1
+	}
+	return 0
+}
+
+// ctxNote says why ctx ended, or nothing.
+func ctxNote(ctx context.Context) string {
+	if err := context.Cause(ctx); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return ""
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
+// It is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procs are the server's processes (kplane, and etcd in etcd mode);
+// empty when the bench cannot see them. Their figures are summed.
+type procs []int
+
+// cpuSeconds is the user plus system CPU time the processes have used.
+func (p procs) cpuSeconds() (float64, error) {
+	var total float64
+	for _, pid := range p {
+		s, err := cpuOf(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += s
+	}
+	return total, nil
+}
+
+// rss is the processes' resident set in bytes (VmRSS).
+func (p procs) rss() (int64, error) {
+	var total int64
+	for _, pid := range p {
+		b, err := rssOf(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += b
+	}
+	return total, nil
+}
+
+// cpuOf reads utime+stime from /proc/<pid>/stat.
+func cpuOf(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b)
+}
+
+// parseStatCPU parses a /proc/<pid>/stat line. The command name (field 2)
+// is in parentheses and may hold spaces and parentheses, so the fields
+// are counted from the last ')': state is field 3, utime 14, stime 15.
+func parseStatCPU(b []byte) (float64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed stat line")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat line has %d fields after the name, want ≥ 13", len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("malformed utime/stime %q %q", f[11], f[12])
+	}
+	return float64(utime+stime) / clockTicks, nil
+}
+
+// rssOf reads VmRSS from /proc/<pid>/status.
+func rssOf(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			// "VmRSS:	   12345 kB"
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %v", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}

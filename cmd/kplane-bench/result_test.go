@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var s []time.Duration
+	for i := 1; i <= 100; i++ {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.1, time.Millisecond}} {
+		if got := percentile(s, c.p); got != c.want {
+			t.Errorf("percentile(1..100 ms, %v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("percentile(empty) = %v, want 0", got)
+	}
+	if got := percentile([]time.Duration{7}, 50); got != 7 {
+		t.Errorf("percentile(one sample) = %v, want it", got)
+	}
+}
+
+func TestJSONLineHasEveryFieldAndNullsForUnknowns(t *testing.T) {
+	r := Result{Name: "create", Mode: "external", Ops: 3, Seconds: 1.5, OpsPerSec: 2}
+	r.setLatencies([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond})
+	r.addExtra(map[string]any{"workers": 16})
+	var b bytes.Buffer
+	if err := writeJSONLine(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	line := b.String()
+	if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+		t.Fatalf("not one line: %q", line)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "mode", "ops", "seconds", "ops_per_s", "p50_ms", "p99_ms", "conflicts", "server_cpu_per_op", "rss_bytes", "extra"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("no %q in %s", k, line)
+		}
+	}
+	if m["p50_ms"] != 2.0 || m["p99_ms"] != 3.0 {
+		t.Errorf("p50, p99 = %v, %v; want 2, 3", m["p50_ms"], m["p99_ms"])
+	}
+	if m["server_cpu_per_op"] != nil || m["rss_bytes"] != nil {
+		t.Errorf("unknown CPU and RSS should be null: %s", line)
+	}
+	if _, ok := m["error"]; ok {
+		t.Errorf("error present on success: %s", line)
+	}
+}
+
+func TestCompareTableShowsRatiosAndReference(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	rss := int64(20 << 20)
+	byMode := map[string][]Result{
+		"embedded": {{Name: "create", Ops: 5000, OpsPerSec: 6000, P50ms: f(2), P99ms: f(8), ServerCPUPerOp: f(0.0002)},
+			{Name: "start-to-ready", Ops: 1, Seconds: 0.05, RSSBytes: &rss}},
+		"etcd": {{Name: "create", Ops: 5000, OpsPerSec: 2000, P50ms: f(4), P99ms: f(16), ServerCPUPerOp: f(0.0008)},
+			{Name: "start-to-ready", Ops: 1, Seconds: 0.1, Error: "boom"}},
+	}
+	var b bytes.Buffer
+	if err := compareTable(&b, []string{"embedded", "etcd"}, byMode); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	row := func(prefix string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && strings.HasPrefix(strings.Join(f, " "), prefix) {
+				return f
+			}
+		}
+		t.Fatalf("no row %q in\n%s", prefix, out)
+		return nil
+	}
+	// scenario metric embedded etcd embedded/etcd ref embedded/ref
+	if got, want := row("create ops/s"), []string{"create", "ops/s", "6000", "2000", "3.00x", "1090", "5.50x"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("create ops/s row = %v, want %v", got, want)
+	}
+	if got := row("create p99 ms"); got[5] != "0.50x" {
+		t.Errorf("create p99 ratio = %v, want 0.50x", got)
+	}
+	if got := row("create cpu ms/op"); got[3] != "0.200" || got[5] != "0.25x" {
+		t.Errorf("cpu row = %v, want 0.200 ms and 0.25x", got)
+	}
+	if got := row("start-to-ready (FAILED) rss MB"); got[4] != "20.0" || got[5] != "n/a" || got[6] != "-" {
+		t.Errorf("rss row = %v, want 20.0 MB, n/a for etcd and no ratio", got)
+	}
+	if strings.Contains(out, "get ") {
+		t.Errorf("a scenario no mode ran has a row:\n%s", out)
+	}
+}
+
+func TestParseStatCPUCountsFromTheLastParen(t *testing.T) {
+	// Field 2 may hold spaces and parentheses.
+	line := "4242 (kplane (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 12 0 100 0 0\n"
+	got, err := parseStatCPU([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 3.8 {
+		t.Errorf("cpu = %v s, want 3.8 (250+130 ticks)", got)
+	}
+	if _, err := parseStatCPU([]byte("4242 (kplane) S 1")); err == nil {
+		t.Error("a short line parsed")
+	}
+}
+
+func TestCheckWatchFindsLostDuplicatedAndReordered(t *testing.T) {
+	t0 := time.Now()
+	rvs := []string{"10", "11", "12"}
+	returned := []time.Time{t0, t0.Add(time.Millisecond), t0.Add(2 * time.Millisecond)}
+	at := func(seq int, d time.Duration) receipt {
+		return receipt{seq: seq, rv: rvs[seq], sent: t0, at: returned[seq].Add(d)}
+	}
+	t.Run("a complete history has latencies and no problems", func(t *testing.T) {
+		got := [][]receipt{{at(0, time.Millisecond), at(1, 2*time.Millisecond), at(2, -time.Millisecond)}}
+		lat, fromSend, early, p := checkWatch(got, make([]error, 1), rvs, returned)
+		if p.err != nil || len(lat) != 3 || len(fromSend) != 3 || early != 1 || lat[2] != 0 {
+			t.Errorf("lat %v early %d problems %+v", lat, early, p)
+		}
+	})
+	t.Run("a lost, a duplicated and a reordered event are each counted", func(t *testing.T) {
+		got := [][]receipt{
+			{at(0, 0), at(2, 0)},                     // lost 1
+			{at(0, 0), at(0, 0), at(1, 0), at(2, 0)}, // duplicated 0
+			{at(1, 0), at(0, 0), at(2, 0)},           // reordered
+		}
+		_, _, _, p := checkWatch(got, make([]error, 3), rvs, returned)
+		if p.lost != 1 || p.duplicated != 1 || p.outOfOrder != 1 || p.err == nil {
+			t.Errorf("problems %+v, want 1 lost, 1 duplicated, 1 out of order", p)
+		}
+	})
+}
+
+func TestSelectScenarios(t *testing.T) {
+	all, err := selectScenarios("all")
+	if err != nil || len(all) != len(scenarios) {
+		t.Fatalf("all: %d, %v", len(all), err)
+	}
+	// The order is fixed whatever the flag's order.
+	two, err := selectScenarios("watch,create")
+	if err != nil || len(two) != 2 || two[0].name != "create" || two[1].name != "watch" {
+		t.Errorf("watch,create: %v %v", two, err)
+	}
+	if _, err := selectScenarios("create,nope"); err == nil {
+		t.Error("an unknown scenario was accepted")
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// tiny are sizes that run every scenario in a few seconds.
+var tiny = []string{"--workers", "4", "--creates", "50", "--gets", "50", "--updates", "40", "--patches", "40",
+	"--objects", "60", "--list-repeat", "2", "--page-size", "25", "--watchers", "5", "--watch-updates", "20",
+	"--scenario-timeout", "60s"}
+
+// readLines parses a file of JSON lines.
+func readLines(t *testing.T, path string) []Result {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []Result
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkSane fails on a result that errs or whose figures make no sense.
+func checkSane(t *testing.T, r Result, mode string, serverVisible bool) {
+	t.Helper()
+	if r.Error != "" {
+		t.Errorf("%s: %s", r.Name, r.Error)
+	}
+	if r.Mode != mode {
+		t.Errorf("%s: mode %q, want %q", r.Name, r.Mode, mode)
+	}
+	if r.Ops <= 0 || (r.Name != "memory" && (r.Seconds <= 0 || r.OpsPerSec <= 0)) {
+		t.Errorf("%s: ops %d in %v s (%v/s)", r.Name, r.Ops, r.Seconds, r.OpsPerSec)
+	}
+	if (r.P50ms == nil) != (r.P99ms == nil) || (r.P50ms != nil && (*r.P50ms < 0 || *r.P99ms < *r.P50ms)) {
+		t.Errorf("%s: p50 %v, p99 %v", r.Name, r.P50ms, r.P99ms)
+	}
+	if serverVisible && (r.RSSBytes == nil || *r.RSSBytes < 1<<20) {
+		t.Errorf("%s: rss %v", r.Name, r.RSSBytes)
+	}
+	timed := r.Name != "memory" && r.Name != "start-to-ready"
+	if serverVisible && timed && (r.ServerCPUPerOp == nil || *r.ServerCPUPerOp < 0) {
+		t.Errorf("%s: server cpu per op %v", r.Name, r.ServerCPUPerOp)
+	}
+	if !serverVisible && (r.ServerCPUPerOp != nil || r.RSSBytes != nil) {
+		t.Errorf("%s: server figures without a server pid", r.Name)
+	}
+}
+
+func TestCompareMemoryTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kplane: not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kplane")
+	if err := goBuild(ctx, root, "./cmd/kplane", bin); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("compare reports every scenario with server figures", func(t *testing.T) {
+		path := filepath.Join(dir, "compare.json")
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"compare", "--modes", "memory", "--kplane-bin", bin, "--json", path}, tiny...)
+		if code := run(ctx, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+		}
+		got := map[string]Result{}
+		for _, r := range readLines(t, path) {
+			got[r.Name] = r
+			checkSane(t, r, "memory", true)
+		}
+		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch",
+			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "memory"} {
+			if _, ok := got[name]; !ok {
+				t.Errorf("no %s line", name)
+			}
+		}
+		if r := got["watch"]; r.Ops != 5*20 || r.Extra["lost"] != 0.0 || r.Extra["duplicated"] != 0.0 {
+			t.Errorf("watch: %d deliveries, extra %v; want 100, none lost or duplicated", r.Ops, r.Extra)
+		}
+		if r := got["merge-patch"]; r.Conflicts != 0 {
+			t.Errorf("merge-patch: %d conflicts", r.Conflicts)
+		}
+		if r := got["list-paged"]; r.Extra["pages"].(float64) < 3 {
+			t.Errorf("list-paged: %v pages of 25 for ≥ 60 items", r.Extra["pages"])
+		}
+		if !bytes.Contains(stdout.Bytes(), []byte("memory/kube")) {
+			t.Errorf("no comparison table:\n%s", stdout.String())
+		}
+	})
+
+	t.Run("an external kubeconfig gets n/a server figures unless given the pid", func(t *testing.T) {
+		p, kubeconfig, _, err := startKplane(ctx, bin, t.TempDir(), []string{"--storage", "memory"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := p.stop(30 * time.Second); err != nil {
+				t.Errorf("kplane serve: %v\n%s", err, p.logTail())
+			}
+		}()
+		for _, pid := range []string{"", strconv.Itoa(p.pid())} {
+			path := filepath.Join(t.TempDir(), "load.json")
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "create,get,watch", "--server-pid", pid, "--json", path}, tiny...)
+			if code := run(ctx, args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+			}
+			lines := readLines(t, path)
+			if len(lines) != 3 {
+				t.Errorf("%d lines, want 3", len(lines))
+			}
+			for _, r := range lines {
+				checkSane(t, r, "external", pid != "")
+			}
+		}
+	})
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Sizes bound every scenario. The defaults finish each scenario in well
+// under a minute on a 2-core machine.
+type Sizes struct {
+	Workers       int // create and get clients
+	Creates       int // ConfigMaps of 1 KiB created
+	Gets          int
+	UpdateWorkers int // read-modify-write clients on one ConfigMap
+	Updates       int
+	PatchWorkers  int // merge-patch clients on one ConfigMap
+	Patches       int
+	Objects       int // ConfigMaps in the namespace for list and informer-sync
+	ListRepeat    int // lists of each kind
+	PageSize      int
+	Watchers      int
+	WatchUpdates  int
+}
+
+// DefaultSizes are issue 6's loads.
+func DefaultSizes() Sizes {
+	return Sizes{
+		Workers: 16, Creates: 5000, Gets: 5000,
+		UpdateWorkers: 8, Updates: 2000,
+		PatchWorkers: 8, Patches: 2000,
+		Objects: 10000, ListRepeat: 5, PageSize: 500,
+		Watchers: 100, WatchUpdates: 1000,
+	}
+}
+
+// Validate checks that every size is positive.
+func (s Sizes) Validate() error {
+	for name, v := range map[string]int{"workers": s.Workers, "creates": s.Creates, "gets": s.Gets,
+		"update-workers": s.UpdateWorkers, "updates": s.Updates, "patch-workers": s.PatchWorkers,
+		"patches": s.Patches, "objects": s.Objects, "list-repeat": s.ListRepeat, "page-size": s.PageSize,
+		"watchers": s.Watchers, "watch-updates": s.WatchUpdates} {
+		if v <= 0 {
+			return fmt.Errorf("--%s must be positive, not %d", name, v)
+		}
+	}
+	return nil
+}
+
+// scenario is one load. run returns its results (list gives three).
+type scenario struct {
+	name string
+	run  func(r *runner, ctx context.Context) ([]Result, error)
+}
+
+// scenarios, in the order "all" runs them: later ones reuse the
+// ConfigMaps of earlier ones (list and informer-sync top them up).
+var scenarios = []scenario{
+	{"create", (*runner).create},
+	{"get", (*runner).get},
+	{"update-conflicts", (*runner).updateConflicts},
+	{"merge-patch", (*runner).mergePatch},
+	{"list", (*runner).list},
+	{"watch", (*runner).watch},
+	{"informer-sync", (*runner).informerSync},
+}
+
+// selectScenarios parses --scenario: "all" or a comma-separated list.
+func selectScenarios(spec string) ([]scenario, error) {
+	if spec == "" || spec == "all" {
+		return scenarios, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(spec, ",") {
+		n = strings.TrimSpace(n)
+		found := false
+		for _, s := range scenarios {
+			found = found || s.name == n
+		}
+		if !found {
+			var names []string
+			for _, s := range scenarios {
+				names = append(names, s.name)
+			}
+			return nil, fmt.Errorf("unknown scenario %q: want all or some of %s", n, strings.Join(names, ","))
+		}
+		want[n] = true
+	}
+	var out []scenario
+	for _, s := range scenarios {
+		if want[s.name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// runner runs scenarios in one namespace of one server.
+type runner struct {
+	cfg     *rest.Config // QPS unlimited
+	cs      kubernetes.Interface
+	ns      string
+	sizes   Sizes
+	mode    string
+	procs   procs         // the server's processes; empty: CPU and RSS are n/a
+	timeout time.Duration // per scenario
+	made    int           // ConfigMaps cm-00000 … cm-<made-1> exist in ns
+}
+
+func newRunner(cfg *rest.Config, protobuf bool) (*runner, error) {
+	cfg = rest.CopyConfig(cfg)
+	// No client-side rate limit: client-go's default (5 QPS) would be the
+	// bottleneck, not the server.
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "kplane-bench"
+	if protobuf {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &runner{cfg: cfg, cs: cs}, nil
+}
+
+// freshClient returns a client with a connection of its own. client-go
+// shares one HTTP/2 connection per config, and a server allows a bounded
+// number of streams per connection (Go's default is 250), so watchers
+// are spread over several.
+func (r *runner) freshClient() (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(r.cfg)
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = d.DialContext // a custom dialer opts out of client-go's transport cache
+	return kubernetes.NewForConfig(cfg)
+}
+
+// setupNamespace creates name, or a fresh kplane-bench-<random> when name
+// is empty. cleanup deletes it if this call created it.
+func (r *runner) setupNamespace(ctx context.Context, name string) (cleanup func(), err error) {
+	ns := &corev1.Namespace{}
+	if name == "" {
+		ns.GenerateName = "kplane-bench-"
+	} else {
+		ns.Name = name
+	}
+	got, err := r.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err) && name != "":
+		r.ns = name
+		return func() {}, nil
+	case err != nil:
+		return nil, fmt.Errorf("creating the namespace: %w", err)
+	}
+	r.ns = got.Name
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r.cs.CoreV1().Namespaces().Delete(ctx, r.ns, metav1.DeleteOptions{})
+	}, nil
+}
+
+// run runs each scenario with its own deadline, handing each result to
+// emit as it comes.
+func (r *runner) run(ctx context.Context, list []scenario, emit func(Result)) []Result {
+	var all []Result
+	for _, s := range list {
+		sctx, cancel := context.WithTimeout(ctx, r.timeout)
+		results, err := s.run(r, sctx)
+		cancel()
+		if err != nil && len(results) == 0 {
+			results = []Result{{Name: s.name, Error: err.Error()}}
+		} else if err != nil {
+			for i := range results {
+				results[i].Error = joinErrs(results[i].Error, err.Error())
+			}
+		}
+		for _, res := range results {
+			res.Mode = r.mode
+			emit(res)
+			all = append(all, res)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return all
+}
+
+// span measures the timed part of a scenario: wall time and server CPU.
+type span struct {
+	r          *runner
+	start      time.Time
+	cpu, first float64 // all the server's processes; the first (kplane) alone
+	cpuOK      bool
+}
+
+func (r *runner) begin() span {
+	s := span{r: r}
+	if len(r.procs) > 0 {
+		c, err := r.procs.cpuSeconds()
+		f, err2 := r.procs[:1].cpuSeconds()
+		s.cpu, s.first, s.cpuOK = c, f, err == nil && err2 == nil
+	}
+	s.start = time.Now()
+	return s
+}
+
+// end closes the span as a Result of ops operations with the given
+// latency samples (nil for none).
+func (s span) end(name string, ops int, lat []time.Duration) Result {
+	d := time.Since(s.start)
+	res := Result{Name: name, Ops: ops, Seconds: d.Seconds()}
+	if d > 0 {
+		res.OpsPerSec = float64(ops) / d.Seconds()
+	}
+	res.setLatencies(lat)
+	if s.cpuOK && ops > 0 {
+		if c, err := s.r.procs.cpuSeconds(); err == nil {
+			v := (c - s.cpu) / float64(ops)
+			res.ServerCPUPerOp = &v
+		}
+		if f, err := s.r.procs[:1].cpuSeconds(); err == nil && len(s.r.procs) > 1 {
+			res.addExtra(map[string]any{"kplane_cpu_per_op": (f - s.first) / float64(ops)})
+		}
+	}
+	if len(s.r.procs) > 0 {
+		if b, err := s.r.procs.rss(); err == nil {
+			res.RSSBytes = &b
+		}
+	}
+	return res
+}
+
+// parallel runs op(ctx, worker, i) for i in [0, total) on workers
+// goroutines and returns each call's latency. The first error stops it.
+func parallel(ctx context.Context, workers, total int, op func(ctx context.Context, worker, i int) error) ([]time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	lats := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				t0 := time.Now()
+				if err := op(ctx, w, i); err != nil {
+					cancel(err)
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return all, err
+	}
+	return all, nil
+}

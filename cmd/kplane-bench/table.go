@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// metrics name the figures a comparison row can show, each read from a
+// Result; ok is false when the result lacks it.
+var metrics = map[string]func(Result) (v float64, ok bool){
+	"ops/s":     func(r Result) (float64, bool) { return r.OpsPerSec, r.Ops > 0 },
+	"p50 ms":    func(r Result) (float64, bool) { return deref(r.P50ms) },
+	"p99 ms":    func(r Result) (float64, bool) { return deref(r.P99ms) },
+	"conflicts": func(r Result) (float64, bool) { return float64(r.Conflicts), true },
+	"cpu ms/op": func(r Result) (float64, bool) { v, ok := deref(r.ServerCPUPerOp); return v * 1000, ok },
+	"ms":        func(r Result) (float64, bool) { return r.Seconds * 1000, true },
+	"rss MB": func(r Result) (float64, bool) {
+		if r.RSSBytes == nil {
+			return 0, false
+		}
+		return float64(*r.RSSBytes) / (1 << 20), true
+	},
+}
+
+// rowsFor are the metrics compared for each scenario; others get
+// defaultRows.
+var rowsFor = map[string][]string{
+	"start-to-ready":   {"ms", "rss MB"},
+	"update-conflicts": {"ops/s", "p50 ms", "p99 ms", "conflicts", "cpu ms/op"},
+	"list-consistent":  {"p50 ms", "p99 ms", "cpu ms/op"},
+	"list-rv0":         {"p50 ms", "p99 ms", "cpu ms/op"},
+	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op"},
+	"watch":            {"p50 ms", "p99 ms", "cpu ms/op"},
+	"informer-sync":    {"ms", "ops/s", "cpu ms/op"},
+	"memory":           {"rss MB"},
+	"server":           nil, // a mode that failed to start: its error follows the table
+}
+
+var defaultRows = []string{"ops/s", "p50 ms", "p99 ms", "cpu ms/op"}
+
+// reference holds issue 6's figures for a real kube-apiserver with etcd
+// (fsync on) on a 2-core machine like ours, keyed "scenario metric".
+var reference = map[string]float64{
+	"start-to-ready ms":          3300,
+	"start-to-ready rss MB":      307, // both processes, idle
+	"create ops/s":               1090,
+	"create p50 ms":              13,
+	"create p99 ms":              36,
+	"create cpu ms/op":           1.4,
+	"update-conflicts ops/s":     160,
+	"update-conflicts conflicts": 4300,
+	"list-consistent p50 ms":     750,
+	"watch p99 ms":               49,
+	"memory rss MB":              640, // after 10,000 objects and the runs
+}
+
+// compareTable prints one row per (scenario, metric), a column per mode,
+// the ratio of each mode to etcd (when etcd is among modes), and issue
+// 6's reference with the first mode's ratio to it.
+func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error {
+	var order []string
+	seen := map[string]bool{}
+	index := map[string]map[string]Result{}
+	for _, m := range modes {
+		index[m] = map[string]Result{}
+		for _, r := range byMode[m] {
+			index[m][r.Name] = r
+			if !seen[r.Name] {
+				seen[r.Name] = true
+				order = append(order, r.Name)
+			}
+		}
+	}
+	var ratios []string
+	hasEtcd := false
+	for _, m := range modes {
+		if m == "etcd" {
+			hasEtcd = true
+		}
+	}
+	if hasEtcd {
+		for _, m := range modes {
+			if m != "etcd" {
+				ratios = append(ratios, m)
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "scenario\tmetric\t")
+	for _, m := range modes {
+		fmt.Fprintf(tw, "%s\t", m)
+	}
+	for _, m := range ratios {
+		fmt.Fprintf(tw, "%s/etcd\t", m)
+	}
+	fmt.Fprintf(tw, "kube-apiserver+etcd\t%s/kube\t\n", modes[0])
+	for _, name := range order {
+		rows, ok := rowsFor[name]
+		if !ok {
+			rows = defaultRows
+		}
+		for _, metric := range rows {
+			get := metrics[metric]
+			vals := map[string]float64{}
+			label := name
+			for _, m := range modes {
+				if r, ok := index[m][name]; ok && r.Error != "" {
+					label = name + " (FAILED)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t", label, metric)
+			for _, m := range modes {
+				r, ok := index[m][name]
+				if !ok {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
+				v, ok := get(r)
+				if !ok {
+					fmt.Fprint(tw, "n/a\t")
+					continue
+				}
+				vals[m] = v
+				fmt.Fprintf(tw, "%s\t", formatMetric(metric, v))
+			}
+			for _, m := range ratios {
+				fmt.Fprintf(tw, "%s\t", ratio(vals, m, "etcd"))
+			}
+			if ref, ok := reference[name+" "+metric]; ok {
+				vals["ref"] = ref
+				fmt.Fprintf(tw, "%s\t%s\t\n", formatMetric(metric, ref), ratio(vals, modes[0], "ref"))
+			} else {
+				fmt.Fprint(tw, "\t\t\n")
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// ratio formats vals[a]/vals[b], or "-" when either is missing or b is 0.
+func ratio(vals map[string]float64, a, b string) string {
+	x, ok1 := vals[a]
+	y, ok2 := vals[b]
+	if !ok1 || !ok2 || y == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x/y)
+}
+
+func formatMetric(metric string, v float64) string {
+	switch metric {
+	case "ops/s", "conflicts":
+		return fmt.Sprintf("%.0f", v)
+	case "cpu ms/op":
+		return fmt.Sprintf("%.3f", v)
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
+}
+
+func deref(p *float64) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+)
+
+// payload is the 1 KiB value of every bulk ConfigMap.
+var payload = strings.Repeat("x", 1024)
+
+func bulkName(i int) string { return fmt.Sprintf("cm-%05d", i) }
+
+func (r *runner) createBulk(ctx context.Context, workers, n int) ([]time.Duration, error) {
+	base := r.made
+	lat, err := parallel(ctx, workers, n, func(ctx context.Context, _, i int) error {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: bulkName(base + i), Labels: map[string]string{"app": "kplane-bench"}},
+			Data:       map[string]string{"payload": payload},
+		}
+		_, err := r.cs.CoreV1().ConfigMaps(r.ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
+	// On an error some creates after the first failure may have landed;
+	// count only the contiguous ones we know of.
+	if err == nil {
+		r.made += n
+	}
+	return lat, err
+}
+
+// ensure tops the bulk ConfigMaps up to n, untimed.
+func (r *runner) ensure(ctx context.Context, n int) error {
+	if r.made >= n {
+		return nil
+	}
+	if _, err := r.createBulk(ctx, r.sizes.Workers, n-r.made); err != nil {
+		return fmt.Errorf("creating ConfigMaps up to %d: %w", n, err)
+	}
+	return nil
+}
+
+// create: Workers clients create Creates ConfigMaps of 1 KiB.
+func (r *runner) create(ctx context.Context) ([]Result, error) {
+	s := r.begin()
+	lat, err := r.createBulk(ctx, r.sizes.Workers, r.sizes.Creates)
+	res := s.end("create", len(lat), lat)
+	res.addExtra(map[string]any{"workers": r.sizes.Workers, "bytes": len(payload)})
+	return []Result{res}, err
+}
+
+// get: Workers clients get bulk ConfigMaps round-robin, Gets in all.
+func (r *runner) get(ctx context.Context) ([]Result, error) {
+	if err := r.ensure(ctx, min(100, r.sizes.Objects)); err != nil {
+		return nil, err
+	}
+	n := r.made
+	s := r.begin()
+	lat, err := parallel(ctx, r.sizes.Workers, r.sizes.Gets, func(ctx context.Context, _, i int) error {
+		_, err := r.cs.CoreV1().ConfigMaps(r.ns).Get(ctx, bulkName(i%n), metav1.GetOptions{})
+		return err
+	})
+	res := s.end("get", len(lat), lat)
+	res.addExtra(map[string]any{"workers": r.sizes.Workers, "distinct_objects": n})
+	return []Result{res}, err
+}
+
+// conflictBackoff is retry.DefaultRetry's shape (10 ms, no growth,
+// jitter 0.1) with more steps, so that 8 writers on one object converge
+// instead of exhausting DefaultRetry's 5 tries.
+var conflictBackoff = wait.Backoff{Steps: 100, Duration: 10 * time.Millisecond, Factor: 1.0, Jitter: 0.1}
+
+// updateConflicts: UpdateWorkers clients read-modify-write one ConfigMap
+// (a counter) with retry.RetryOnConflict, Updates in all. The counter must
+// end at Updates: a lost update is an error.
+func (r *runner) updateConflicts(ctx context.Context) ([]Result, error) {
+	const name = "conflict-target"
+	cms := r.cs.CoreV1().ConfigMaps(r.ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	var conflicts, attempts atomic.Int64
+	s := r.begin()
+	lat, err := parallel(ctx, r.sizes.UpdateWorkers, r.sizes.Updates, func(ctx context.Context, _, _ int) error {
+		return retry.RetryOnConflict(conflictBackoff, func() error {
+			attempts.Add(1)
+			cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(cm.Data["n"])
+			if err != nil {
+				return fmt.Errorf("counter %q: %w", cm.Data["n"], err)
+			}
+			cm.Data["n"] = strconv.Itoa(n + 1)
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				conflicts.Add(1)
+			}
+			return err
+		})
+	})
+	res := s.end("update-conflicts", len(lat), lat)
+	res.Conflicts = conflicts.Load()
+	res.addExtra(map[string]any{"workers": r.sizes.UpdateWorkers, "attempts": attempts.Load()})
+	if err != nil {
+		return []Result{res}, err
+	}
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return []Result{res}, err
+	}
+	if cm.Data["n"] != strconv.Itoa(r.sizes.Updates) {
+		return []Result{res}, fmt.Errorf("lost updates: the counter is %s after %d updates", cm.Data["n"], r.sizes.Updates)
+	}
+	return []Result{res}, nil
+}
+
+// mergePatch: PatchWorkers clients JSON-merge-patch their own key of one
+// ConfigMap, Patches in all. A merge patch without a resourceVersion
+// never conflicts: any 409 is an error, and every worker's last value
+// must be there at the end.
+func (r *runner) mergePatch(ctx context.Context) ([]Result, error) {
+	const name = "patch-target"
+	cms := r.cs.CoreV1().ConfigMaps(r.ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	var conflicts atomic.Int64
+	last := make([]atomic.Int64, r.sizes.PatchWorkers)
+	s := r.begin()
+	lat, err := parallel(ctx, r.sizes.PatchWorkers, r.sizes.Patches, func(ctx context.Context, w, i int) error {
+		patch := fmt.Sprintf(`{"data":{"w%d":"%d"}}`, w, i)
+		_, err := cms.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if apierrors.IsConflict(err) {
+			conflicts.Add(1)
+		}
+		if err == nil {
+			last[w].Store(int64(i) + 1)
+		}
+		return err
+	})
+	res := s.end("merge-patch", len(lat), lat)
+	res.Conflicts = conflicts.Load()
+	res.addExtra(map[string]any{"workers": r.sizes.PatchWorkers})
+	if err != nil {
+		return []Result{res}, err
+	}
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return []Result{res}, err
+	}
+	for w := range last {
+		if v := last[w].Load(); v > 0 && cm.Data[fmt.Sprintf("w%d", w)] != strconv.FormatInt(v-1, 10) {
+			return []Result{res}, fmt.Errorf("worker %d's last patch (%d) is not in the object: %q", w, v-1, cm.Data[fmt.Sprintf("w%d", w)])
+		}
+	}
+	return []Result{res}, nil
+}
