@@ -1,12 +1,16 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // writeError answers err as a metav1.Status, as kube-apiserver's
@@ -29,9 +33,25 @@ func statusOf(err error) *metav1.Status {
 	return &st
 }
 
+// encodeJSON encodes v. Objects and lists take the fast encoder, and a
+// shared watch-cache object its cached bytes, so nothing is re-encoded or
+// re-scanned per client.
+func encodeJSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case *storage.Shared:
+		data, err := x.MarshalJSON()
+		return bytes.TrimSuffix(data, []byte("\n")), err
+	case *unstructured.Unstructured:
+		return storage.AppendJSON(make([]byte, 0, 2048), x.Object)
+	case *unstructured.UnstructuredList:
+		return storage.AppendList(make([]byte, 0, 2048*(1+len(x.Items))), x)
+	}
+	return json.Marshal(v)
+}
+
 // writeJSON writes v as JSON with the given code.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	data, err := json.Marshal(v)
+	data, err := encodeJSON(v)
 	if err != nil {
 		code = http.StatusInternalServerError
 		data, _ = json.Marshal(statusOf(apierrors.NewInternalError(err)))
@@ -44,7 +64,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // writeJSONTyped writes v as JSON, keeping a Content-Type already set.
 func writeJSONTyped(w http.ResponseWriter, code int, v any) {
-	data, err := json.Marshal(v)
+	data, err := encodeJSON(v)
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(err))
 		return

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -146,7 +145,7 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 			}
 		}
 	}
-	data, err := json.Marshal(obj)
+	data, err := encodeJSON(obj)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ func NewShared(obj *unstructured.Unstructured) *Shared { return &Shared{Unstruct
 
 // MarshalJSON returns the object's JSON, encoding it at most once.
 func (s *Shared) MarshalJSON() ([]byte, error) {
-	s.once.Do(func() { s.data, s.err = s.Unstructured.MarshalJSON() })
+	s.once.Do(func() {
+		s.data, s.err = AppendJSON(nil, s.Object)
+		s.data = append(s.data, '\n') // as Unstructured.MarshalJSON writes it
+	})
 	return s.data, s.err
 }

@@ -57,7 +57,8 @@ func ParseResourceVersion(rv string) (int64, error) {
 func encode(key string, obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
-	data, err := obj.MarshalJSON()
+	data, err := AppendJSON(make([]byte, 0, 1024), obj.Object)
+	data = append(data, '\n') // as Unstructured.MarshalJSON writes it
 	if rv != "" {
 		obj.SetResourceVersion(rv)
 	}
