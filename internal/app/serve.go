@@ -97,7 +97,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer kvs.Close()
 	store := storage.New(kvs)
 	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
-	builtin := append(core.Kinds(), crd.Kind())
+	crds := &crd.Controller{Registry: reg, Logger: log}
+	crdKind := crd.Kind()
+	crdKind.Written = crds.Written // a CRD write returns once the controller has acted on it
+	builtin := append(core.Kinds(), crdKind)
 	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
@@ -122,7 +125,6 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	goRun("registry", reg.Run)
-	crds := &crd.Controller{Registry: reg, Logger: log}
 	goRun("crd-controller", crds.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	collector, err := gc.New(gc.Config{Registry: reg, Logger: log})

@@ -129,6 +129,9 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), obj.GetName())
 	}
+	if k.Written != nil {
+		k.Written(ctx, out)
+	}
 	return convert(k, version, out), nil
 }
 

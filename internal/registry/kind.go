@@ -81,6 +81,11 @@ type Kind struct {
 	// column already reports it.
 	Columns []Column
 
+	// Written, if set, is called after every stored create or update of
+	// the kind, before the client gets its answer (the CRD controller uses
+	// it so a CRD change applies to the next request).
+	Written func(ctx context.Context, obj *unstructured.Unstructured)
+
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
 	// over these paths of the object.
 	Scale *ScalePaths

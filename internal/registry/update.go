@@ -117,6 +117,8 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	if dry != nil {
 		dry.SetResourceVersion(out.GetResourceVersion())
 		out = dry
+	} else if k.Written != nil {
+		k.Written(ctx, out)
 	}
 	return convert(k, version, out), nil
 }

@@ -3,6 +3,7 @@ package crd
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +31,69 @@ type Controller struct {
 
 	initOnce, syncOnce sync.Once
 	synced             chan struct{}
+
+	// applied is the resourceVersion of each CRD the controller has acted
+	// on; changed is closed and replaced whenever it grows.
+	mu      sync.Mutex
+	applied map[string]int64
+	changed chan struct{}
+}
+
+// controllerWrite marks the context of the controller's own writes.
+type controllerWrite struct{}
+
+// noteApplied records that the controller has acted on obj.
+func (c *Controller) noteApplied(obj *unstructured.Unstructured) {
+	rv, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.applied == nil {
+		c.applied = make(map[string]int64)
+	}
+	if rv > c.applied[obj.GetName()] {
+		c.applied[obj.GetName()] = rv
+	}
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// Written waits (up to 5 s, or until ctx ends) until the controller has
+// acted on the CRD write that produced obj, so that the client that changed
+// a CRD sees its resources served by the new definition as soon as the
+// write returns, as kube-apiserver's clients do.
+func (c *Controller) Written(ctx context.Context, obj *unstructured.Unstructured) {
+	if ctx.Value(controllerWrite{}) != nil {
+		return // the controller's own write: it can't wait for itself
+	}
+	rv, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		if c.applied[obj.GetName()] >= rv {
+			c.mu.Unlock()
+			return
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (c *Controller) init() { c.initOnce.Do(func() { c.synced = make(chan struct{}) }) }
@@ -45,6 +109,7 @@ var crdResource = schema.GroupResource{Group: Group, Resource: "customresourcede
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.init()
+	ctx = context.WithValue(ctx, controllerWrite{}, true)
 	if c.Retry == 0 {
 		c.Retry = time.Second
 	}
@@ -112,9 +177,11 @@ func (c *Controller) follow(ctx context.Context, w watch.Interface, served map[s
 			if crd.DeletionTimestamp != nil {
 				terminating[name] = true
 				c.cleanup(ctx, crd, served, terminating)
+				c.noteApplied(obj)
 				continue
 			}
 			c.serve(ctx, crd, served)
+			c.noteApplied(obj)
 		case <-retry:
 			for name := range terminating {
 				res, _ := c.Registry.Get(crdResource)

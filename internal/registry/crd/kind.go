@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -178,7 +181,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 				k.Schemas = make(map[string]registry.Schema)
 			}
 			k.OpenAPI[v.Name] = openAPISchema(v.Schema.OpenAPIV3Schema)
-			if vs, err := newVersionSchema(v.Schema.OpenAPIV3Schema); err == nil {
+			if vs, err := newVersionSchema(v.Schema.OpenAPIV3Schema, v.Subresources); err == nil {
 				k.Schemas[v.Name] = vs
 			}
 		}
@@ -204,6 +207,7 @@ type versionSchema struct {
 	*schema.Schema
 	rules    *cel.Validator
 	defaults bool // the schema has a default somewhere
+	scale    *apiextensionsv1.CustomResourceSubresourceScale
 }
 
 // HasDefaults reports whether reads need defaulting at all.
@@ -228,7 +232,7 @@ func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
 	return p.AdditionalProperties != nil && hasDefault(p.AdditionalProperties.Schema)
 }
 
-func newVersionSchema(p *apiextensionsv1.JSONSchemaProps) (*versionSchema, error) {
+func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.CustomResourceSubresources) (*versionSchema, error) {
 	s, err := schema.New(p)
 	if err != nil {
 		return nil, err
@@ -237,13 +241,54 @@ func newVersionSchema(p *apiextensionsv1.JSONSchemaProps) (*versionSchema, error
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	return &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p)}, nil
+	vs := &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p)}
+	if sub != nil {
+		vs.scale = sub.Scale
+	}
+	return vs, nil
 }
 
 // Validate checks the schema, then the CEL rules, as upstream does.
 func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
 	errs := v.Schema.Validate(ctx, obj, old)
-	return append(errs, v.rules.Validate(ctx, obj, old)...)
+	errs = append(errs, v.rules.Validate(ctx, obj, old)...)
+	if v.scale != nil {
+		errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
+		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
+	}
+	return errs
+}
+
+// validateReplicas checks the replicas at a scale path as upstream's
+// custom resource validation does, with the path as the CRD names it.
+func validateReplicas(obj map[string]any, path string) field.ErrorList {
+	if path == "" {
+		return nil
+	}
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj, strings.Split(strings.TrimPrefix(path, "."), ".")...)
+	if !ok {
+		return nil
+	}
+	fp := field.NewPath(path)
+	var n int64
+	switch x := v.(type) {
+	case int64:
+		n = x
+	case float64:
+		if x != float64(int64(x)) {
+			return field.ErrorList{field.Invalid(fp, x, "should be an integer")}
+		}
+		n = int64(x)
+	default:
+		return field.ErrorList{field.Invalid(fp, v, "should be an integer")}
+	}
+	switch {
+	case n < 0:
+		return field.ErrorList{field.Invalid(fp, n, "should be a non-negative integer")}
+	case n > math.MaxInt32:
+		return field.ErrorList{field.Invalid(fp, n, fmt.Sprintf("should be less than or equal to %d", math.MaxInt32))}
+	}
+	return nil
 }
 
 // openAPISchema is a CRD schema as a kube-openapi schema. Both serialize
@@ -271,6 +316,16 @@ func printerColumn(c apiextensionsv1.CustomResourceColumnDefinition) registry.Co
 			v, ok := path.get(o.Object)
 			if !ok {
 				return nil
+			}
+			if c.Type == "date" {
+				// A date prints as its age, as upstream's table converter
+				// does ("12s", "3d4h"); a value that isn't a timestamp
+				// prints as it is.
+				if s, ok := v.(string); ok {
+					if t, err := time.Parse(time.RFC3339, s); err == nil {
+						return duration.HumanDuration(time.Since(t))
+					}
+				}
 			}
 			return v
 		},
