@@ -110,6 +110,43 @@ func decodeContinue(token, prefix string) (rev int64, start string, err error) {
 	return t.Revision, prefix + t.Start, nil
 }
 
+// ContinueAfter returns the continue token of a page of the list of prefix
+// read at revision rev whose last item is at key: the token this Store's
+// List returns, so that a watch cache and the Store can serve the pages of
+// one list in turn.
+func ContinueAfter(prefix string, rev int64, key string) string {
+	return encodeContinue(rev, strings.TrimPrefix(key, prefix)+"\x00")
+}
+
+// DecodeContinue reads a continue token of a list of prefix: the revision
+// every page reads, and the key the next page starts at. A malformed token
+// is CodeInvalidRequest.
+func DecodeContinue(token, prefix string) (rev int64, start string, err error) {
+	return decodeContinue(token, prefix)
+}
+
+// CheckListRevision returns nil when the store can still be read at rev,
+// and otherwise the error a list of prefix at rev with opts would return:
+// CodeExpired once rev is compacted (with kube-apiserver's message for a
+// continued or an exact list), CodeTooLargeResourceVersion beyond the
+// current revision. A watch cache checks it before serving an old
+// revision from its own history, so that its lists expire with the
+// store's.
+func (s *Store) CheckListRevision(ctx context.Context, prefix string, rev int64, opts ListOptions) error {
+	_, err := s.kv.Range(ctx, prefix, kv.RangeOptions{Revision: rev})
+	if errors.Is(err, kv.ErrCompacted) {
+		msg := msgExpiredExact
+		if opts.Continue != "" {
+			msg = msgExpiredContinue
+		}
+		return &Error{Code: CodeExpired, Key: prefix, ResourceVersion: rev, Msg: msg, Err: err}
+	}
+	if err != nil {
+		return interpret(prefix, rev, err)
+	}
+	return nil
+}
+
 // Messages kube-apiserver gives for 410 Gone on lists; clients show them.
 const (
 	msgExpiredContinue = "The provided continue parameter is too old to display a consistent list result. " +

@@ -75,6 +75,11 @@ type event struct {
 	rev       int64
 	key       string
 	obj, prev *unstructured.Unstructured
+	// prior is the key's state before the event as a list read at an
+	// earlier revision shows it (nil: absent). It is prev, except for a
+	// delete, whose prev carries the delete's resourceVersion and prior
+	// the object's own.
+	prior *unstructured.Unstructured
 	// shared wraps obj, or prev for a delete: what watchers are sent, so
 	// that each event is encoded once for all of them.
 	shared *storage.Shared
@@ -102,8 +107,11 @@ type Cache struct {
 		ready   bool
 		objects *btree.BTreeG[item]
 		rev     int64 // everything up to rev is reflected
-		// history holds the last Capacity events in revision order; a
-		// watch may resume from any revision >= floor.
+		// history holds the last Capacity events in revision order: every
+		// event after floor. A watch may resume from any revision >=
+		// floor, and a list may read any revision in [floor, rev]: the
+		// objects, with the keys that changed since put back as they were
+		// (stateAtLocked).
 		history  []event
 		floor    int64
 		watchers map[*watcher]struct{}
@@ -215,7 +223,7 @@ func (c *Cache) apply(ev watch.Event) error {
 	key := c.cfg.Key(obj)
 	e := event{rev: rev, key: key}
 	if old, found := c.mu.objects.Get(item{key: key}); found {
-		e.prev = old.obj
+		e.prev, e.prior = old.obj, old.obj
 	}
 	if ev.Type == watch.Deleted {
 		e.prev = obj // the store sends the last state at the delete's revision

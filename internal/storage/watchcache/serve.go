@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -75,10 +74,20 @@ func (c *Cache) tooLarge(key string, rv int64) error {
 // within reports whether key is the cache's to serve.
 func (c *Cache) within(key string) bool { return strings.HasPrefix(key, c.cfg.Prefix) }
 
-// List serves a list from the cache where the API allows it, and from the
-// store otherwise (Exact, continued pages, and paged consistent lists).
-// prefix must lie under the cache's prefix (a namespace, for example).
-// A resourceVersion "0" list ignores Limit, as kube-apiserver's cache does.
+// List serves a list from the cache where it can, and from the store
+// otherwise. prefix must lie under the cache's prefix (a namespace, for
+// example).
+//
+//   - Consistent and NotOlderThan lists, paged or not, read the cache's
+//     current state once it has caught up (see waitFor), as
+//     kube-apiserver's cacher does with ConsistentListFromCache.
+//   - A resourceVersion "0" list reads the current state and ignores
+//     Limit, as kube-apiserver's cache does.
+//   - Continued pages and Exact lists read the state at their revision,
+//     while the cache's history still reaches back to it (listAt).
+//
+// Continue tokens are the store's, so the pages of one list may come from
+// either.
 func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOptions) (*unstructured.UnstructuredList, error) {
 	if !c.within(prefix) || !strings.HasSuffix(prefix, "/") {
 		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: prefix, Msg: "list prefix outside the cache " + c.cfg.Prefix}
@@ -87,12 +96,29 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 	if err != nil {
 		return nil, err
 	}
-	fromCache := opts.ResourceVersion == "0" ||
-		(opts.Continue == "" && opts.Limit == 0 && opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact)
-	if !fromCache {
-		return c.cfg.Store.List(ctx, prefix, opts)
-	}
+	match := opts.ResourceVersionMatch
 	switch {
+	case opts.Continue != "":
+		if rv > 0 || match != "" {
+			return c.cfg.Store.List(ctx, prefix, opts) // the store's error
+		}
+		rev, start, err := storage.DecodeContinue(opts.Continue, prefix)
+		if err != nil {
+			return nil, err
+		}
+		return c.listAt(ctx, prefix, start, rev, opts)
+	case match == metav1.ResourceVersionMatchExact || (match == "" && rv > 0 && opts.Limit > 0):
+		if rv == 0 {
+			return c.cfg.Store.List(ctx, prefix, opts) // the store's error
+		}
+		return c.listAt(ctx, prefix, prefix, rv, opts)
+	case opts.ResourceVersion == "0":
+		if !c.waitFor(ctx, 0) {
+			return c.cfg.Store.List(ctx, prefix, opts)
+		}
+		opts.Limit = 0
+	case match != "" && (match != metav1.ResourceVersionMatchNotOlderThan || opts.ResourceVersion == ""):
+		return c.cfg.Store.List(ctx, prefix, opts) // the store's error
 	case opts.ResourceVersion == "":
 		// A consistent read: the cache must reflect the store's revision now.
 		cur, err := c.cfg.Store.Revision(ctx)
@@ -102,26 +128,14 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 		if !c.waitFor(ctx, cur) {
 			return c.cfg.Store.List(ctx, prefix, opts)
 		}
-	case rv > 0:
+	default:
 		if !c.waitFor(ctx, rv) {
 			return nil, c.tooLarge(prefix, rv)
 		}
-	default:
-		if !c.waitFor(ctx, 0) {
-			return c.cfg.Store.List(ctx, prefix, opts)
-		}
 	}
-	list := &unstructured.UnstructuredList{Object: map[string]any{}}
 	c.mu.RLock()
-	c.mu.objects.AscendRange(item{key: prefix}, item{key: kv.PrefixEnd(prefix)}, func(it item) bool {
-		if opts.Predicate.Matches(it.obj) {
-			list.Items = append(list.Items, *it.obj)
-		}
-		return true
-	})
-	list.SetResourceVersion(strconv.FormatInt(c.mu.rev, 10))
-	c.mu.RUnlock()
-	return list, nil
+	defer c.mu.RUnlock()
+	return c.pageLocked(prefix, prefix, c.mu.rev, nil, opts), nil
 }
 
 // Watch starts a watch of key (or of every key under it, when Recursive)
