@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -16,6 +17,17 @@ import (
 // nil on create; rules that use oldSelf run only where an old value exists,
 // unless they set optionalOldSelf.
 //
+// On update, failures ratchet as kube-apiserver's do with the
+// CRDValidationRatcheting feature (GA, on by default): a rule that does not
+// use oldSelf and fails on a value unchanged from old is not reported. A
+// value is unchanged if it correlates with an old value (object fields by
+// name, map values by key, items of x-kubernetes-list-type=map lists by
+// their keys) that is deeply equal to it; a value that does not correlate
+// (an item of an atomic or set list, a field that is new) is judged by its
+// nearest correlated ancestor. Rules using oldSelf, optionalOldSelf
+// included, are never ratcheted. Upstream turns a ratcheted failure into a
+// warning; kplane drops it.
+//
 // The rules for one object share a cost budget (kube-apiserver's
 // RuntimeCELCostBudget), and each evaluation has its own limit
 // (PerCallLimit). Running out of either stops validation with an error, so
@@ -26,22 +38,25 @@ func (v *Validator) Validate(ctx context.Context, obj, old map[string]any) field
 		return nil
 	}
 	var o any
+	var rc ratchet
 	if old != nil {
 		o = old
+		rc.cur = &correlated{value: obj, old: old, schema: v.root.schema}
 	}
 	budget := int64(runtimeCostBudget)
-	return v.root.validate(ctx, nil, obj, o, &budget)
+	return v.root.validate(ctx, nil, obj, o, rc, &budget)
 }
 
 // validate checks the node's rules on obj and then its children. *budget is
-// the cost left; it goes negative when validation must stop.
-func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, budget *int64) field.ErrorList {
+// the cost left; it goes negative when validation must stop. rc places obj
+// for ratcheting.
+func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, rc ratchet, budget *int64) field.ErrorList {
 	if n == nil || obj == nil {
 		// Rules do not see null values: a rule on a nullable field only checks
 		// non-null values.
 		return nil
 	}
-	errs := n.evaluate(ctx, p, obj, old, budget)
+	errs := n.evaluate(ctx, p, obj, old, rc, budget)
 	if *budget < 0 {
 		return errs
 	}
@@ -65,7 +80,7 @@ func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, budget
 			if oldMap != nil {
 				oldV = oldMap[k]
 			}
-			errs = append(errs, child.validate(ctx, cp, x[k], oldV, budget)...)
+			errs = append(errs, child.validate(ctx, cp, x[k], oldV, rc.key(k), budget)...)
 			if *budget < 0 {
 				return errs
 			}
@@ -76,7 +91,7 @@ func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, budget
 		}
 		oldItems := newCorrelator(n.schema, old)
 		for i, e := range x {
-			errs = append(errs, n.items.validate(ctx, p.Index(i), e, oldItems.find(e), budget)...)
+			errs = append(errs, n.items.validate(ctx, p.Index(i), e, oldItems.find(e), rc.index(i), budget)...)
 			if *budget < 0 {
 				return errs
 			}
@@ -86,7 +101,7 @@ func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, budget
 }
 
 // evaluate runs the node's own rules.
-func (n *node) evaluate(ctx context.Context, p *field.Path, obj, old any, budget *int64) field.ErrorList {
+func (n *node) evaluate(ctx context.Context, p *field.Path, obj, old any, rc ratchet, budget *int64) field.ErrorList {
 	if len(n.rules) == 0 {
 		return nil
 	}
@@ -152,12 +167,21 @@ func (n *node) evaluate(ctx context.Context, p *field.Path, obj, old any, budget
 		if r.fieldPath != "" {
 			fp = p.Child(r.fieldPath)
 		}
+		// A failure of a rule that does not look at oldSelf, on a value
+		// unchanged since the stored object, is let through (upstream's
+		// addErr in validateExpressions).
+		report := func(e *field.Error) {
+			if r.usesOldSelf || !rc.unchanged() {
+				errs = append(errs, e)
+			}
+		}
 		detail := ""
 		if r.msg != nil {
 			m, fatal, merr := evalMessage(ctx, r, act, budget)
 			switch {
 			case fatal:
-				return append(errs, field.Invalid(fp, typ, merr))
+				report(field.Invalid(fp, typ, merr))
+				return errs
 			case merr == "":
 				detail = m
 			}
@@ -169,7 +193,7 @@ func (n *node) evaluate(ctx context.Context, p *field.Path, obj, old any, budget
 		if typ == "object" || typ == "array" {
 			value = field.OmitValueType{}
 		}
-		errs = append(errs, errorForReason(fp, value, detail, r.src.Reason))
+		report(errorForReason(fp, value, detail, r.src.Reason))
 	}
 	return errs
 }
@@ -288,4 +312,183 @@ func (c correlator) find(e any) any {
 		return nil
 	}
 	return c.old[k]
+}
+
+// ratchet places a node of the new object for validation ratcheting, as
+// upstream's ratchetingOptions: cur is its correlation with the old object,
+// nil where it has none; parent is then the nearest ancestor that has one.
+// The zero ratchet (a create) ratchets nothing.
+type ratchet struct {
+	cur, parent *correlated
+}
+
+// unchanged reports whether failures at the node are let through: the node,
+// or if it does not correlate its nearest correlated ancestor, is equal to
+// its old value.
+func (r ratchet) unchanged() bool {
+	if r.cur != nil {
+		return r.cur.deepEqual()
+	}
+	return r.parent.deepEqual()
+}
+
+// key is the ratchet of field k of an object (or key k of a map).
+func (r ratchet) key(k string) ratchet {
+	if r.cur == nil {
+		return r
+	}
+	if r.parent == nil && (k == "apiVersion" || k == "kind") {
+		// The root's apiVersion and kind are those of the request's version
+		// in both objects; upstream never ratchets them or below.
+		return ratchet{}
+	}
+	return ratchet{cur: r.cur.key(k), parent: r.cur}
+}
+
+// index is the ratchet of item i of a list.
+func (r ratchet) index(i int) ratchet {
+	if r.cur == nil {
+		return r
+	}
+	return ratchet{cur: r.cur.index(i), parent: r.cur}
+}
+
+// correlated pairs a value of the new object with its old value, as
+// upstream's common.CorrelatedObject: object fields and map values pair by
+// name, items of x-kubernetes-list-type=map lists by their keys; nothing
+// else pairs. Children and equality are computed once.
+type correlated struct {
+	value, old any
+	schema     *apiextensionsv1.JSONSchemaProps
+
+	children map[any]*correlated // by field name or index; nil entries cached too
+	items    *correlator         // the old map-list items by key, once built
+	equal    *bool
+}
+
+func (c *correlated) child(id any, build func() *correlated) *correlated {
+	if ch, ok := c.children[id]; ok {
+		return ch
+	}
+	ch := build()
+	if c.children == nil {
+		c.children = map[any]*correlated{}
+	}
+	c.children[id] = ch
+	return ch
+}
+
+// key is field k's correlation, nil if k is not in both objects or the
+// schema does not describe it.
+func (c *correlated) key(k string) *correlated {
+	if c == nil || c.schema == nil {
+		return nil
+	}
+	return c.child(k, func() *correlated {
+		nm, ok1 := c.value.(map[string]any)
+		om, ok2 := c.old.(map[string]any)
+		if !ok1 || !ok2 {
+			return nil
+		}
+		nv, ok1 := nm[k]
+		ov, ok2 := om[k]
+		if !ok1 || !ok2 {
+			return nil
+		}
+		var s *apiextensionsv1.JSONSchemaProps
+		if p, ok := c.schema.Properties[k]; ok {
+			s = &p
+		} else if c.schema.AdditionalProperties != nil && c.schema.AdditionalProperties.Schema != nil {
+			s = c.schema.AdditionalProperties.Schema
+		} else {
+			return nil
+		}
+		return &correlated{value: nv, old: ov, schema: s}
+	})
+}
+
+// index is item i's correlation: only items of a list-type=map list have
+// one, the old item with the same keys.
+func (c *correlated) index(i int) *correlated {
+	if c == nil || c.schema == nil {
+		return nil
+	}
+	return c.child(i, func() *correlated {
+		nl, ok1 := c.value.([]any)
+		_, ok2 := c.old.([]any)
+		if !ok1 || !ok2 || i >= len(nl) || c.schema.Items == nil || c.schema.Items.Schema == nil {
+			return nil
+		}
+		if c.schema.XListType == nil || *c.schema.XListType != "map" {
+			return nil
+		}
+		if c.items == nil {
+			items := newCorrelator(c.schema, c.old)
+			c.items = &items
+		}
+		o := c.items.find(nl[i])
+		if o == nil {
+			return nil
+		}
+		return &correlated{value: nl[i], old: o, schema: c.schema.Items.Schema}
+	})
+}
+
+// deepEqual reports whether the value equals its old value: objects field
+// by correlated field, list-type=map lists item by correlated item, other
+// lists and scalars as reflect.DeepEqual (upstream's CachedDeepEqual). A
+// nil correlation is not equal.
+func (c *correlated) deepEqual() bool {
+	if c == nil {
+		return false
+	}
+	if c.equal == nil {
+		eq := c.computeEqual()
+		c.equal = &eq
+	}
+	return *c.equal
+}
+
+func (c *correlated) computeEqual() bool {
+	if c.value == nil || c.old == nil {
+		return c.value == nil && c.old == nil
+	}
+	switch nv := c.value.(type) {
+	case []any:
+		ov, ok := c.old.([]any)
+		if !ok || len(ov) != len(nv) {
+			return false
+		}
+		if c.schema == nil || c.schema.XListType == nil || *c.schema.XListType != "map" {
+			return reflect.DeepEqual(ov, nv)
+		}
+		for i := range nv {
+			if !c.index(i).deepEqual() {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		ov, ok := c.old.(map[string]any)
+		if !ok || len(ov) != len(nv) {
+			return false
+		}
+		for k := range nv {
+			// A field the schema does not describe (kept by
+			// x-kubernetes-preserve-unknown-fields) never counts as
+			// unchanged, as upstream.
+			if !c.key(k).deepEqual() {
+				return false
+			}
+		}
+		return true
+	default:
+		if _, ok := c.old.(map[string]any); ok {
+			return false
+		}
+		if _, ok := c.old.([]any); ok {
+			return false
+		}
+		return reflect.DeepEqual(c.old, c.value)
+	}
 }
