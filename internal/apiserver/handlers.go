@@ -138,7 +138,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	opts, _, err := listOptions(h.kind, r.URL.Query())
+	opts, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -364,7 +364,7 @@ func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	lo, _, err := listOptions(h.kind, r.URL.Query())
+	lo, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return

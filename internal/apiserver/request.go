@@ -86,7 +86,7 @@ func parsePath(path string) (requestInfo, bool) {
 }
 
 // listOptions parses the query of a list, watch or deletecollection.
-func listOptions(k *registry.Kind, q url.Values) (registry.ListOptions, bool, error) {
+func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListOptions, bool, error) {
 	var o registry.ListOptions
 	var err error
 	if s := q.Get("labelSelector"); s != "" {
@@ -100,7 +100,7 @@ func listOptions(k *registry.Kind, q url.Values) (registry.ListOptions, bool, er
 			return o, false, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
 		for _, req := range sel.Requirements() {
-			if !fieldSupported(k, req.Field) {
+			if !k.SupportsField(version, req.Field) {
 				return o, false, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
 			}
 		}
@@ -153,17 +153,6 @@ func listOptions(k *registry.Kind, q url.Values) (registry.ListOptions, bool, er
 func invalidList(path, value, msg string) error {
 	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "",
 		field.ErrorList{field.Forbidden(field.NewPath(path), msg)})
-}
-
-func fieldSupported(k *registry.Kind, f string) bool {
-	if f == "metadata.name" || (k.Namespaced && f == "metadata.namespace") {
-		return true
-	}
-	if k.Fields == nil {
-		return false
-	}
-	_, ok := k.Fields(emptyObject())[f]
-	return ok
 }
 
 func boolParam(q url.Values, name string) bool {

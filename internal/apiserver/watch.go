@@ -24,7 +24,7 @@ import (
 // event (410 Gone and the like), after which the client relists.
 func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	opts, _, err := listOptions(h.kind, q)
+	opts, _, err := listOptions(h.kind, h.ri.version, q)
 	if err != nil {
 		writeError(w, err)
 		return

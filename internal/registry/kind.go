@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -77,6 +78,10 @@ type Kind struct {
 	// Fields returns the fields a field selector may use, beyond
 	// metadata.name and metadata.namespace.
 	Fields func(obj *unstructured.Unstructured) fields.Set
+	// VersionFields, if set, are the fields of Fields a selector may use
+	// in each version, by version name: a CRD declares selectableFields
+	// per version. Nil allows all of them in every version.
+	VersionFields map[string]sets.Set[string]
 	// Columns are the Table columns after NAME; AGE is added last unless a
 	// column already reports it.
 	Columns []Column
@@ -165,4 +170,22 @@ func (k *Kind) Prefix() string {
 		return "/" + k.Resource + "/"
 	}
 	return "/" + k.Group + "/" + k.Resource + "/"
+}
+
+// SupportsField reports whether a field selector of a request in version
+// may use field f: metadata.name, metadata.namespace for a namespaced
+// kind, and the kind's Fields (as upstream's ConvertFieldLabel accepts
+// them; anything else is 400 "field label not supported: <f>").
+func (k *Kind) SupportsField(version, f string) bool {
+	if f == "metadata.name" || (k.Namespaced && f == "metadata.namespace") {
+		return true
+	}
+	if k.Fields == nil {
+		return false
+	}
+	if k.VersionFields != nil {
+		return k.VersionFields[version].Has(f)
+	}
+	_, ok := k.Fields(&unstructured.Unstructured{Object: map[string]any{}})[f]
+	return ok
 }

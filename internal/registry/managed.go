@@ -56,7 +56,9 @@ func (r *Resource) fieldManager(k *Kind, v, subresource string) (*managedfields.
 	reset := resetFields(k, subresource)
 	var m *managedfields.FieldManager
 	var err error
-	if k.TypeConverter == nil {
+	if k.Typed == nil {
+		// Custom resources, with their CRD's schema or a deduced one, as
+		// apiextensions-apiserver's scopeWithFieldManager.
 		m, err = managedfields.NewDefaultCRDFieldManager(tc, relabel{}, noDefaults{}, creater{}, gvk, hub, subresource, reset)
 	} else {
 		m, err = managedfields.NewDefaultFieldManager(tc, relabel{}, noDefaults{}, creater{}, gvk, hub, subresource, reset)

@@ -26,7 +26,17 @@ func SetTypeConverters(kinds ...*Kind) {
 			typed[k.GroupVersionKind(v)] = k.Typed()
 		}
 	}
-	tc := &lazyTypeConverter{kinds: typed}
+	tc := LazyTypeConverter(func() (managedfields.TypeConverter, error) {
+		defs, err := openapi.Definitions(typed, openapi.V3RefPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("building the built-in kinds' schemas: %w", err)
+		}
+		tc, err := managedfields.NewTypeConverter(defs, false)
+		if err != nil {
+			return nil, fmt.Errorf("building the built-in kinds' type converter: %w", err)
+		}
+		return tc, nil
+	})
 	for _, k := range kinds {
 		if k.Typed != nil {
 			k.TypeConverter = tc
@@ -34,10 +44,16 @@ func SetTypeConverters(kinds ...*Kind) {
 	}
 }
 
-// lazyTypeConverter builds the converter of the built-in kinds once, when
-// the first write needs it.
+// LazyTypeConverter is a type converter built by build when the first
+// write needs it, once; a build error is returned by every conversion.
+// Building a converter walks every definition of the schemas, which a
+// server that only reads never needs.
+func LazyTypeConverter(build func() (managedfields.TypeConverter, error)) managedfields.TypeConverter {
+	return &lazyTypeConverter{build: build}
+}
+
 type lazyTypeConverter struct {
-	kinds map[schema.GroupVersionKind]runtime.Object
+	build func() (managedfields.TypeConverter, error)
 	once  sync.Once
 	tc    managedfields.TypeConverter
 	err   error
@@ -45,14 +61,8 @@ type lazyTypeConverter struct {
 
 func (l *lazyTypeConverter) get() (managedfields.TypeConverter, error) {
 	l.once.Do(func() {
-		defs, err := openapi.Definitions(l.kinds, openapi.V3RefPrefix)
-		if err != nil {
-			l.err = fmt.Errorf("building the built-in kinds' schemas: %w", err)
-			return
-		}
-		if l.tc, err = managedfields.NewTypeConverter(defs, false); err != nil {
-			l.err = fmt.Errorf("building the built-in kinds' type converter: %w", err)
-		}
+		l.tc, l.err = l.build()
+		l.build = nil
 	})
 	return l.tc, l.err
 }

@@ -133,6 +133,7 @@ func validate(obj *unstructured.Unstructured) field.ErrorList {
 				errs = append(errs, celErrs...)
 			}
 		}
+		errs = append(errs, validateSelectableFields(&s.Versions[i], p)...)
 	}
 	if len(s.Versions) > 0 && storage != 1 {
 		errs = append(errs, field.Invalid(spec.Child("versions"), s.Versions, "must have exactly one version marked as storage version"))
@@ -186,6 +187,8 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 			}
 		}
 	}
+	k.TypeConverter = typeConverter(crd, k.Schemas)
+	k.Fields, k.VersionFields = selectableFields(crd)
 	if storageVersion != nil {
 		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
 		if sub := storageVersion.Subresources; sub != nil && sub.Scale != nil {
@@ -248,15 +251,36 @@ func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.C
 	return vs, nil
 }
 
-// Validate checks the schema, then the CEL rules, as upstream does.
+// Validate checks the schema and the scale paths, then the CEL rules, as
+// upstream's custom resource strategy does. The rules run only if the
+// other checks found no error of a blocking type (upstream's
+// hasBlockingErr: a value of the wrong type, missing, unsupported, too
+// long or too many); otherwise one error says they were skipped, since
+// rules on such values would fail in confusing ways.
 func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
 	errs := v.Schema.Validate(ctx, obj, old)
-	errs = append(errs, v.rules.Validate(ctx, obj, old)...)
 	if v.scale != nil {
 		errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
 		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
 	}
-	return errs
+	if v.rules == nil {
+		return errs
+	}
+	if blocking(errs) {
+		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+	}
+	return append(errs, v.rules.Validate(ctx, obj, old)...)
+}
+
+// blocking reports an error that keeps the CEL rules from running.
+func blocking(errs field.ErrorList) bool {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return true
+		}
+	}
+	return false
 }
 
 // validateReplicas checks the replicas at a scale path as upstream's
