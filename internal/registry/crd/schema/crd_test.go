@@ -72,6 +72,38 @@ func TestValidateCRD(t *testing.T) {
 				p + ".properties[spec].properties[num].anyOf[0].description: Forbidden: must be empty to be structural",
 				p + ".properties[spec].properties[num].anyOf[0].type: Forbidden: must be empty to be structural",
 			}},
+		// CRDs are checked with AllowNestedXValidations false
+		// (ValidateStructural): rules are refused under every junctor, the
+		// other extensions too, and defaults.
+		{"rule inside allOf [structural]",
+			`{type: object, properties: {spec: {type: object, properties: {a: {type: integer}}, allOf: [{x-kubernetes-validations: [{rule: "self.a > 0"}]}]}}}`,
+			[]string{p + ".properties[spec].allOf[0].x-kubernetes-validations: Forbidden: must be empty to be structural"}},
+		{"rules inside anyOf, oneOf and not [structural]",
+			`{type: object, properties: {spec: {type: object, properties: {a: {type: integer}}, anyOf: [{x-kubernetes-validations: [{rule: "true"}]}], oneOf: [{x-kubernetes-validations: [{rule: "true"}]}], not: {x-kubernetes-validations: [{rule: "false"}]}}}}`,
+			[]string{
+				p + ".properties[spec].anyOf[0].x-kubernetes-validations: Forbidden: must be empty to be structural",
+				p + ".properties[spec].not.x-kubernetes-validations: Forbidden: must be empty to be structural",
+				p + ".properties[spec].oneOf[0].x-kubernetes-validations: Forbidden: must be empty to be structural",
+			}},
+		{"rule in a property inside allOf [structural]",
+			`{type: object, properties: {spec: {type: object, properties: {a: {type: integer}}, allOf: [{properties: {a: {x-kubernetes-validations: [{rule: "self > 0"}]}}}]}}}`,
+			[]string{p + ".properties[spec].allOf[0].properties[a].x-kubernetes-validations: Forbidden: must be empty to be structural"}},
+		{"extensions and default inside allOf [structural]",
+			`{type: object, properties: {spec: {type: object, properties: {l: {type: array, items: {type: string}}}, allOf: [{default: {}, nullable: true, x-kubernetes-preserve-unknown-fields: true, x-kubernetes-embedded-resource: true, x-kubernetes-int-or-string: true, x-kubernetes-map-type: atomic, properties: {l: {x-kubernetes-list-type: set, x-kubernetes-list-map-keys: [k]}}}]}}}`,
+			[]string{
+				p + ".properties[spec].allOf[0].default: Forbidden: must be undefined to be structural",
+				p + ".properties[spec].allOf[0].nullable: Forbidden: must be false to be structural",
+				p + ".properties[spec].allOf[0].properties[l].x-kubernetes-list-map-keys: Forbidden: must be empty to be structural",
+				p + ".properties[spec].allOf[0].properties[l].x-kubernetes-list-type: Forbidden: must be undefined to be structural",
+				p + ".properties[spec].allOf[0].x-kubernetes-embedded-resource: Forbidden: must be false to be structural",
+				p + ".properties[spec].allOf[0].x-kubernetes-int-or-string: Forbidden: must be false to be structural",
+				p + ".properties[spec].allOf[0].x-kubernetes-map-type: Forbidden: must be undefined to be structural",
+				p + ".properties[spec].allOf[0].x-kubernetes-preserve-unknown-fields: Forbidden: must be false to be structural",
+				// [crd]: the extension checks run inside junctors too.
+				p + ".properties[spec].allOf[0].properties[l].type: Required value: must be array if x-kubernetes-list-type is specified",
+				p + `.properties[spec].allOf[0].properties[l].x-kubernetes-list-type: Invalid value: "set": must be map if x-kubernetes-list-map-keys is non-empty`,
+				p + ".properties[spec].allOf[0].type: Required value: must be object if x-kubernetes-map-type is specified",
+			}},
 		{"int-or-string anyOf is allowed",
 			`{type: object, properties: {spec: {type: object, properties: {port: {x-kubernetes-int-or-string: true, anyOf: [{type: integer}, {type: string}]}}}}}`,
 			nil},
