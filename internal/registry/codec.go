@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
@@ -35,6 +36,21 @@ func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []erro
 	}
 	if obj.Object == nil {
 		return nil, nil, errors.New("the object provided is unrecognized or malformed: null")
+	}
+	if k.Typed == nil {
+		// A custom resource's metadata must decode as ObjectMeta, as
+		// apiextensions-apiserver's schema-coercing decoder requires of a
+		// request body (schema/objectmeta GetObjectMetaWithOptions without
+		// DropMalformedFields): "metadata":{"name":5} is refused, not dropped.
+		if md, ok := obj.Object["metadata"]; ok {
+			raw, err := utiljson.Marshal(md)
+			if err == nil {
+				err = utiljson.Unmarshal(raw, &metav1.ObjectMeta{})
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	if md, ok := obj.Object["metadata"]; ok && md == nil {
 		delete(obj.Object, "metadata")
