@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"sync"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -32,9 +33,12 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 // Shared is an object handed to many watchers at once. It is read-only,
 // and its JSON form is computed once, on first use, for all of them: the
 // apiserver's caching_object idea. Anything that marshals it with
-// encoding/json gets the cached bytes.
+// encoding/json gets the cached bytes. One made from a Record is served
+// from the record's JSON, without an encode.
 type Shared struct {
 	*unstructured.Unstructured
+	rec  *Record
+	rev  int64
 	once sync.Once
 	data []byte
 	err  error
@@ -43,10 +47,38 @@ type Shared struct {
 // NewShared wraps obj, which nobody may modify afterwards.
 func NewShared(obj *unstructured.Unstructured) *Shared { return &Shared{Unstructured: obj} }
 
+// SharedRecord returns the object of rec with resourceVersion rev, decoded
+// once for the watchers that get it and served from rec's JSON. For rev ==
+// rec.Rev the same Shared is returned while anybody still holds it, so
+// that concurrent watchers starting from one cache state decode each
+// object once.
+func SharedRecord(rec *Record, rev int64) (*Shared, error) {
+	if rev == rec.Rev {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if s := rec.shared.Value(); s != nil {
+			return s, nil
+		}
+	}
+	obj, err := rec.Decode(rev)
+	if err != nil {
+		return nil, err
+	}
+	s := &Shared{Unstructured: obj, rec: rec, rev: rev}
+	if rev == rec.Rev {
+		rec.shared = weak.Make(s)
+	}
+	return s, nil
+}
+
 // MarshalJSON returns the object's JSON, encoding it at most once.
 func (s *Shared) MarshalJSON() ([]byte, error) {
 	s.once.Do(func() {
-		s.data, s.err = AppendJSON(nil, s.Object)
+		if s.rec != nil {
+			s.data, s.err = s.rec.AppendJSON(make([]byte, 0, len(s.rec.Value)+32), s.rev)
+		} else {
+			s.data, s.err = AppendJSON(nil, s.Object)
+		}
 		s.data = append(s.data, '\n') // as Unstructured.MarshalJSON writes it
 	})
 	return s.data, s.err

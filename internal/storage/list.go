@@ -156,6 +156,17 @@ const (
 
 // List reads the objects under prefix, which must end in "/".
 func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*unstructured.UnstructuredList, error) {
+	l, err := s.ListRecords(ctx, prefix, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Decode()
+}
+
+// ListRecords is List without the decode: the objects as stored, for a
+// caller that serves their JSON (or keeps them, as the watch cache does).
+// Selectors are matched on a scan of each value (Predicate.MatchesRecord).
+func (s *Store) ListRecords(ctx context.Context, prefix string, opts ListOptions) (*RecordList, error) {
 	if !strings.HasSuffix(prefix, "/") {
 		return nil, newErr(CodeInvalidRequest, prefix, 0, "a list prefix must end in /")
 	}
@@ -195,7 +206,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*uns
 		minRev = rv
 	}
 
-	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	list := &RecordList{}
 	end := kv.PrefixEnd(prefix)
 	for {
 		batch := opts.Limit
@@ -221,14 +232,14 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*uns
 			}
 		}
 		for i := range r.KVs {
-			obj, err := decode(&r.KVs[i], r.KVs[i].ModRevision)
+			rec, err := NewRecord(r.KVs[i].Key, r.KVs[i].Value, r.KVs[i].ModRevision)
 			if err != nil {
 				return nil, err
 			}
-			if !opts.Predicate.Matches(obj) {
+			if !opts.Predicate.MatchesRecord(rec) {
 				continue
 			}
-			list.Items = append(list.Items, *obj)
+			list.Items = append(list.Items, rec)
 			if opts.Limit > 0 && int64(len(list.Items)) == opts.Limit {
 				more := i < len(r.KVs)-1 || r.More
 				if !more {
@@ -239,7 +250,8 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*uns
 					n := r.Count - int64(i) - 1
 					remaining = &n
 				}
-				listMeta(list, readRev, encodeContinue(readRev, strings.TrimPrefix(r.KVs[i].Key, prefix)+"\x00"), remaining)
+				list.ResourceVersion, list.Remaining = readRev, remaining
+				list.Continue = encodeContinue(readRev, strings.TrimPrefix(r.KVs[i].Key, prefix)+"\x00")
 				return list, nil
 			}
 		}
@@ -248,6 +260,6 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*uns
 		}
 		start = r.KVs[len(r.KVs)-1].Key + "\x00"
 	}
-	listMeta(list, readRev, "", nil)
+	list.ResourceVersion = readRev
 	return list, nil
 }

@@ -241,11 +241,3 @@ func (s *Store) conditionally(ctx context.Context, key string, pre *Precondition
 	}
 }
 
-// listMeta fills a list's metadata.
-func listMeta(list *unstructured.UnstructuredList, rev int64, cont string, remaining *int64) {
-	list.SetResourceVersion(strconv.FormatInt(rev, 10))
-	if cont != "" { // omitted when empty, as ListMeta's omitempty does
-		list.SetContinue(cont)
-	}
-	list.SetRemainingItemCount(remaining)
-}

@@ -217,3 +217,96 @@ func statusObject(err *apierrors.StatusError) *metav1.Status {
 	st := err.Status()
 	return &st
 }
+
+// RecordEvent is a change as the watch cache follows it: the new state of
+// a key, or its deletion, at Rev; or, with only Rev set, a progress
+// notification (every change up to Rev has been sent); or Err, which ends
+// the watch (*Error CodeExpired when the history was compacted).
+type RecordEvent struct {
+	Rev     int64
+	Key     string
+	Record  *Record // nil: deleted
+	Deleted bool
+	Err     error
+}
+
+// RecordWatch follows the keys under a prefix as records: no decoding,
+// for the watch cache.
+type RecordWatch struct {
+	kw     kv.Watcher
+	cancel context.CancelFunc
+	out    chan RecordEvent
+	done   chan struct{}
+}
+
+// WatchRecords follows the changes under prefix after revision rev, with
+// progress notifications when idle.
+func (s *Store) WatchRecords(ctx context.Context, prefix string, rev int64) (*RecordWatch, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	kw, err := s.kv.Watch(wctx, prefix, kv.WatchOptions{End: kv.PrefixEnd(prefix), Revision: rev + 1, ProgressNotify: true})
+	if err != nil {
+		cancel()
+		return nil, interpret(prefix, rev, err)
+	}
+	w := &RecordWatch{kw: kw, cancel: cancel, out: make(chan RecordEvent, 100), done: make(chan struct{})}
+	go w.run(wctx, prefix, rev)
+	return w, nil
+}
+
+// Events delivers the changes; it is closed after an event with Err, or
+// after Stop.
+func (w *RecordWatch) Events() <-chan RecordEvent { return w.out }
+
+// RequestProgress implements ProgressRequester.
+func (w *RecordWatch) RequestProgress(ctx context.Context) error { return w.kw.RequestProgress(ctx) }
+
+// Stop ends the watch and waits for its goroutine.
+func (w *RecordWatch) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *RecordWatch) run(ctx context.Context, prefix string, from int64) {
+	defer close(w.done)
+	defer close(w.out)
+	defer w.kw.Close()
+	send := func(ev RecordEvent) bool {
+		select {
+		case w.out <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for resp := range w.kw.Responses() {
+		switch {
+		case resp.Err != nil:
+			err := interpret(prefix, from, resp.Err)
+			if errors.Is(resp.Err, kv.ErrCompacted) {
+				err = &Error{Code: CodeExpired, Key: prefix, ResourceVersion: from,
+					Msg: fmt.Sprintf("too old resource version: %d (%d)", from, resp.CompactRevision), Err: resp.Err}
+			}
+			send(RecordEvent{Rev: resp.Revision, Err: err})
+			return
+		case resp.Progress:
+			if !send(RecordEvent{Rev: resp.Revision}) {
+				return
+			}
+			continue
+		}
+		for _, e := range resp.Events {
+			ev := RecordEvent{Rev: e.KV.ModRevision, Key: e.KV.Key, Deleted: e.Type == kv.Delete}
+			if !ev.Deleted {
+				rec, err := NewRecord(e.KV.Key, e.KV.Value, e.KV.ModRevision)
+				if err != nil {
+					send(RecordEvent{Rev: ev.Rev, Err: err})
+					return
+				}
+				ev.Record = rec
+			}
+			if !send(ev) {
+				return
+			}
+		}
+	}
+}

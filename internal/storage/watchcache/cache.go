@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -68,32 +67,16 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// event is one change, as the cache keeps it: obj is the new state (for
-// a delete, the last state with the delete's resourceVersion), prev the
-// state before (nil for a create).
+// event is one change, as the cache keeps it: cur is the key's new state
+// (nil for a delete), prior its state before (nil for a create).
 type event struct {
-	rev       int64
-	key       string
-	obj, prev *unstructured.Unstructured
-	// prior is the key's state before the event as a list read at an
-	// earlier revision shows it (nil: absent). It is prev, except for a
-	// delete, whose prev carries the delete's resourceVersion and prior
-	// the object's own.
-	prior *unstructured.Unstructured
-	// shared wraps obj, or prev for a delete: what watchers are sent, so
-	// that each event is encoded once for all of them.
-	shared *storage.Shared
+	rev        int64
+	key        string
+	cur, prior *storage.Record
 }
 
-type item struct {
-	key    string
-	obj    *unstructured.Unstructured
-	shared *storage.Shared // wraps obj
-}
-
-func newItem(key string, obj *unstructured.Unstructured) item {
-	return item{key: key, obj: obj, shared: storage.NewShared(obj)}
-}
+// probe is a btree key for lookups.
+func probe(key string) *storage.Record { return &storage.Record{Key: key} }
 
 // Cache is the watch cache of one resource. Create it with New, run it
 // with Run. Objects it hands out are shared: callers must not modify them.
@@ -105,7 +88,9 @@ type Cache struct {
 	mu struct {
 		sync.RWMutex
 		ready   bool
-		objects *btree.BTreeG[item]
+		// objects holds the records of the current state: their stored
+		// JSON, not decoded objects (see storage.Record).
+		objects *btree.BTreeG[*storage.Record]
 		rev     int64 // everything up to rev is reflected
 		// history holds the last Capacity events in revision order: every
 		// event after floor. A watch may resume from any revision >=
@@ -124,7 +109,7 @@ type Cache struct {
 func New(cfg Config) *Cache {
 	cfg.setDefaults()
 	c := &Cache{cfg: cfg}
-	c.mu.objects = btree.NewG(32, func(a, b item) bool { return a.key < b.key })
+	c.mu.objects = btree.NewG(32, func(a, b *storage.Record) bool { return a.Key < b.Key })
 	c.mu.watchers = make(map[*watcher]struct{})
 	c.mu.changed = make(chan struct{})
 	return c
@@ -153,15 +138,11 @@ func (c *Cache) Run(ctx context.Context) error {
 
 // follow lists, then applies the store watch until it fails.
 func (c *Cache) follow(ctx context.Context) error {
-	list, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{})
+	list, err := c.cfg.Store.ListRecords(ctx, c.cfg.Prefix, storage.ListOptions{})
 	if err != nil {
 		return err
 	}
-	rev, _ := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := c.cfg.Store.Watch(wctx, c.cfg.Prefix, storage.WatchOptions{
-		ResourceVersion: list.GetResourceVersion(), Recursive: true, ProgressNotify: true})
+	w, err := c.cfg.Store.WatchRecords(ctx, c.cfg.Prefix, list.ResourceVersion)
 	if err != nil {
 		return err
 	}
@@ -169,12 +150,11 @@ func (c *Cache) follow(ctx context.Context) error {
 
 	c.mu.Lock()
 	c.mu.objects.Clear(false)
-	for i := range list.Items {
-		obj := &list.Items[i]
-		c.mu.objects.ReplaceOrInsert(newItem(c.cfg.Key(obj), obj))
+	for _, r := range list.Items {
+		c.mu.objects.ReplaceOrInsert(r)
 	}
-	c.mu.rev, c.mu.floor, c.mu.history = rev, rev, nil
-	c.mu.progress, _ = w.(storage.ProgressRequester)
+	c.mu.rev, c.mu.floor, c.mu.history = list.ResourceVersion, list.ResourceVersion, nil
+	c.mu.progress = w
 	c.mu.ready = true
 	c.broadcastLocked()
 	c.mu.Unlock()
@@ -183,7 +163,7 @@ func (c *Cache) follow(ctx context.Context) error {
 	defer bookmarks.Stop()
 	for {
 		select {
-		case ev, ok := <-w.ResultChan():
+		case ev, ok := <-w.Events():
 			if !ok {
 				return errors.New("the store watch closed")
 			}
@@ -199,50 +179,41 @@ func (c *Cache) follow(ctx context.Context) error {
 }
 
 // apply records one store event and hands it to the watchers.
-func (c *Cache) apply(ev watch.Event) error {
-	if ev.Type == watch.Error {
-		return fmt.Errorf("store watch error: %v", apierrors.FromObject(ev.Object))
-	}
-	obj, ok := ev.Object.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("store watch sent a %T", ev.Object)
-	}
-	rev, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return fmt.Errorf("store watch event without a resourceVersion: %v", err)
+func (c *Cache) apply(ev storage.RecordEvent) error {
+	if ev.Err != nil {
+		return fmt.Errorf("store watch error: %w", ev.Err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ev.Type == watch.Bookmark {
-		if rev > c.mu.rev {
-			c.mu.rev = rev
+	if ev.Key == "" { // progress
+		if ev.Rev > c.mu.rev {
+			c.mu.rev = ev.Rev
 			c.broadcastLocked()
 		}
 		return nil
 	}
-	key := c.cfg.Key(obj)
-	e := event{rev: rev, key: key}
-	if old, found := c.mu.objects.Get(item{key: key}); found {
-		e.prev, e.prior = old.obj, old.obj
+	e := event{rev: ev.Rev, key: ev.Key, cur: ev.Record}
+	if old, found := c.mu.objects.Get(probe(ev.Key)); found {
+		e.prior = old
 	}
-	if ev.Type == watch.Deleted {
-		e.prev = obj // the store sends the last state at the delete's revision
-		e.shared = storage.NewShared(obj)
-		c.mu.objects.Delete(item{key: key})
+	if ev.Deleted {
+		c.mu.objects.Delete(probe(ev.Key))
 	} else {
-		e.obj = obj
-		it := newItem(key, obj)
-		e.shared = it.shared
-		c.mu.objects.ReplaceOrInsert(it)
+		c.mu.objects.ReplaceOrInsert(ev.Record)
+	}
+	c.mu.rev = ev.Rev
+	if e.cur == nil && e.prior == nil {
+		c.broadcastLocked() // a delete of a key the cache never saw: nothing to tell
+		return nil
 	}
 	c.mu.history = append(c.mu.history, e)
 	if over := len(c.mu.history) - c.cfg.Capacity; over > 0 {
 		c.mu.floor = c.mu.history[over-1].rev
 		c.mu.history = append(c.mu.history[:0:0], c.mu.history[over:]...)
 	}
-	c.mu.rev = rev
+	objs := &eventObjects{e: e}
 	for w := range c.mu.watchers {
-		if out, ok := w.transform(e); ok {
+		if out, ok := w.transform(e, objs); ok {
 			w.push(out)
 		}
 	}

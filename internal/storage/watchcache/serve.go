@@ -58,12 +58,13 @@ func (c *Cache) Get(ctx context.Context, key string, opts storage.GetOptions) (*
 		return nil, c.tooLarge(key, rv)
 	}
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	it, ok := c.mu.objects.Get(item{key: key})
+	r, ok := c.mu.objects.Get(probe(key))
+	rev := c.mu.rev
+	c.mu.RUnlock()
 	if !ok {
-		return nil, &storage.Error{Code: storage.CodeNotFound, Key: key, ResourceVersion: c.mu.rev, Msg: "not found"}
+		return nil, &storage.Error{Code: storage.CodeNotFound, Key: key, ResourceVersion: rev, Msg: "not found"}
 	}
-	return it.obj, nil
+	return r.Decode(r.Rev)
 }
 
 func (c *Cache) tooLarge(key string, rv int64) error {
@@ -89,6 +90,16 @@ func (c *Cache) within(key string) bool { return strings.HasPrefix(key, c.cfg.Pr
 // Continue tokens are the store's, so the pages of one list may come from
 // either.
 func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOptions) (*unstructured.UnstructuredList, error) {
+	l, err := c.ListRecords(ctx, prefix, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Decode()
+}
+
+// ListRecords is List without the decode: the objects as stored, for the
+// HTTP layer to serve their JSON as it is.
+func (c *Cache) ListRecords(ctx context.Context, prefix string, opts storage.ListOptions) (*storage.RecordList, error) {
 	if !c.within(prefix) || !strings.HasSuffix(prefix, "/") {
 		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: prefix, Msg: "list prefix outside the cache " + c.cfg.Prefix}
 	}
@@ -100,7 +111,7 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 	switch {
 	case opts.Continue != "":
 		if rv > 0 || match != "" {
-			return c.cfg.Store.List(ctx, prefix, opts) // the store's error
+			return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
 		}
 		rev, start, err := storage.DecodeContinue(opts.Continue, prefix)
 		if err != nil {
@@ -109,16 +120,16 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 		return c.listAt(ctx, prefix, start, rev, opts)
 	case match == metav1.ResourceVersionMatchExact || (match == "" && rv > 0 && opts.Limit > 0):
 		if rv == 0 {
-			return c.cfg.Store.List(ctx, prefix, opts) // the store's error
+			return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
 		}
 		return c.listAt(ctx, prefix, prefix, rv, opts)
 	case opts.ResourceVersion == "0":
 		if !c.waitFor(ctx, 0) {
-			return c.cfg.Store.List(ctx, prefix, opts)
+			return c.cfg.Store.ListRecords(ctx, prefix, opts)
 		}
 		opts.Limit = 0
 	case match != "" && (match != metav1.ResourceVersionMatchNotOlderThan || opts.ResourceVersion == ""):
-		return c.cfg.Store.List(ctx, prefix, opts) // the store's error
+		return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
 	case opts.ResourceVersion == "":
 		// A consistent read: the cache must reflect the store's revision now.
 		cur, err := c.cfg.Store.Revision(ctx)
@@ -126,7 +137,7 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 			return nil, err
 		}
 		if !c.waitFor(ctx, cur) {
-			return c.cfg.Store.List(ctx, prefix, opts)
+			return c.cfg.Store.ListRecords(ctx, prefix, opts)
 		}
 	default:
 		if !c.waitFor(ctx, rv) {
@@ -167,15 +178,23 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	var initial []watch.Event
 	switch {
 	case rv == 0 || opts.SendInitialEvents:
-		c.mu.objects.AscendGreaterOrEqual(item{key: key}, func(it item) bool {
-			if !strings.HasPrefix(it.key, key) {
+		var err error
+		c.mu.objects.AscendGreaterOrEqual(probe(key), func(r *storage.Record) bool {
+			if !strings.HasPrefix(r.Key, key) {
 				return false
 			}
-			if match(it.key) && opts.Predicate.Matches(it.obj) {
-				initial = append(initial, watch.Event{Type: watch.Added, Object: it.shared})
+			if match(r.Key) && opts.Predicate.MatchesRecord(r) {
+				var obj *storage.Shared
+				if obj, err = storage.SharedRecord(r, r.Rev); err != nil {
+					return false
+				}
+				initial = append(initial, watch.Event{Type: watch.Added, Object: obj})
 			}
 			return true
 		})
+		if err != nil {
+			return nil, err
+		}
 		if opts.SendInitialEvents {
 			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, true)})
 		}
@@ -184,10 +203,10 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		w.end(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, c.mu.floor)))
 		return w, nil
 	default:
-		probe := &watcher{pred: opts.Predicate, match: match}
+		replay := &watcher{pred: opts.Predicate, match: match}
 		for _, e := range c.mu.history {
 			if e.rev > rv {
-				if out, ok := probe.transform(e); ok {
+				if out, ok := replay.transform(e, &eventObjects{e: e}); ok {
 					initial = append(initial, out)
 				}
 			}

@@ -2,7 +2,6 @@ package watchcache
 
 import (
 	"context"
-	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -129,22 +128,64 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// transform turns a cache event into what this watcher's client sees.
-// Clients get the event's shared object whenever they see the change as
-// it happened; only an object leaving the selection needs its own copy.
-func (w *watcher) transform(e event) (watch.Event, bool) {
+// transform turns a cache event into what this watcher's client sees, as
+// storage.Predicate.Transform does: an object that starts matching is
+// ADDED, one that keeps matching MODIFIED, and one that stops matching or
+// is deleted DELETED with its last state at the event's revision. The
+// objects come from objs, decoded once for every watcher of the event.
+func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 	if !w.match(e.key) {
 		return watch.Event{}, false
 	}
-	prev := e.prev
-	if prev != nil && e.obj != nil && w.pred.Matches(prev) && !w.pred.Matches(e.obj) {
-		// Leaving the selection: the last matching state, at this revision.
-		prev = prev.DeepCopy()
-		prev.SetResourceVersion(strconv.FormatInt(e.rev, 10))
-		return watch.Event{Type: watch.Deleted, Object: prev}, true
+	curOK := e.cur != nil && w.pred.MatchesRecord(e.cur)
+	priorOK := e.prior != nil && w.pred.MatchesRecord(e.prior)
+	var (
+		typ watch.EventType
+		obj *storage.Shared
+		err error
+	)
+	switch {
+	case curOK && priorOK:
+		typ = watch.Modified
+		obj, err = objs.current()
+	case curOK:
+		typ = watch.Added
+		obj, err = objs.current()
+	case priorOK:
+		typ = watch.Deleted
+		obj, err = objs.last()
+	default:
+		return watch.Event{}, false
 	}
-	typ, _, ok := w.pred.Transform(e.obj, prev)
-	return watch.Event{Type: typ, Object: e.shared}, ok
+	if err != nil {
+		return errorEvent(apierrors.NewInternalError(err)), true
+	}
+	return watch.Event{Type: typ, Object: obj}, true
+}
+
+// eventObjects are an event's objects as watchers are sent them, decoded
+// on first use.
+type eventObjects struct {
+	e               event
+	cur, prior      *storage.Shared
+	curErr, lastErr error
+}
+
+// current is the new state.
+func (o *eventObjects) current() (*storage.Shared, error) {
+	if o.cur == nil && o.curErr == nil {
+		o.cur, o.curErr = storage.SharedRecord(o.e.cur, o.e.cur.Rev)
+	}
+	return o.cur, o.curErr
+}
+
+// last is the state before, with the event's resourceVersion, as
+// kube-apiserver reports a DELETED object.
+func (o *eventObjects) last() (*storage.Shared, error) {
+	if o.prior == nil && o.lastErr == nil {
+		o.prior, o.lastErr = storage.SharedRecord(o.e.prior, o.e.rev)
+	}
+	return o.prior, o.lastErr
 }
 
 func errorEvent(err *apierrors.StatusError) watch.Event {

@@ -1,0 +1,494 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"weak"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Record is a stored object kept as the store holds it: its JSON (without
+// resourceVersion, as Store writes it) and what selectors need, read once
+// by a scan instead of a decode. The watch cache keeps records, not
+// decoded objects: a record costs little beyond its JSON, which it shares
+// with the engine, and it is served by copying that JSON with the
+// resourceVersion spliced in (AppendJSON), byte for byte what encoding the
+// decoded object would give.
+//
+// A Record is read-only once made; its Value must not be modified.
+type Record struct {
+	Key   string
+	Value []byte // the stored JSON; shared, read-only
+	// Rev is the revision the object was written at: its resourceVersion.
+	Rev             int64
+	Name, Namespace string
+	labels          labelPairs
+	// at is where `"resourceVersion":"N"` goes in Value, and sep says
+	// whether it needs a comma after it (sepAfter), before it
+	// (sepBefore), or none (metadata was empty). at < 0: Value is not in
+	// the form Store writes (a resourceVersion is stored, say), and
+	// AppendJSON goes the slow way, through a decode.
+	at  int
+	sep byte
+
+	// shared is the decoded object at Rev while some watcher holds it
+	// (SharedRecord).
+	mu     sync.Mutex
+	shared weak.Pointer[Shared]
+}
+
+const (
+	sepNone   = 0
+	sepAfter  = 1
+	sepBefore = 2
+)
+
+// NewRecord scans a stored object. The error is CodeInvalidObj when value
+// is not a JSON object with a metadata object, as decoding would find.
+func NewRecord(key string, value []byte, rev int64) (*Record, error) {
+	r := &Record{Key: key, Value: value, Rev: rev, at: -1}
+	if err := r.scan(); err != nil {
+		return nil, &Error{Code: CodeInvalidObj, Key: key, ResourceVersion: rev, Msg: "decoding the stored object", Err: err}
+	}
+	return r, nil
+}
+
+var errNotObject = errors.New("the stored value is not a JSON object with metadata")
+
+// scan finds metadata's name, namespace and labels, and where the
+// resourceVersion belongs among metadata's keys (they are sorted, as
+// AppendJSON writes them).
+func (r *Record) scan() error {
+	s := scanner{data: r.Value}
+	found := false
+	err := s.object(func(key string) error {
+		if key != "metadata" {
+			return s.skip()
+		}
+		found = true
+		if s.peek() != '{' {
+			return errNotObject
+		}
+		inOrder, prevKey, empty := true, "", true
+		err := s.object(func(key string) error {
+			if key < prevKey {
+				inOrder = false
+			}
+			prevKey = key
+			if r.at < 0 && key > "resourceVersion" {
+				r.at, r.sep = s.keyStart, sepAfter
+			}
+			empty = false
+			switch key {
+			case "resourceVersion":
+				inOrder = false // stored with one: serve through a decode
+				return s.skip()
+			case "name", "namespace":
+				v, err := s.str()
+				if key == "name" {
+					r.Name = v
+				} else {
+					r.Namespace = v
+				}
+				return err
+			case "labels":
+				if s.peek() == 'n' {
+					return s.skip()
+				}
+				var pairs labelPairs
+				if err := s.object(func(k string) error {
+					v, err := s.str()
+					pairs = append(pairs, k, v)
+					return err
+				}); err != nil {
+					return err
+				}
+				r.labels = pairs.sorted()
+				return nil
+			}
+			return s.skip()
+		})
+		if err != nil {
+			return err
+		}
+		if r.at < 0 {
+			// Before metadata's closing brace, which the scanner has passed.
+			r.at = s.pos - 1
+			if empty {
+				r.sep = sepNone
+			} else {
+				r.sep = sepBefore
+			}
+		}
+		if !inOrder {
+			r.at = -1
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return errNotObject
+	}
+	return nil
+}
+
+// Labels returns the object's labels for a label selector.
+func (r *Record) Labels() labels.Labels { return r.labels }
+
+// AppendJSON appends the object's JSON with resourceVersion rev (its own
+// Rev, or a delete's revision), without a trailing newline.
+func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
+	if r.at < 0 {
+		obj, err := r.Decode(rev)
+		if err != nil {
+			return nil, err
+		}
+		return AppendJSON(b, obj.Object)
+	}
+	v := bytes.TrimSuffix(r.Value, []byte("\n"))
+	b = append(b, v[:r.at]...)
+	if r.sep == sepBefore {
+		b = append(b, ',')
+	}
+	b = append(b, `"resourceVersion":"`...)
+	b = strconv.AppendInt(b, rev, 10)
+	b = append(b, '"')
+	if r.sep == sepAfter {
+		b = append(b, ',')
+	}
+	return append(b, v[r.at:]...), nil
+}
+
+// Decode returns the object with resourceVersion rev; the caller owns it.
+func (r *Record) Decode(rev int64) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(r.Value); err != nil {
+		return nil, &Error{Code: CodeInvalidObj, Key: r.Key, ResourceVersion: r.Rev, Msg: "decoding the stored object", Err: err}
+	}
+	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return obj, nil
+}
+
+// MatchesRecord reports whether the object of r is selected. Field
+// selectors on anything but metadata.name and metadata.namespace decode
+// the object for the kind's Fields.
+func (p Predicate) MatchesRecord(r *Record) bool {
+	if p.Label != nil && !p.Label.Empty() && !p.Label.Matches(r.labels) {
+		return false
+	}
+	if p.Field == nil || p.Field.Empty() {
+		return true
+	}
+	if p.Fields != nil && !onlyMeta(p.Field) {
+		obj, err := r.Decode(r.Rev)
+		if err != nil {
+			return false
+		}
+		return p.Field.Matches(p.Fields(obj))
+	}
+	return p.Field.Matches(fields.Set{"metadata.name": r.Name, "metadata.namespace": r.Namespace})
+}
+
+// onlyMeta reports whether sel uses metadata.name and metadata.namespace
+// alone.
+func onlyMeta(sel fields.Selector) bool {
+	for _, req := range sel.Requirements() {
+		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+			return false
+		}
+	}
+	return true
+}
+
+// labelPairs are labels as key, value, key, value…, sorted by key: a
+// labels.Labels that costs two strings per label.
+type labelPairs []string
+
+func (l labelPairs) sorted() labelPairs {
+	type kv struct{ k, v string }
+	pairs := make([]kv, 0, len(l)/2)
+	for i := 0; i+1 < len(l); i += 2 {
+		pairs = append(pairs, kv{l[i], l[i+1]})
+	}
+	slices.SortStableFunc(pairs, func(a, b kv) int {
+		switch {
+		case a.k < b.k:
+			return -1
+		case a.k > b.k:
+			return 1
+		}
+		return 0
+	})
+	out := make(labelPairs, 0, len(l))
+	for i, p := range pairs {
+		if i > 0 && pairs[i-1].k == p.k {
+			out[len(out)-1] = p.v // the last of a repeated key wins, as decoding does
+			continue
+		}
+		out = append(out, p.k, p.v)
+	}
+	return out
+}
+
+func (l labelPairs) find(key string) (int, bool) {
+	lo, hi := 0, len(l)/2
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch k := l[2*m]; {
+		case k == key:
+			return m, true
+		case k < key:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return lo, false
+}
+
+// Has implements labels.Labels.
+func (l labelPairs) Has(key string) bool { _, ok := l.find(key); return ok }
+
+// Get implements labels.Labels.
+func (l labelPairs) Get(key string) string {
+	if i, ok := l.find(key); ok {
+		return l[2*i+1]
+	}
+	return ""
+}
+
+// Lookup implements labels.Labels.
+func (l labelPairs) Lookup(key string) (string, bool) {
+	if i, ok := l.find(key); ok {
+		return l[2*i+1], true
+	}
+	return "", false
+}
+
+// scanner reads just enough JSON to find keys and skip values. It
+// trusts nothing: malformed input is an error, never a panic.
+type scanner struct {
+	data     []byte
+	pos      int
+	keyStart int // where the key object() last handed over starts
+}
+
+var errSyntax = errors.New("malformed JSON")
+
+func (s *scanner) ws() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+// object reads an object, calling f with each key; f must read the value.
+func (s *scanner) object(f func(key string) error) error {
+	if s.peek() != '{' {
+		return errSyntax
+	}
+	s.pos++
+	if s.peek() == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		s.ws()
+		s.keyStart = s.pos
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if s.peek() != ':' {
+			return errSyntax
+		}
+		s.pos++
+		if err := f(key); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
+
+// str reads a string.
+func (s *scanner) str() (string, error) {
+	start, escaped, err := s.strEnd()
+	if err != nil {
+		return "", err
+	}
+	raw := s.data[start:s.pos]
+	if !escaped {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// strEnd moves past a string, reporting where it began and whether it
+// has escapes.
+func (s *scanner) strEnd() (start int, escaped bool, err error) {
+	if s.peek() != '"' {
+		return 0, false, errSyntax
+	}
+	start = s.pos
+	s.pos++
+	for {
+		i := bytes.IndexAny(s.data[s.pos:], "\"\\")
+		if i < 0 {
+			return 0, false, errSyntax
+		}
+		s.pos += i
+		if s.data[s.pos] == '"' {
+			s.pos++
+			return start, escaped, nil
+		}
+		escaped = true
+		s.pos += 2 // the backslash and the escaped byte
+		if s.pos > len(s.data) {
+			return 0, false, errSyntax
+		}
+	}
+}
+
+// skip moves past one value.
+func (s *scanner) skip() error {
+	switch c := s.peek(); c {
+	case '{':
+		return s.object(func(string) error { return s.skip() })
+	case '[':
+		s.pos++
+		if s.peek() == ']' {
+			s.pos++
+			return nil
+		}
+		for {
+			if err := s.skip(); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.pos++
+			case ']':
+				s.pos++
+				return nil
+			default:
+				return errSyntax
+			}
+		}
+	case '"':
+		_, _, err := s.strEnd()
+		return err
+	case 0:
+		return errSyntax
+	default: // a number, true, false or null
+		start := s.pos
+		for s.pos < len(s.data) {
+			switch s.data[s.pos] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				if s.pos == start {
+					return errSyntax
+				}
+				return nil
+			}
+			s.pos++
+		}
+		return errSyntax
+	}
+}
+
+// RecordList is a list of records: a page of a list, as Store.ListRecords
+// and the watch cache read it.
+type RecordList struct {
+	// Items are served each at its own Rev.
+	Items           []*Record
+	ResourceVersion int64
+	Continue        string
+	// Remaining is the count of objects after this page, when known.
+	Remaining *int64
+}
+
+// Decode returns the list as objects the caller owns.
+func (l *RecordList) Decode() (*unstructured.UnstructuredList, error) {
+	out := &unstructured.UnstructuredList{Object: map[string]any{}}
+	if len(l.Items) > 0 {
+		out.Items = make([]unstructured.Unstructured, len(l.Items))
+	}
+	for i, r := range l.Items {
+		obj, err := r.Decode(r.Rev)
+		if err != nil {
+			return nil, err
+		}
+		out.Items[i] = *obj
+	}
+	out.SetResourceVersion(strconv.FormatInt(l.ResourceVersion, 10))
+	if l.Continue != "" { // omitted when empty, as ListMeta's omitempty does
+		out.SetContinue(l.Continue)
+	}
+	out.SetRemainingItemCount(l.Remaining)
+	return out, nil
+}
+
+// AppendJSON appends the list as apiVersion and kind: the bytes AppendList
+// gives for the decoded list, written from the records' JSON.
+func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string) ([]byte, error) {
+	b = append(b, `{"apiVersion":`...)
+	b = appendString(b, apiVersion)
+	b = append(b, `,"items":[`...)
+	for i, r := range l.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = r.AppendJSON(b, r.Rev); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `],"kind":`...)
+	b = appendString(b, kind)
+	b = append(b, `,"metadata":{`...)
+	if l.Continue != "" {
+		b = append(b, `"continue":`...)
+		b = appendString(b, l.Continue)
+		b = append(b, ',')
+	}
+	if l.Remaining != nil {
+		b = append(b, `"remainingItemCount":`...)
+		b = strconv.AppendInt(b, *l.Remaining, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"resourceVersion":"`...)
+	b = strconv.AppendInt(b, l.ResourceVersion, 10)
+	return append(b, `"}}`...), nil
+}
