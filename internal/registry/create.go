@@ -48,6 +48,18 @@ func (o WriteOptions) prune(k *Kind, version string, obj *unstructured.Unstructu
 	if s == nil {
 		return nil
 	}
+	// Embedded resources whose apiVersion, kind or metadata do not decode
+	// fail the request as upstream's decoder fails it: 400, or 422 for
+	// the result of a patch.
+	if c, ok := s.(interface{ CheckEmbedded(map[string]any) error }); ok {
+		if err := c.CheckEmbedded(obj.Object); err != nil {
+			if o.patch {
+				data, _ := obj.MarshalJSON()
+				return invalidPatch(string(data), err)
+			}
+			return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, version, k.Kind, err))
+		}
+	}
 	unknown := s.Prune(obj.Object)
 	if len(unknown) > 0 && o.Strict {
 		msgs := make([]string, len(unknown))

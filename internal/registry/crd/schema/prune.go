@@ -215,6 +215,66 @@ func coerceEmbedded(pth *field.Path, x any, s *node, unknown *[]string) {
 	}
 }
 
+// CheckEmbedded reports what upstream's schema-coercing decoder refuses in
+// the embedded resources (x-kubernetes-embedded-resource) of a request
+// body, before anything else is done with it (schema/objectmeta
+// CoerceWithOptions without DropInvalidFields): an apiVersion or kind that
+// is not a string ("spec.template.kind: Invalid value: 5: must be a
+// string"), or metadata that does not decode as ObjectMeta. Only places the
+// schema describes are checked, as upstream checks after pruning. The first
+// error is returned, fields taken in name order (upstream's order is Go's
+// map order). The root's metadata is the registry's concern.
+func (s *Schema) CheckEmbedded(obj map[string]any) error {
+	if e := checkEmbedded(nil, obj, s.root); e != nil {
+		return e
+	}
+	return nil
+}
+
+func checkEmbedded(pth *field.Path, x any, s *node) *field.Error {
+	if s == nil {
+		return nil
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			v := x[k]
+			if s.embedded && pth != nil {
+				switch k {
+				case "apiVersion", "kind":
+					if _, ok := v.(string); !ok {
+						return field.Invalid(pth.Child(k), v, "must be a string")
+					}
+				case "metadata":
+					raw, err := utiljson.Marshal(v)
+					if err == nil {
+						err = utiljson.Unmarshal(raw, &metav1.ObjectMeta{})
+					}
+					if err != nil {
+						return field.Invalid(pth.Child("metadata"), v, err.Error())
+					}
+				}
+			}
+			if c, ok := s.props[k]; ok {
+				if e := checkEmbedded(pth.Child(k), v, c); e != nil {
+					return e
+				}
+			} else if s.hasAddl {
+				if e := checkEmbedded(pth.Key(k), v, s.addl); e != nil {
+					return e
+				}
+			}
+		}
+	case []any:
+		for i, v := range x {
+			if e := checkEmbedded(pth.Index(i), v, s.items); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
 // coerceMeta round-trips obj["metadata"] through metav1.ObjectMeta, as
 // upstream's GetObjectMetaWithOptions and SetObjectMeta do, and returns
 // the unknown fields as "<pth>.metadata.<field>". Fields that do not

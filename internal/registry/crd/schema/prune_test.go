@@ -55,3 +55,39 @@ func TestPrune(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckEmbedded: upstream's decoder refuses an embedded resource whose
+// apiVersion or kind is not a string, or whose metadata does not decode as
+// ObjectMeta (schema/objectmeta/algorithm.go CoerceWithOptions without
+// DropInvalidFields, called from customresource_handler.go
+// unstructuredSchemaCoercer.apply on request bodies); the error text is
+// field.Invalid's with encoding/json's message.
+func TestCheckEmbedded(t *testing.T) {
+	w := widget(t)
+	for _, c := range []struct{ name, in, want string }{
+		{"kind a number", `{spec: {image: abc, template: {apiVersion: v1, kind: 5}}}`,
+			`spec.template.kind: Invalid value: 5: must be a string`},
+		{"apiVersion a list", `{spec: {image: abc, claim: {apiVersion: [v1], kind: Claim}}}`,
+			`spec.claim.apiVersion: Invalid value: ["v1"]: must be a string`},
+		{"metadata name a number", `{spec: {image: abc, template: {apiVersion: v1, kind: Pod, metadata: {name: 5}}}}`,
+			`spec.template.metadata: Invalid value: {"name":5}: json: cannot unmarshal number into Go struct field ObjectMeta.name of type string`},
+		{"metadata a string", `{spec: {image: abc, template: {apiVersion: v1, kind: Pod, metadata: x}}}`,
+			`spec.template.metadata: Invalid value: "x": json: cannot unmarshal string into Go value of type v1.ObjectMeta`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := w.CheckEmbedded(parse(t, c.in))
+			if err == nil || err.Error() != c.want {
+				t.Errorf("err = %v\nwant %s", err, c.want)
+			}
+		})
+	}
+	for _, ok := range []string{
+		`{spec: {image: abc, template: {apiVersion: v1, kind: Pod, metadata: {name: p, bogus: 1}}}}`,
+		`{spec: {image: abc, bogus: {apiVersion: 1, kind: 2, metadata: 3}}}`, // not in the schema: pruned, never checked
+		`{metadata: {name: 5}, spec: {image: abc}}`,                          // the root: the registry's concern
+	} {
+		if err := w.CheckEmbedded(parse(t, ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
