@@ -11,6 +11,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -106,7 +107,9 @@ func toVal(v any, t *declType) ref.Val {
 		if !ok {
 			return types.NewErr("invalid data, expected string, got %T", v)
 		}
-		d, err := time.ParseDuration(s)
+		// kube-openapi's parser, as upstream (and the OpenAPI format
+		// check) uses: it also takes "1d", "2w" and "3 days".
+		d, err := strfmt.ParseDuration(s)
 		if err != nil {
 			return types.NewErr("Invalid duration %s: %v", s, err)
 		}
@@ -116,15 +119,20 @@ func toVal(v any, t *declType) ref.Val {
 		if !ok {
 			return types.NewErr("invalid data, expected string, got %T", v)
 		}
-		layout := time.RFC3339Nano
 		if t.schema.Format == "date" {
-			layout = time.DateOnly
+			ts, err := time.Parse(strfmt.RFC3339FullDate, s)
+			if err != nil {
+				return types.NewErr("Invalid date formatted string %s: %v", s, err)
+			}
+			return types.Timestamp{Time: ts}
 		}
-		ts, err := time.Parse(layout, s)
+		// kube-openapi's date-time parser, as upstream: RFC 3339 and the
+		// variants the OpenAPI format check accepts.
+		ts, err := strfmt.ParseDateTime(s)
 		if err != nil {
-			return types.NewErr("Invalid %s formatted string %s: %v", t.schema.Format, s, err)
+			return types.NewErr("Invalid date-time formatted string %s: %v", s, err)
 		}
-		return types.Timestamp{Time: ts}
+		return types.Timestamp{Time: time.Time(ts)}
 	case types.BoolType:
 		if b, ok := v.(bool); ok {
 			return types.Bool(b)
