@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -259,5 +260,44 @@ status:
 `)
 	if errs := s.Validate(context.Background(), obj, nil); len(errs) > 0 {
 		t.Fatalf("valid widget refused: %q", errorStrings(errs))
+	}
+}
+
+// TestFormats: string formats are checked by kube-openapi's strfmt.Default,
+// the checker upstream runs, for the formats upstream supports on CRDs
+// (apiextensions-apiserver pkg/apiserver/validation/formats.go
+// supportedVersionedFormats); other formats are not checked at all. The
+// duration checker is strfmt.ParseDuration, which takes more than Go's
+// time.ParseDuration ("1d", "2w", "3 days").
+func TestFormats(t *testing.T) {
+	s, err := New(schemaFromYAML(t, `{type: object, properties: {spec: {type: object, properties: {
+ttl: {type: string, format: duration}, at: {type: string, format: date-time}, name: {type: string, format: k8s-short-name},
+ref: {type: string, format: uri-reference}, n: {type: integer, format: uint8}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec string
+		want []string
+	}{
+		{`{ttl: 1h30m}`, nil},
+		{`{ttl: 1d}`, nil},
+		{`{ttl: 2w}`, nil},
+		{`{ttl: 3 days}`, nil},
+		{`{ttl: 10 minutes}`, nil},
+		{`{ttl: forever}`, []string{`spec.ttl: Invalid value: "forever": spec.ttl in body must be of type duration: "forever"`}},
+		{`{ttl: ""}`, []string{`spec.ttl: Invalid value: "": spec.ttl in body must be of type duration: ""`}},
+		{`{at: "2030-01-02T03:04:05Z"}`, nil},
+		{`{at: "2030-01-02"}`, []string{`spec.at: Invalid value: "2030-01-02": spec.at in body must be of type date-time: "2030-01-02"`}},
+		{`{name: Bad_Name}`, []string{`spec.name: Invalid value: "Bad_Name": spec.name in body must be of type k8s-short-name: "Bad_Name"`}},
+		// Not in upstream's list: not checked.
+		{`{ref: "::not a uri::", n: 1000}`, nil},
+	} {
+		t.Run(c.spec, func(t *testing.T) {
+			got := errorStrings(s.Validate(context.Background(), parse(t, `{spec: `+c.spec+`}`), nil))
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got  %q\nwant %q", got, c.want)
+			}
+		})
 	}
 }
