@@ -3,6 +3,7 @@ module github.com/kplane-dev/kplane
 go 1.26.8
 
 require (
+	github.com/blang/semver/v4 v4.0.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/btree v1.1.3
 	github.com/google/cel-go v0.29.2

@@ -43,7 +43,17 @@ const (
 // which rules are accepted: list functions cost one traversal of the list
 // (plus the strings in it), string functions one traversal of the string at
 // common.StringTraversalCostFactor, regex functions the product of the string
-// and pattern traversals.
+// and pattern traversals. Parsing a URL, quantity, semver, IP or CIDR costs
+// a traversal of the string; their accessors and comparisons cost 1;
+// containsIP and containsCIDR a few traversals of the address bytes;
+// validate a regex match against a pattern of maxNameFormatRegexSize.
+// Functions priced nowhere (isURL, isQuantity, the format.<name>()
+// constructors) cost cel-go's default of 1, as upstream.
+//
+// Equality of the library types is priced too (1, or a traversal for
+// formats and URLs); inequality is not, as upstream: cel-go's default then
+// treats the operands as of unknown size, so `quantity(a) != quantity(b)`
+// is refused as too expensive where `!(quantity(a) == quantity(b))` is not.
 type estimator struct {
 	root *declType
 }
@@ -94,7 +104,10 @@ func (e *estimator) size(n checker.AstNode) checker.SizeEstimate {
 }
 
 // EstimateCallCost implements checker.CostEstimator.
-func (e *estimator) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+func (e *estimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	if est := e.estimateLibraryCall(function, overloadID, args); est != nil {
+		return est
+	}
 	traverse := func(s checker.SizeEstimate, factor float64) checker.CostEstimate {
 		return s.MultiplyByCostFactor(factor)
 	}
@@ -214,7 +227,10 @@ func subOne(v uint64) uint64 { return v - min(v, 1) }
 
 // CallCost implements interpreter.ActualCostEstimator: the runtime price of
 // the same functions, from the actual sizes.
-func (e *estimator) CallCost(function, _ string, args []ref.Val, result ref.Val) *uint64 {
+func (e *estimator) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	if c := libraryCallCost(function, overloadID, args); c != nil {
+		return c
+	}
 	c := func(v float64) *uint64 { u := uint64(math.Ceil(v)); return &u }
 	switch function {
 	case "isSorted", "sum", "max", "min", "indexOf", "lastIndexOf":
@@ -277,4 +293,184 @@ func traversalCost(v ref.Val) uint64 {
 		return sum
 	}
 	return 1
+}
+
+// authzCheckCost is the fixed price of an authorization check: two fit in
+// one evaluation's limit.
+const authzCheckCost = 350000
+
+// selectorCost prices parsing a field or label selector of the given
+// length: a list, a traversal of the string, and a list and a struct per
+// requirement, of which there is at most one per two characters ("k,").
+func selectorCost(length checker.SizeEstimate) checker.CostEstimate {
+	base := checker.CostEstimate{Min: common.ListCreateBaseCost, Max: common.ListCreateBaseCost}
+	parse := length.MultiplyByCostFactor(common.StringTraversalCostFactor)
+	requirements := length.MultiplyByCostFactor(0.5).MultiplyByCostFactor(common.ListCreateBaseCost + common.StructCreateBaseCost)
+	return base.Add(parse).Add(requirements)
+}
+
+// fixed is a constant cost estimate.
+func fixed(n uint64) *checker.CallEstimate {
+	return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: n, Max: n}}
+}
+
+// addressBytes is the size of the two byte slices containsIP and
+// containsCIDR compare: 4 bytes for IPv4, 16 for IPv6.
+var addressBytes = checker.SizeEstimate{Min: 4, Max: 16}
+
+// estimateLibraryCall prices the functions of the url, quantity, ip, cidr,
+// format and semver libraries, and equality of their types, as
+// kube-apiserver's library.CostEstimator does. args are the call's
+// arguments without the receiver.
+func (e *estimator) estimateLibraryCall(function, overloadID string, args []checker.AstNode) *checker.CallEstimate {
+	traversal := func(n checker.AstNode, factor float64) checker.CostEstimate {
+		return e.size(n).MultiplyByCostFactor(factor)
+	}
+	switch function {
+	case "check":
+		return fixed(authzCheckCost)
+	case "serviceAccount", "path", "group", "resource", "subresource", "namespace", "name", "allowed", "reason", "error", "errored":
+		return fixed(1)
+	case "fieldSelector", "labelSelector":
+		if len(args) == 1 {
+			c := selectorCost(e.size(args[0]))
+			return &checker.CallEstimate{CostEstimate: c}
+		}
+	case "url":
+		if len(args) == 1 {
+			sz := e.size(args[0])
+			return &checker.CallEstimate{CostEstimate: sz.MultiplyByCostFactor(common.StringTraversalCostFactor), ResultSize: &sz}
+		}
+	case "ip":
+		if overloadID == overloadCIDRIP {
+			return fixed(1)
+		}
+		if len(args) >= 1 {
+			return &checker.CallEstimate{CostEstimate: traversal(args[0], common.StringTraversalCostFactor)}
+		}
+	case "cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver":
+		if len(args) >= 1 {
+			return &checker.CallEstimate{CostEstimate: traversal(args[0], common.StringTraversalCostFactor)}
+		}
+	case "ip.isCanonical":
+		// A parse, then a comparison with the canonical form.
+		if len(args) >= 1 {
+			return &checker.CallEstimate{CostEstimate: traversal(args[0], 2*common.StringTraversalCostFactor)}
+		}
+	case "containsIP", "containsCIDR":
+		if len(args) >= 1 {
+			c := addressBytes.Add(addressBytes).MultiplyByCostFactor(common.StringTraversalCostFactor)
+			if function == "containsCIDR" {
+				// Masking and comparing the prefix bits: one more pass.
+				c = c.Add(addressBytes.MultiplyByCostFactor(common.StringTraversalCostFactor)).Add(checker.CostEstimate{Min: 1, Max: 1})
+			}
+			if overloadID == overloadCIDRContainsIPStr || overloadID == overloadCIDRContainsCIDRSt {
+				c = c.Add(traversal(args[0], common.StringTraversalCostFactor))
+			}
+			return &checker.CallEstimate{CostEstimate: c}
+		}
+	case "validate":
+		if len(args) >= 1 {
+			c := traversal(args[0], common.StringTraversalCostFactor).MultiplyByCostFactor(maxNameFormatRegexSize * common.RegexStringLengthCostFactor)
+			return &checker.CallEstimate{CostEstimate: c}
+		}
+	case "format.named", "masked", "prefixLength", "family", "isUnspecified", "isLoopback",
+		"isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+		"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo",
+		"add", "sub", "major", "minor", "patch",
+		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
+		return fixed(1)
+	case "_==_":
+		if len(args) != 2 || args[0].Type().Equal(args[1].Type()) != types.True {
+			return nil
+		}
+		switch t := args[0].Type(); {
+		case t.Kind() == types.OpaqueKind && (t.TypeName() == ipType.TypeName() || t.TypeName() == cidrType.TypeName()):
+			return fixed(1)
+		case t.Kind() != types.StructKind:
+		case t.TypeName() == quantityType.TypeName() || t.TypeName() == semverType.TypeName():
+			return fixed(1)
+		case t.TypeName() == formatType.TypeName():
+			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: maxFormatSize}.MultiplyByCostFactor(common.StringTraversalCostFactor)}
+		case t.TypeName() == urlType.TypeName():
+			// Upstream sizes a URL comparison by the right operand alone
+			// (when the parser's result size is known), so this does too.
+			sz := checker.SizeEstimate{Min: 1, Max: 1}
+			if r := args[1].ComputedSize(); r != nil {
+				sz = *r
+			}
+			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: sz.Max}.MultiplyByCostFactor(common.StringTraversalCostFactor)}
+		}
+	}
+	return nil
+}
+
+// libraryCallCost is the runtime price of the same functions. args include
+// the receiver first.
+func libraryCallCost(function, overloadID string, args []ref.Val) *uint64 {
+	n := func(v uint64) *uint64 { return &v }
+	traversal := func(v ref.Val, factor float64) uint64 {
+		return uint64(math.Ceil(float64(actualSize(v)) * factor))
+	}
+	switch function {
+	case "check":
+		return n(authzCheckCost)
+	case "serviceAccount", "path", "group", "resource", "subresource", "namespace", "name", "allowed", "reason", "error", "errored":
+		return n(1)
+	case "fieldSelector", "labelSelector":
+		if len(args) >= 2 {
+			sz := actualSize(args[1])
+			return n(selectorCost(checker.SizeEstimate{Min: sz, Max: sz}).Max)
+		}
+	case "url", "cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver":
+		if len(args) >= 1 {
+			return n(traversal(args[0], common.StringTraversalCostFactor))
+		}
+	case "ip":
+		if overloadID == overloadCIDRIP {
+			return n(1)
+		}
+		if len(args) >= 1 {
+			return n(traversal(args[0], common.StringTraversalCostFactor))
+		}
+	case "ip.isCanonical":
+		if len(args) >= 1 {
+			return n(traversal(args[0], 2*common.StringTraversalCostFactor))
+		}
+	case "containsIP", "containsCIDR":
+		if len(args) >= 2 {
+			// Only the CIDR's prefix bytes are compared.
+			prefix := actualSize(args[0])
+			c := uint64(math.Ceil(float64(2*prefix) * common.StringTraversalCostFactor))
+			if function == "containsCIDR" {
+				c += uint64(math.Ceil(float64(prefix)*common.StringTraversalCostFactor)) + 1
+			}
+			if overloadID == overloadCIDRContainsIPStr || overloadID == overloadCIDRContainsCIDRSt {
+				c += traversal(args[1], common.StringTraversalCostFactor)
+			}
+			return n(c)
+		}
+	case "validate":
+		if len(args) >= 2 {
+			if f, ok := args[0].Value().(formatVal); ok {
+				str := uint64(math.Ceil((1 + float64(actualSize(args[1]))) * common.StringTraversalCostFactor))
+				re := uint64(math.Ceil(float64(f.maxRegexSize) * common.RegexStringLengthCostFactor))
+				return n(str * re)
+			}
+		}
+	case "format.named", "masked", "prefixLength", "family", "isUnspecified", "isLoopback",
+		"isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+		"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo",
+		"add", "sub", "major", "minor", "patch",
+		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
+		return n(1)
+	case "_==_":
+		if len(args) == 2 {
+			switch args[0].(type) {
+			case quantityVal, *quantityVal, ipVal, cidrVal, formatVal, urlVal, semverVal:
+				return n(1)
+			}
+		}
+	}
+	return nil
 }

@@ -24,13 +24,26 @@
 //   - Errors come in a stable order: a node's rules in declaration order,
 //     then its children by property name, map key or list index.
 //
+// Rules have the environment of kube-apiserver's CRD validation for new
+// expressions at compatibility version 1.36: the CEL standard library with
+// optional types, cel-go's strings (version 2), sets, lists (version 3) and
+// two-variable comprehensions, and the Kubernetes list, regex, url,
+// quantity, ip, cidr, format and semver (version 1) libraries, with
+// upstream's function names, signatures, runtime errors and costs
+// (library_*.go; equality of their types included). The authorizer
+// library's functions are declared, as upstream's base environment has
+// them, but CRD rules have no authorizer to call them on; the jsonpatch
+// library belongs to mutating admission policies and is absent.
+//
 // Not done (differences from kube-apiserver):
 //   - Rules inside allOf/anyOf/oneOf/not are not evaluated.
 //   - Validation ratcheting (unchanged invalid values allowed on update) is
 //     not implemented: errors are always reported.
-//   - The ip, cidr, format, semver, authz and jsonpatch libraries, and the
-//     quantity and url libraries, are not installed: rules using them fail
-//     to compile.
+//   - Every rule is compiled in the new-expressions environment. On a CRD
+//     update kube-apiserver compiles unchanged rules in its stored-expressions
+//     environment, which also has what 1.37 added (the list library's
+//     includes), so such a rule stored by a 1.37 server compiles there and
+//     not here.
 //   - Values are converted to CEL eagerly at each node that has rules.
 //     kube-apiserver converts lazily.
 package cel

@@ -13,7 +13,7 @@ import (
 // the CRD's types are added. It has the language options and libraries of
 // kube-apiserver's base environment (k8s.io/apiserver/pkg/cel/environment,
 // base.go) as of the 1.36 compatibility version that 1.37 uses for new
-// expressions, minus the libraries listed in doc.go.
+// expressions. The Kubernetes libraries are in kubernetesLibraries.
 var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
 	opts := []cel.EnvOption{
 		cel.HomogeneousAggregateLiterals(),

@@ -42,7 +42,7 @@ func kubernetesLibraries() []cel.EnvOption {
 		sum = append(sum, cel.MemberOverload("kplane_list_"+t.String()+"_sum",
 			[]*cel.Type{cel.ListType(t)}, t, cel.UnaryBinding(func(v ref.Val) ref.Val { return listSum(v, zero) })))
 	}
-	return []cel.EnvOption{
+	opts := []cel.EnvOption{
 		cel.Function("isSorted", isSorted...),
 		cel.Function("sum", sum...),
 		cel.Function("min", minOf...),
@@ -61,6 +61,15 @@ func kubernetesLibraries() []cel.EnvOption {
 				[]*cel.Type{cel.StringType, cel.StringType, cel.IntType}, cel.ListType(cel.StringType),
 				cel.FunctionBinding(func(args ...ref.Val) ref.Val { return regexFindAll(args[0], args[1], args[2]) }))),
 	}
+	// The other libraries of kube-apiserver's base environment, in the order
+	// of the Kubernetes release that added them.
+	opts = append(opts, urlLibrary()...)      // 1.24
+	opts = append(opts, authzLibrary()...)    // 1.27 and 1.31, declarations only
+	opts = append(opts, quantityLibrary()...) // 1.28
+	opts = append(opts, ipLibrary()...)       // 1.30, with cidr
+	opts = append(opts, formatLibrary()...)   // 1.31
+	opts = append(opts, semverLibrary()...)   // 1.33, version 1 (normalize)
+	return opts
 }
 
 func listIsSorted(v ref.Val) ref.Val {
