@@ -129,6 +129,30 @@ func (r *Resource) List(ctx context.Context, version, ns string, opts ListOption
 	return list, nil
 }
 
+// ListRecords reads the objects of ns as stored, for a caller that
+// serves their JSON as it is: no decode, no encode. ok is false when the
+// objects must be presented first (another version than the stored one
+// is asked for, or the schema has defaults to apply on read); List does
+// that.
+func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts ListOptions) (list *storage.RecordList, ok bool, err error) {
+	k := r.Kind()
+	if defaulter(k, version) != nil {
+		return nil, false, nil
+	}
+	opts.Predicate.Fields = r.fieldSet(k)
+	list, err = r.cache.ListRecords(ctx, r.scope(k, ns), opts.ListOptions)
+	if err != nil {
+		return nil, true, interpret(err, k.GroupResource(), "")
+	}
+	want := k.GroupVersionKind(version).GroupVersion().String()
+	for _, it := range list.Items {
+		if it.APIVersion() != want {
+			return nil, false, nil
+		}
+	}
+	return list, true, nil
+}
+
 // Watch follows the objects of ns ("" = all namespaces).
 func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptions) (watch.Interface, error) {
 	k := r.Kind()

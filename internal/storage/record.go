@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unique"
 	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,7 @@ type Record struct {
 	// Rev is the revision the object was written at: its resourceVersion.
 	Rev             int64
 	Name, Namespace string
+	apiVersion      unique.Handle[string]
 	labels          labelPairs
 	// at is where `"resourceVersion":"N"` goes in Value, and sep says
 	// whether it needs a comma after it (sepAfter), before it
@@ -69,6 +71,11 @@ func (r *Record) scan() error {
 	s := scanner{data: r.Value}
 	found := false
 	err := s.object(func(key string) error {
+		if key == "apiVersion" && s.peek() == '"' {
+			v, err := s.str()
+			r.apiVersion = unique.Make(v)
+			return err
+		}
 		if key != "metadata" {
 			return s.skip()
 		}
@@ -139,6 +146,15 @@ func (r *Record) scan() error {
 		return errNotObject
 	}
 	return nil
+}
+
+// APIVersion is the object's apiVersion as stored.
+func (r *Record) APIVersion() string {
+	var zero unique.Handle[string]
+	if r.apiVersion == zero {
+		return ""
+	}
+	return r.apiVersion.Value()
 }
 
 // Labels returns the object's labels for a label selector.

@@ -86,7 +86,7 @@ func TestRecordMatchesDecode(t *testing.T) {
 			}
 		}
 		dec, _ := rec.Decode(rev)
-		if rec.Name != dec.GetName() || rec.Namespace != dec.GetNamespace() {
+		if rec.Name != dec.GetName() || rec.Namespace != dec.GetNamespace() || rec.APIVersion() != dec.GetAPIVersion() {
 			t.Fatalf("%d: name %q/%q, decoded %q/%q", i, rec.Namespace, rec.Name, dec.GetNamespace(), dec.GetName())
 		}
 		for _, s := range sels {

@@ -240,4 +240,3 @@ func (s *Store) conditionally(ctx context.Context, key string, pre *Precondition
 		cur = lostTo
 	}
 }
-

@@ -87,7 +87,7 @@ type Cache struct {
 
 	mu struct {
 		sync.RWMutex
-		ready   bool
+		ready bool
 		// objects holds the records of the current state: their stored
 		// JSON, not decoded objects (see storage.Record).
 		objects *btree.BTreeG[*storage.Record]
