@@ -410,6 +410,16 @@ var invalidWidgets = []struct {
 		code: http.StatusUnprocessableEntity, causes: []cause{
 			{"FieldValueInvalid", "spec.minReplicas", `Invalid value: minReplicas must not exceed replicas`},
 		}},
+	// CEL rules are not evaluated once a blocking error (unsupported,
+	// required, too long, too many, wrong type) was found: apiextensions-apiserver
+	// pkg/registry/customresource/strategy.go hasBlockingErr, whose cause has
+	// a nil path ("<nil>").
+	{name: "cel skipped after enum error", op: create, src: "apiextensions-apiserver registry/customresource/strategy.go hasBlockingErr",
+		body: `{"apiVersion":"example.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-blocked"},"spec":{"image":"nginx","size":"huge","host":"printer.local"}}`,
+		code: http.StatusUnprocessableEntity, causes: []cause{
+			{"FieldValueNotSupported", "spec.size", `Unsupported value: "huge": supported values: "small", "medium", "large"`},
+			{"FieldValueInvalid", "<nil>", `Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation`},
+		}},
 }
 
 func checkInvalidWidgets(t *testing.T, s *server) {
