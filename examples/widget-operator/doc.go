@@ -8,7 +8,8 @@
 // maxProperties, formats), defaults, map and set lists, an int-or-string,
 // a nullable field, an embedded resource, a preserve-unknown-fields
 // subtree, CEL rules (one transition rule on oldSelf, one with a
-// messageExpression, one with fieldPath and reason), printer columns and
+// messageExpression, one with fieldPath and reason, one using the
+// Kubernetes quantity library), printer columns and
 // the status and scale subresources. Both versions carry the same schema
 // and the CRD converts with strategy None; v1 is the storage version.
 // test/e2e/crd_schema_test.go applies it to a kplane server and checks

@@ -420,6 +420,23 @@ var invalidWidgets = []struct {
 			{"FieldValueNotSupported", "spec.size", `Unsupported value: "huge": supported values: "small", "medium", "large"`},
 			{"FieldValueInvalid", "<nil>", `Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation`},
 		}},
+	// The quantity CEL library (k8s.io/apiserver pkg/cel/library/quantity.go):
+	// a rule's false result, and a runtime error of quantity() reported as
+	// "<error> evaluating rule: <message>".
+	{name: "cel quantity over the limit", op: create, src: srcCEL,
+		body: `{"apiVersion":"example.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-51"},"spec":{"image":"nginx","memory":"128Gi"}}`,
+		code: http.StatusUnprocessableEntity, causes: []cause{
+			{"FieldValueInvalid", "spec.memory", `Invalid value: "128Gi": memory must be at most 64Gi`},
+		}},
+	{name: "cel quantity malformed", op: create, src: srcCEL,
+		body: `{"apiVersion":"example.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-52"},"spec":{"image":"nginx","memory":"lots"}}`,
+		code: http.StatusUnprocessableEntity, causes: []cause{
+			{"FieldValueInvalid", "spec.memory", `Invalid value: "string": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory must be at most 64Gi`},
+		}},
+	{name: "upd cel quantity at the limit", op: update, src: srcCEL,
+		old:  `{"apiVersion":"example.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-53"},"spec":{"image":"nginx","memory":"1Gi"}}`,
+		body: `{"apiVersion":"example.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-53"},"spec":{"image":"nginx","memory":"64Gi"}}`,
+		code: http.StatusOK},
 }
 
 func checkInvalidWidgets(t *testing.T, s *server) {

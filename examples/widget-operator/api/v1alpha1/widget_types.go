@@ -71,6 +71,13 @@ type WidgetSpec struct {
 	// +optional
 	Host string `json:"host,omitempty"`
 
+	// Memory is the memory each widget pod gets, as a Kubernetes quantity.
+	//
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="quantity(self).compareTo(quantity('64Gi')) <= 0",message="memory must be at most 64Gi"
+	// +optional
+	Memory string `json:"memory,omitempty"`
+
 	// ExpiresAt is when the widget is torn down (RFC 3339).
 	//
 	// +optional
