@@ -15,10 +15,22 @@
 // library upstream runs, so keyword messages match byte for byte; the
 // list-type, embedded-resource and ratcheting checks are written here.
 //
+// x-kubernetes-validations are refused under allOf, anyOf, oneOf and not,
+// with the other extensions and defaults, as upstream refuses them for
+// CRDs ("must be empty to be structural"). String formats are those
+// upstream supports on CRDs, checked by kube-openapi's strfmt (so a
+// duration may be "1d" or "2w"); others are not checked.
+//
+// CheckEmbedded is what upstream's decoder refuses in a request body's
+// embedded resources (an apiVersion or kind that is not a string, metadata
+// that does not decode); the registry turns it into a 400, or a 422 for a
+// patch. The root's metadata is checked when the registry decodes the body.
+//
 // What it does not do: CEL rules (x-kubernetes-validations) are ignored
-// (package crd/cel evaluates them); the root metadata beyond name and
-// generateName restrictions, typeMeta (apiVersion and kind of the root)
-// and scale paths are checked by the registry; malformed metadata fields
-// are dropped by Prune rather than refused (upstream refuses them on a
-// request and drops them on a read from storage).
+// (package crd/cel evaluates and ratchets them); the root metadata beyond
+// name and generateName restrictions, typeMeta (apiVersion and kind of the
+// root) and scale paths are checked by the registry. Prune still drops
+// metadata fields that do not decode rather than refusing them (upstream
+// drops them when reading from storage), for callers that did not check
+// first.
 package schema
