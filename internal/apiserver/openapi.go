@@ -15,6 +15,7 @@ import (
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -306,9 +307,13 @@ var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
 
 // Definition names the operations refer to besides the kinds'.
 const (
-	defStatus     = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
-	defObjectMeta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-	defListMeta   = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+	defStatus        = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
+	defDeleteOptions = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+	defPatch         = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+	defWatchEvent    = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"
+	defScale         = "io.k8s.api.autoscaling.v1.Scale"
+	defObjectMeta    = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+	defListMeta      = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
 )
 
 // openAPIModel names each kind's and list kind's definition.
@@ -318,15 +323,25 @@ type openAPIModel struct {
 
 // buildOpenAPI builds every document for kinds.
 func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*openAPIDocs, error) {
-	// The built-in kinds, their lists and Status, from their Go types.
+	// The built-in kinds, their lists and Status, from their Go types, and
+	// what the operations read and write besides the kinds: the body of a
+	// delete, the events of a watch, the Scale of a /scale subresource.
+	// Upstream lists DeleteOptions and WatchEvent under every built-in
+	// group version, the core one always.
 	typed := map[schema.GroupVersionKind]runtime.Object{
-		metav1.SchemeGroupVersion.WithKind("Status"): &metav1.Status{},
+		metav1.SchemeGroupVersion.WithKind("Status"):       &metav1.Status{},
+		{Version: "v1", Kind: "DeleteOptions"}:             &metav1.DeleteOptions{},
+		{Version: "v1", Kind: "WatchEvent"}:                &metav1.WatchEvent{},
+		autoscalingv1.SchemeGroupVersion.WithKind("Scale"): &autoscalingv1.Scale{},
 	}
 	for _, k := range kinds {
 		if k.Typed == nil {
 			continue
 		}
 		for _, v := range k.Versions {
+			gv := schema.GroupVersion{Group: k.Group, Version: v}
+			typed[gv.WithKind("DeleteOptions")] = &metav1.DeleteOptions{}
+			typed[gv.WithKind("WatchEvent")] = &metav1.WatchEvent{}
 			typed[k.GroupVersionKind(v)] = k.Typed()
 			listGVK := schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.ListKind}
 			if list, err := builtinScheme().New(listGVK); err == nil {
@@ -342,6 +357,8 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 	if err != nil {
 		return nil, err
 	}
+	// metav1.Patch is no runtime.Object; its definition is a bare object.
+	defsV2[defPatch], defsV3[defPatch] = patchSchema(), patchSchema()
 	model := openAPIModel{kind: map[schema.GroupVersionKind]string{}, list: map[schema.GroupVersionKind]string{}}
 	for name, def := range defsV2 {
 		for _, gvk := range gvksOf(def) {
@@ -623,14 +640,24 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 			}
 		}
 		if body != nil {
+			// A delete's DeleteOptions body is optional.
+			required := action != "delete" && action != "deletecollection"
 			if v3 {
 				content := map[string]any{}
 				for _, c := range consumes {
 					content[c] = map[string]any{"schema": body}
 				}
-				o["requestBody"] = map[string]any{"content": content, "required": true}
+				rb := map[string]any{"content": content}
+				if required {
+					rb["required"] = true
+				}
+				o["requestBody"] = rb
 			} else {
-				ps = append([]any{map[string]any{"name": "body", "in": "body", "required": true, "schema": body}}, ps...)
+				bp := map[string]any{"name": "body", "in": "body", "schema": body}
+				if required {
+					bp["required"] = true
+				}
+				ps = append([]any{bp}, ps...)
 			}
 		}
 		if !v3 {
@@ -641,7 +668,10 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 		o["parameters"] = ps
 		return o
 	}
-	patchBody := map[string]any{"type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body."}
+	patchBody := ref(defPatch)
+	deleteBody := ref(defDeleteOptions)
+	watchEvent := ref(defWatchEvent)
+	scale := ref(defScale)
 	pathParams := func(name bool) []any {
 		var ps []any
 		if name {
@@ -653,26 +683,80 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 		return append(ps, query("pretty", "string"))
 	}
 
+	// The deprecated /watch/ paths, which upstream publishes for built-in
+	// kinds only (apiextensions-apiserver's builder has no watch routes).
+	// watch builds one of their operations.
+	watch := func(name bool, id string) map[string]any {
+		action, desc := "watchlist", "watch individual changes to a list of "+k.Kind+". deprecated: use the 'watch' parameter with a list operation instead."
+		if name {
+			action, desc = "watch", "watch changes to an object of kind "+k.Kind+". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter."
+		}
+		o := withID(op("watch", action, "", nil, watchEvent, []string{"200"}, listParams...), id)
+		o["description"] = desc
+		return streams(o, v3)
+	}
+	watchRoot := "/" + gv.path() + "/watch/"
+	// A built-in kind's list also answers as a watch stream
+	// (?watch=true), which upstream lists among what it produces; a
+	// custom resource's list operation lists JSON and YAML only.
+	listOp := func(o map[string]any) map[string]any {
+		if k.Typed == nil {
+			return o
+		}
+		return streams(o, v3)
+	}
+
 	root := "/" + gv.path() + "/"
 	if k.Namespaced {
 		paths[root+k.Resource] = map[string]any{
-			"get":        withID(op("list", "list", "", nil, list, []string{"200"}, listParams...), "list"+opID+k.Kind+"ForAllNamespaces"),
+			"get":        listOp(withID(op("list", "list", "", nil, list, []string{"200"}, listParams...), "list"+opID+k.Kind+"ForAllNamespaces")),
 			"parameters": []any{query("pretty", "string")},
+		}
+		if k.Typed != nil {
+			paths[watchRoot+k.Resource] = map[string]any{
+				"get":        watch(false, "watch"+opID+k.Kind+"ListForAllNamespaces"),
+				"parameters": []any{query("pretty", "string")},
+			}
+			watchRoot += "namespaces/{namespace}/"
 		}
 		root += "namespaces/{namespace}/"
 	}
+	if k.Typed != nil {
+		paths[watchRoot+k.Resource] = map[string]any{
+			"get":        watch(false, "watch"+opID+namespaced+k.Kind+"List"),
+			"parameters": pathParams(false),
+		}
+		paths[watchRoot+k.Resource+"/{name}"] = map[string]any{
+			"get":        watch(true, "watch"+opID+namespaced+k.Kind),
+			"parameters": pathParams(true),
+		}
+	}
 	paths[root+k.Resource] = map[string]any{
-		"get":        op("list", "list", "", nil, list, []string{"200"}, listParams...),
+		"get":        listOp(op("list", "list", "", nil, list, []string{"200"}, listParams...)),
 		"post":       op("create", "post", "", obj, obj, []string{"200", "201", "202"}, write...),
-		"delete":     op("deletecollection", "deletecollection", "", nil, status, []string{"200"}, append(deleteParams, listParams...)...),
+		"delete":     op("deletecollection", "deletecollection", "", deleteBody, status, []string{"200"}, append(deleteParams, listParams...)...),
 		"parameters": pathParams(false),
 	}
 	paths[root+k.Resource+"/{name}"] = map[string]any{
 		"get":        op("read", "get", "", nil, obj, []string{"200"}),
 		"put":        op("replace", "put", "", obj, obj, []string{"200", "201"}, write...),
 		"patch":      op("patch", "patch", "", patchBody, obj, []string{"200", "201"}, append(write, query("force", "boolean"))...),
-		"delete":     op("delete", "delete", "", nil, status, []string{"200", "202"}, deleteParams...),
+		"delete":     op("delete", "delete", "", deleteBody, status, []string{"200", "202"}, deleteParams...),
 		"parameters": pathParams(true),
+	}
+	if k.Scale != nil {
+		paths[root+k.Resource+"/{name}/scale"] = map[string]any{
+			"get":        op("read", "get", "Scale", nil, scale, []string{"200"}),
+			"put":        op("replace", "put", "Scale", scale, scale, []string{"200", "201"}, write...),
+			"patch":      op("patch", "patch", "Scale", patchBody, scale, []string{"200", "201"}, append(write, query("force", "boolean"))...),
+			"parameters": pathParams(true),
+		}
+	}
+	if k.Finalize {
+		paths[root+k.Resource+"/{name}/finalize"] = map[string]any{
+			"put":        op("replace", "put", "Finalize", obj, obj, []string{"200", "201"}, write...),
+			"parameters": pathParams(true),
+		}
 	}
 	if k.Status {
 		paths[root+k.Resource+"/{name}/status"] = map[string]any{
@@ -682,6 +766,30 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 			"parameters": pathParams(true),
 		}
 	}
+}
+
+// streams adds the watch stream media type to what operation o produces.
+func streams(o map[string]any, v3 bool) map[string]any {
+	const stream = "application/json;stream=watch"
+	if !v3 {
+		o["produces"] = append(o["produces"].([]string), stream)
+		return o
+	}
+	for _, r := range o["responses"].(map[string]any) {
+		if content, ok := r.(map[string]any)["content"].(map[string]any); ok {
+			content[stream] = content["application/json"]
+		}
+	}
+	return o
+}
+
+// patchSchema is metav1.Patch's definition, which upstream generates
+// from the empty struct.
+func patchSchema() *spec.Schema {
+	return &spec.Schema{SchemaProps: spec.SchemaProps{
+		Type:        []string{"object"},
+		Description: metav1.Patch{}.SwaggerDoc()[""],
+	}}
 }
 
 func withID(op map[string]any, id string) map[string]any {
@@ -796,7 +904,23 @@ func crSchema(k *registry.Kind, v string, v2 bool) *spec.Schema {
 		addEmbedded(out, prefix, v2)
 	}
 	out.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": k.Group, "version": v, "kind": k.Kind}})
+	addSelectableFields(out, k, v)
 	return out
+}
+
+// addSelectableFields lists the version's selectable fields on its kind's
+// and list kind's definitions, as upstream's builder does
+// (x-kubernetes-selectable-fields, fieldPath without the leading dot).
+func addSelectableFields(s *spec.Schema, k *registry.Kind, v string) {
+	names := k.VersionFields[v]
+	if len(names) == 0 {
+		return
+	}
+	fields := make([]any, len(names))
+	for i, n := range names {
+		fields[i] = map[string]any{"fieldPath": n}
+	}
+	s.AddExtension("x-kubernetes-selectable-fields", fields)
 }
 
 // crListSchema is the definition of k's list kind in version v
@@ -817,6 +941,7 @@ func crListSchema(k *registry.Kind, v, itemName, prefix string) *spec.Schema {
 	s.SetProperty("apiVersion", stringProp(typeMetaDocs["apiVersion"]))
 	s.SetProperty("kind", stringProp(typeMetaDocs["kind"]))
 	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": k.Group, "version": v, "kind": k.ListKind}})
+	addSelectableFields(s, k, v)
 	return s
 }
 

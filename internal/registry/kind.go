@@ -2,13 +2,13 @@ package registry
 
 import (
 	"context"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -79,9 +79,10 @@ type Kind struct {
 	// metadata.name and metadata.namespace.
 	Fields func(obj *unstructured.Unstructured) fields.Set
 	// VersionFields, if set, are the fields of Fields a selector may use
-	// in each version, by version name: a CRD declares selectableFields
-	// per version. Nil allows all of them in every version.
-	VersionFields map[string]sets.Set[string]
+	// in each version, by version name, in the order declared: a CRD
+	// declares selectableFields per version (and its OpenAPI definition
+	// lists them). Nil allows all of them in every version.
+	VersionFields map[string][]string
 	// Columns are the Table columns after NAME; AGE is added last unless a
 	// column already reports it.
 	Columns []Column
@@ -184,7 +185,7 @@ func (k *Kind) SupportsField(version, f string) bool {
 		return false
 	}
 	if k.VersionFields != nil {
-		return k.VersionFields[version].Has(f)
+		return slices.Contains(k.VersionFields[version], f)
 	}
 	_, ok := k.Fields(&unstructured.Unstructured{Object: map[string]any{}})[f]
 	return ok

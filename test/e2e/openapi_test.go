@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +86,143 @@ func TestOpenAPIValidation(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestOpenAPIRefsResolve: every $ref in /openapi/v2 and in each
+// /openapi/v3 group version document names a definition the document
+// carries, with built-in kinds, CRDs with status, /scale and selectable
+// fields served: what the operations read and write (DeleteOptions,
+// Patch, Status, WatchEvent, autoscaling/v1 Scale) included, as upstream
+// publishes them. Clients that resolve $refs (kubectl explain, openapi
+// generators, kubectl's client-side validation) then find each one.
+func TestOpenAPIRefsResolve(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		installWidgetCRD(t, s)
+		installGearCRD(t, s, gearCRD)
+
+		code, _, body := s.call(t, "GET", "/openapi/v2", "", nil, "Accept", "application/json")
+		if code != http.StatusOK {
+			t.Fatalf("GET /openapi/v2: %d", code)
+		}
+		var v2 struct {
+			Paths       map[string]map[string]any
+			Definitions map[string]map[string]any
+		}
+		if err := json.Unmarshal(body, &v2); err != nil {
+			t.Fatal(err)
+		}
+		checkRefs(t, "/openapi/v2", body, "#/definitions/", func(name string) bool { return v2.Definitions[name] != nil })
+		for _, name := range []string{
+			"io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
+			"io.k8s.apimachinery.pkg.apis.meta.v1.Status", "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
+			"io.k8s.api.autoscaling.v1.Scale",
+		} {
+			if v2.Definitions[name] == nil {
+				t.Errorf("/openapi/v2 lacks %s", name)
+			}
+		}
+		// The operations that refer to them.
+		for path, ops := range map[string][]string{
+			"/apis/example.kplane.dev/v1/namespaces/{namespace}/widgets/{name}/scale": {"get", "put", "patch"},
+			"/api/v1/watch/namespaces/{namespace}/configmaps":                         {"get"},
+			"/api/v1/watch/namespaces/{namespace}/configmaps/{name}":                  {"get"},
+			"/api/v1/watch/configmaps":                                                {"get"},
+			"/api/v1/namespaces/{name}/finalize":                                      {"put"},
+		} {
+			for _, op := range ops {
+				if v2.Paths[path][op] == nil {
+					t.Errorf("/openapi/v2 lacks %s %s", op, path)
+				}
+			}
+		}
+		gear := v2.Definitions["dev.kplane.apply.v1.Gear"]
+		if sf, _ := json.Marshal(gear["x-kubernetes-selectable-fields"]); string(sf) != `[{"fieldPath":"spec.color"},{"fieldPath":"spec.size"}]` {
+			t.Errorf("Gear's x-kubernetes-selectable-fields = %s", sf)
+		}
+
+		code, _, body = s.call(t, "GET", "/openapi/v3", "", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /openapi/v3: %d", code)
+		}
+		var root struct {
+			Paths map[string]struct{ ServerRelativeURL string }
+		}
+		if err := json.Unmarshal(body, &root); err != nil {
+			t.Fatal(err)
+		}
+		for _, gv := range []string{"api/v1", "apis/example.kplane.dev/v1", "apis/apply.kplane.dev/v1"} {
+			if _, ok := root.Paths[gv]; !ok {
+				t.Errorf("/openapi/v3 does not list %s", gv)
+			}
+		}
+		for gv, p := range root.Paths {
+			code, _, body := s.call(t, "GET", p.ServerRelativeURL, "", nil)
+			if code != http.StatusOK {
+				t.Errorf("GET %s: %d", p.ServerRelativeURL, code)
+				continue
+			}
+			var doc struct {
+				Components struct{ Schemas map[string]any }
+			}
+			if err := json.Unmarshal(body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			checkRefs(t, gv, body, "#/components/schemas/", func(name string) bool { return doc.Components.Schemas[name] != nil })
+			want := []string{"io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", "io.k8s.apimachinery.pkg.apis.meta.v1.Status"}
+			switch gv {
+			case "apis/example.kplane.dev/v1":
+				want = append(want, "io.k8s.api.autoscaling.v1.Scale", "io.k8s.api.autoscaling.v1.ScaleSpec")
+			case "api/v1":
+				want = append(want, "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent")
+			}
+			for _, name := range want {
+				if doc.Components.Schemas[name] == nil {
+					t.Errorf("%s lacks %s", gv, name)
+				}
+			}
+		}
+	})
+}
+
+// checkRefs fails on each $ref in the JSON document data that does not
+// start with prefix or names no definition of the document.
+func checkRefs(t *testing.T, doc string, data []byte, prefix string, defined func(string) bool) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	dangling := map[string]bool{}
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if ref, ok := e.(string); ok && k == "$ref" {
+					n++
+					if !strings.HasPrefix(ref, prefix) || !defined(strings.TrimPrefix(ref, prefix)) {
+						dangling[ref] = true
+					}
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	if n == 0 {
+		t.Errorf("%s: no $ref at all", doc)
+	}
+	var list []string
+	for ref := range dangling {
+		list = append(list, ref)
+	}
+	sort.Strings(list)
+	for _, ref := range list {
+		t.Errorf("%s: $ref %q resolves to nothing", doc, ref)
+	}
 }

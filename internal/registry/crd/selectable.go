@@ -133,19 +133,19 @@ func pathTokens(p string) []string {
 // printed, or "" where the object lacks it, as upstream's
 // customResourceStrategy.GetAttrs gives it. Versions differ only in
 // apiVersion (conversion None), so one set of values serves them all.
-func selectableFields(crd *apiextensionsv1.CustomResourceDefinition) (fieldsOf func(*unstructured.Unstructured) fields.Set, byVersion map[string]sets.Set[string]) {
+func selectableFields(crd *apiextensionsv1.CustomResourceDefinition) (fieldsOf func(*unstructured.Unstructured) fields.Set, byVersion map[string][]string) {
 	paths := map[string]jsonPath{}
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
 			continue
 		}
 		if byVersion == nil {
-			byVersion = map[string]sets.Set[string]{}
+			byVersion = map[string][]string{}
 		}
-		names := sets.New[string]()
+		names := []string{}
 		for _, sf := range v.SelectableFields {
 			name := strings.TrimPrefix(sf.JSONPath, ".")
-			names.Insert(name)
+			names = append(names, name)
 			paths[name] = parseJSONPath(sf.JSONPath)
 		}
 		byVersion[v.Name] = names
