@@ -12,7 +12,9 @@ import (
 // The Kubernetes list and regex libraries, written from their documentation
 // (https://kubernetes.io/docs/reference/using-api/cel/#kubernetes-list-library
 // and #kubernetes-regex-library). Function names, signatures and runtime
-// error texts match kube-apiserver; overload ids are our own.
+// error texts match kube-apiserver; overload ids are our own. The other
+// Kubernetes libraries are in library_<name>.go, and their prices in
+// cost.go.
 
 var (
 	comparableTypes = []*cel.Type{cel.IntType, cel.UintType, cel.DoubleType, cel.BoolType,
