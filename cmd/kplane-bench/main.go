@@ -21,6 +21,8 @@ Usage:
   kplane-bench [flags]           run the scenarios against --kubeconfig (any cluster)
   kplane-bench compare [flags]   build ./cmd/kplane and run the scenarios against it with
                                  --storage embedded, memory and etcd in turn, side by side
+  kplane-bench scale [flags]     seed the embedded store with --sizes objects each, start kplane
+                                 on it, and report start-up, RSS, list pages and watch delivery
 
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, list (consistent, rv0, paged),
@@ -83,6 +85,9 @@ func (o *options) jsonOut(stdout io.Writer) (io.Writer, func() error, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return runCompare(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "scale" {
+		return runScale(ctx, args[1:], stdout, stderr)
 	}
 	return runLoad(ctx, args, stdout, stderr)
 }

@@ -39,6 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (--storage etcd)")
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/registry", "key prefix in etcd (--storage etcd)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "compact the store to the revision of the previous tick every interval, as kube-apiserver; 0 turns it off")
+	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type Config struct {
 	MinWatchTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Profiling serves Go's profiles under /debug/pprof/ to authenticated
+	// clients, as kube-apiserver's --profiling does.
+	Profiling bool
 }
 
 // Server serves the Kubernetes API. It is an http.Handler.
@@ -74,6 +78,13 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v2", s.openAPIV2)
 	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
+	if cfg.Profiling {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewNotFound(schemaGroupResource(""), ""))
 	})

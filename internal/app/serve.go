@@ -35,6 +35,8 @@ type Config struct {
 	CompactionInterval time.Duration
 	// Version is kplane's version, reported by /version.
 	Version string
+	// Profiling serves Go's profiles under /debug/pprof/ (authenticated).
+	Profiling bool
 	// OnReady, if set, is called once the server is ready and the
 	// kubeconfig written.
 	OnReady func(Ready)
@@ -144,7 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 		goRun("compactor", func(ctx context.Context) error { return compact(ctx, kvs, cfg.CompactionInterval, log) })
 	}
 
-	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log})
+	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log, Profiling: cfg.Profiling})
 	srv := &http.Server{
 		Handler:           api,
 		TLSConfig:         bundle.ServerTLSConfig(),

@@ -220,7 +220,7 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 	gr, v := k.GroupResource(), k.StorageVersion()
 	first := true
 	for ctx.Err() == nil {
-		list, err := m.res.List(ctx, v, "", registry.ListOptions{})
+		nodes, rv, err := c.list(ctx, m.res, v)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Debug("garbage collector: listing", "resource", gr.String(), "err", err)
@@ -228,16 +228,12 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 			c.pause(ctx)
 			continue
 		}
-		nodes := make([]*node, 0, len(list.Items))
-		for i := range list.Items {
-			nodes = append(nodes, newNode(k, &list.Items[i]))
-		}
 		c.enqueue(c.graph.replace(gr, nodes))
 		if first {
 			close(m.synced)
 			first = false
 		}
-		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: rv}})
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Debug("garbage collector: watching", "resource", gr.String(), "err", err)
@@ -247,6 +243,32 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 		}
 		c.apply(ctx, k, w)
 		w.Stop()
+	}
+}
+
+// listPage is the page size of the collector's lists: the decoded
+// objects of one page at a time are in memory, not those of the whole
+// resource.
+const listPage = 500
+
+// list reads the nodes of every object of res, one page at a time, and
+// the resourceVersion the pages were read at.
+func (c *Collector) list(ctx context.Context, res *registry.Resource, v string) ([]*node, string, error) {
+	k := res.Kind()
+	var nodes []*node
+	opts := registry.ListOptions{ListOptions: storage.ListOptions{Limit: listPage}}
+	for {
+		page, err := res.List(ctx, v, "", opts)
+		if err != nil {
+			return nil, "", err
+		}
+		for i := range page.Items {
+			nodes = append(nodes, newNode(k, &page.Items[i]))
+		}
+		if page.GetContinue() == "" {
+			return nodes, page.GetResourceVersion(), nil
+		}
+		opts.Continue = page.GetContinue()
 	}
 }
 

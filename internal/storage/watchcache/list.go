@@ -2,7 +2,6 @@ package watchcache
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sort"
 
@@ -86,31 +85,57 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 	if opts.Limit > 0 {
 		list.Items = make([]*storage.Record, 0, min(opts.Limit, int64(c.mu.objects.Len())))
 	}
-	var (
-		last  string
-		full  bool
-		after int64 // keys after last
-	)
-	ascendOver(c.mu.objects, start, kv.PrefixEnd(prefix), changed, func(r *storage.Record) bool {
-		if full {
-			after++
-			return opts.Predicate.Empty() // a selective list only needs to know there is more
-		}
+	var last string
+	end := kv.PrefixEnd(prefix)
+	ascendOver(c.mu.objects, start, end, changed, func(r *storage.Record) bool {
 		if opts.Predicate.MatchesRecord(r) {
 			list.Items = append(list.Items, r)
 			if opts.Limit > 0 && int64(len(list.Items)) == opts.Limit {
-				full, last = true, r.Key
+				last = r.Key
+				return false
 			}
 		}
 		return true
 	})
-	if full && after > 0 {
-		list.Continue = storage.ContinueAfter(prefix, rev, last)
-		if opts.Predicate.Empty() {
-			list.Remaining = &after
+	if last == "" {
+		return list
+	}
+	after := last + "\x00"
+	if !opts.Predicate.Empty() {
+		// A selective list only needs to know whether any key follows.
+		more := false
+		ascendOver(c.mu.objects, after, end, changed, func(*storage.Record) bool { more = true; return false })
+		if more {
+			list.Continue = storage.ContinueAfter(prefix, rev, last)
 		}
+		return list
+	}
+	if n := countAfter(c.mu.objects, after, end, changed); n > 0 {
+		list.Continue = storage.ContinueAfter(prefix, rev, last)
+		list.Remaining = &n
 	}
 	return list
+}
+
+// countAfter counts the keys in [start, end) with changed laid over
+// objects: a plain count of the tree's keys, corrected by the changed
+// ones. It is the remainingItemCount of a page, so it runs once per page
+// and must be cheap per key.
+func countAfter(objects *btree.BTreeG[*storage.Record], start, end string, changed map[string]*storage.Record) int64 {
+	var n int64
+	objects.AscendRange(probe(start), probe(end), func(*storage.Record) bool { n++; return true })
+	for k, r := range changed {
+		if k < start || k >= end {
+			continue
+		}
+		if _, now := objects.Get(probe(k)); now {
+			n--
+		}
+		if r != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ascendOver calls fn in key order for the records in [start, end), with
@@ -118,7 +143,13 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 // not at all when that is nil. It stops when fn returns false.
 func ascendOver(objects *btree.BTreeG[*storage.Record], start, end string, changed map[string]*storage.Record,
 	fn func(r *storage.Record) bool) {
-	keys := slices.Sorted(maps.Keys(changed))
+	var keys []string
+	for k := range changed {
+		if k >= start && k < end {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
 	next := 0 // keys[:next] are done
 	// emit sends the changed keys before key (all of them, for "").
 	emit := func(key string) bool {

@@ -70,7 +70,7 @@ func TestPagesFromHistoryMatchTheStore(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		write()
 	}
-	for round := 0; round < 60; round++ {
+	for round := 0; round < 200; round++ {
 		listPrefix := []string{prefix, prefix + "a/", prefix + "b/"}[rnd.IntN(3)]
 		opts := storage.ListOptions{Limit: int64(1 + rnd.IntN(7))}
 		if rnd.IntN(3) == 0 {

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kplane-dev/kplane/internal/app"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// runScale measures how the embedded store scales with the number of
+// objects: for each size, a data dir is seeded with that many small
+// ConfigMaps (written straight through the storage layer, as the API
+// would store them, which is much faster than creating them over HTTP),
+// then kplane serve starts on it. It reports start to ready, RSS once the
+// watch caches are filled, the latency of pages of a paged list (limit
+// --page-size), the time to walk the whole list in pages, a watch's
+// delivery latency, and the RSS after that.
+func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kplane-bench scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizesFlag := fs.String("sizes", "10000,100000", "object counts to measure, comma-separated (1000000 takes minutes)")
+	dataBytes := fs.Int("data-bytes", 64, "bytes of data in each ConfigMap")
+	pageSize := fs.Int("page-size", 500, "limit of the paged list")
+	pages := fs.Int("pages", 20, "first pages timed one by one")
+	kplaneBin := fs.String("kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
+	jsonPath := fs.String("json", "", "write the JSON lines to this file instead of stdout")
+	profiles := fs.String("profiles", "", "save the server's heap profile, loaded, as DIR/heap-N.pb.gz (and a CPU profile of the paged walk as DIR/cpu-walk-N.pb.gz)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	var sizes []int
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "kplane-bench scale: --sizes: %q is not a positive count\n", f)
+			return 2
+		}
+		sizes = append(sizes, n)
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "kplane-bench scale: %v\n", err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "kplane-bench-scale-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	if *kplaneBin == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return fail(err)
+		}
+		*kplaneBin = filepath.Join(tmp, "kplane")
+		if err := goBuild(ctx, root, "./cmd/kplane", *kplaneBin); err != nil {
+			return fail(err)
+		}
+	}
+	out, closeOut, err := (&options{jsonPath: *jsonPath}).jsonOut(stdout)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeOut()
+	var results []Result
+	for _, n := range sizes {
+		dir := filepath.Join(tmp, strconv.Itoa(n))
+		res, err := scaleOne(ctx, *kplaneBin, dir, n, *dataBytes, *pageSize, *pages, *profiles, stderr)
+		if err != nil {
+			return fail(fmt.Errorf("%d objects: %w", n, err))
+		}
+		for _, r := range res {
+			writeJSONLine(out, r)
+		}
+		results = append(results, res...)
+		os.RemoveAll(dir)
+	}
+	return writeScaleTable(stdout, results)
+}
+
+// seedConfigMap is a small ConfigMap as the API stores one created by
+// kubectl: uid, creationTimestamp, a label and managedFields.
+func seedConfigMap(i, dataBytes int, now string) *unstructured.Unstructured {
+	name := fmt.Sprintf("cm-%07d", i)
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"data":       map[string]any{"k": strings.Repeat("x", dataBytes)},
+		"metadata": map[string]any{
+			"name":              name,
+			"namespace":         "default",
+			"uid":               string(uuid.NewUUID()),
+			"creationTimestamp": now,
+			"labels":            map[string]any{"app": "kplane-bench"},
+			"managedFields": []any{map[string]any{
+				"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubectl-create", "operation": "Update", "time": now,
+				"fieldsV1": map[string]any{
+					"f:data":     map[string]any{".": map[string]any{}, "f:k": map[string]any{}},
+					"f:metadata": map[string]any{"f:labels": map[string]any{".": map[string]any{}, "f:app": map[string]any{}}},
+				},
+			}},
+		},
+	}}
+}
+
+// seed writes n ConfigMaps into the embedded store at dir/data/kv, with
+// enough concurrent writers for group commit to batch them.
+func seed(ctx context.Context, dir string, n, dataBytes int) (jsonBytes int, err error) {
+	k, err := app.OpenStore(app.StoreConfig{Storage: app.StorageEmbedded, DataDir: filepath.Join(dir, "data")})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := k.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	s := storage.New(k)
+	now := time.Now().UTC().Format(time.RFC3339)
+	sample, _ := storage.AppendJSON(nil, seedConfigMap(0, dataBytes, now).Object)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				obj := seedConfigMap(i, dataBytes, now)
+				if _, err := s.Create(ctx, "/configmaps/default/"+obj.GetName(), obj); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	return len(sample), ctx.Err()
+}
+
+func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, pages int, profiles string, log io.Writer) ([]Result, error) {
+	mode := fmt.Sprintf("embedded-%d", n)
+	t0 := time.Now()
+	objBytes, err := seed(ctx, dir, n, dataBytes)
+	if err != nil {
+		return nil, fmt.Errorf("seeding: %w", err)
+	}
+	seeded := time.Since(t0)
+	fmt.Fprintf(log, "kplane-bench scale: seeded %d objects in %s\n", n, seeded.Round(time.Millisecond))
+
+	p, kubeconfig, ready, err := startKplane(ctx, bin, dir, []string{"--storage", "embedded"})
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop(30 * time.Second)
+	ps := procs{p.pid()}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cms := cs.CoreV1().ConfigMaps("default")
+
+	var out []Result
+	add := func(r Result) {
+		r.Mode = mode
+		r.addExtra(map[string]any{"objects": n, "object_json_bytes": objBytes})
+		out = append(out, r)
+	}
+	start := Result{Name: "start-to-ready", Ops: 1, Seconds: ready.Seconds()}
+	start.addExtra(map[string]any{"seed_seconds": seeded.Seconds()})
+	add(start)
+
+	// The first list waits for the ConfigMap cache to fill: time it, then
+	// read the RSS of a server holding every object.
+	t1 := time.Now()
+	first, err := cms.List(ctx, metav1.ListOptions{Limit: int64(pageSize)})
+	if err != nil {
+		return out, err
+	}
+	add(Result{Name: "first-page", Ops: 1, Seconds: time.Since(t1).Seconds()})
+	time.Sleep(2 * time.Second) // let the caches and the collector settle
+	if rss, err := ps.rss(); err == nil {
+		r := Result{Name: "rss-loaded", RSSBytes: &rss}
+		r.addExtra(map[string]any{"rss_bytes_per_object": float64(rss) / float64(n)})
+		add(r)
+	}
+	var cpuProfile chan error
+	if profiles != "" {
+		if err := saveProfile(ctx, cs, "heap", filepath.Join(profiles, fmt.Sprintf("heap-%d.pb.gz", n))); err != nil {
+			return out, err
+		}
+		cpuProfile = make(chan error, 1)
+		go func() {
+			cpuProfile <- saveProfile(ctx, cs, "profile", filepath.Join(profiles, fmt.Sprintf("cpu-walk-%d.pb.gz", n)))
+		}()
+	}
+
+	// Pages: the first --pages timed one by one, then the whole walk.
+	var lat []time.Duration
+	cpu0, _ := ps.cpuSeconds()
+	walk := time.Now()
+	items, opts := 0, metav1.ListOptions{Limit: int64(pageSize)}
+	for {
+		t := time.Now()
+		l, err := cms.List(ctx, opts)
+		if err != nil {
+			return out, fmt.Errorf("paged list: %w", err)
+		}
+		if len(lat) < pages {
+			lat = append(lat, time.Since(t))
+		}
+		items += len(l.Items)
+		if l.Continue == "" {
+			break
+		}
+		opts.Continue = l.Continue
+	}
+	walked := time.Since(walk)
+	cpu1, _ := ps.cpuSeconds()
+	if cpuProfile != nil {
+		if err := <-cpuProfile; err != nil {
+			return out, err
+		}
+	}
+	page := Result{Name: "list-page", Ops: len(lat)}
+	page.setLatencies(lat)
+	add(page)
+	all := Result{Name: "list-all-paged", Ops: 1, Seconds: walked.Seconds()}
+	cpu := (cpu1 - cpu0)
+	all.ServerCPUPerOp = &cpu
+	all.addExtra(map[string]any{"items": items, "page_size": pageSize})
+	if items != n {
+		all.Error = fmt.Sprintf("the pages held %d items, want %d", items, n)
+	}
+	add(all)
+
+	// A watch from the list's resourceVersion sees an update.
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		return out, err
+	}
+	var wlat []time.Duration
+	for i := range 20 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-watch-%d", i)}}
+		t := time.Now()
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			w.Stop()
+			return out, err
+		}
+		if err := awaitAdded(ctx, w, cm.Name); err != nil {
+			w.Stop()
+			return out, err
+		}
+		wlat = append(wlat, time.Since(t))
+	}
+	w.Stop()
+	wr := Result{Name: "watch-create-to-event", Ops: len(wlat)}
+	wr.setLatencies(wlat)
+	add(wr)
+	if rss, err := ps.rss(); err == nil {
+		add(Result{Name: "rss-after", RSSBytes: &rss})
+	}
+	return out, nil
+}
+
+// saveProfile saves the server's /debug/pprof/<which> to path.
+func saveProfile(ctx context.Context, cs kubernetes.Interface, which, path string) error {
+	req := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/" + which)
+	if which == "profile" {
+		req = req.Param("seconds", "3")
+	}
+	data, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", which, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// awaitAdded reads w until the ADDED event of name.
+func awaitAdded(ctx context.Context, w watch.Interface, name string) error {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("the watch ended")
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && cm.Name == name {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("no ADDED event for %s in 30s", name)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// writeScaleTable prints one row per size.
+func writeScaleTable(w io.Writer, results []Result) int {
+	type row struct{ start, first, rss, page50, page99, walk, watch50, rssAfter string }
+	rows := map[string]*row{}
+	var order []string
+	code := 0
+	for _, r := range results {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s %s: %s\n", r.Mode, r.Name, r.Error)
+			code = 1
+		}
+		x, ok := rows[r.Mode]
+		if !ok {
+			x = &row{}
+			rows[r.Mode] = x
+			order = append(order, r.Mode)
+		}
+		switch r.Name {
+		case "start-to-ready":
+			x.start = fmt.Sprintf("%.0f ms", r.Seconds*1000)
+		case "first-page":
+			x.first = fmt.Sprintf("%.0f ms", r.Seconds*1000)
+		case "rss-loaded":
+			x.rss = optRSS(r.RSSBytes)
+		case "list-page":
+			x.page50, x.page99 = optFloat(r.P50ms, 1, 1)+" ms", optFloat(r.P99ms, 1, 1)+" ms"
+		case "list-all-paged":
+			x.walk = fmt.Sprintf("%.2f s", r.Seconds)
+		case "watch-create-to-event":
+			x.watch50 = optFloat(r.P50ms, 1, 1) + " ms"
+		case "rss-after":
+			x.rssAfter = optRSS(r.RSSBytes)
+		}
+	}
+	fmt.Fprintln(w, "| objects | start to ready | first page (cache fill) | RSS loaded | page p50 | page p99 | all pages | watch p50 | RSS after |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, m := range order {
+		x := rows[m]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(m, "embedded-"),
+			x.start, x.first, x.rss, x.page50, x.page99, x.walk, x.watch50, x.rssAfter)
+	}
+	return code
+}
