@@ -8,8 +8,10 @@
 //     after it has caught up with the store's current revision, which it
 //     learns by asking its store watch for progress; NotOlderThan waits for
 //     the requested revision. Either falls back to the store when the cache
-//     can't catch up in time. Exact lists and continued pages are served by
-//     the store.
+//     can't catch up in time. Continued pages and Exact lists are served
+//     from the cache's history while it reaches back to their revision
+//     and the store has not compacted it, and by the store otherwise; the
+//     continue tokens are the store's.
 //   - Watches start from any resourceVersion still in the cache's event
 //     history (Capacity events), from "now" with the current state as
 //     ADDED events, or fail with an ERROR event carrying 410 Gone when the
@@ -25,6 +27,8 @@
 //
 // # What it does not do
 //
-// It does not encode objects (the HTTP layer does, once per event) and it
-// does not write: writes go to the store, and come back through the watch.
+// It keeps no decoded objects: it holds storage.Records (the stored JSON
+// and what selectors need) and decodes an event's objects once for the
+// watchers that get them. It does not write: writes go to the store, and
+// come back through the watch.
 package watchcache
