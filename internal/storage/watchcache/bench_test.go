@@ -2,10 +2,12 @@ package watchcache_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -188,4 +190,57 @@ func BenchmarkList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFanout is the watch fan-out step: one update of a ConfigMap
+// delivered to W watchers of its namespace, each of which writes the
+// event's JSON as the HTTP layer does. An op is one event, from the write
+// until every watcher has written it.
+func BenchmarkFanout(b *testing.B) {
+	for _, watchers := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("watchers=%d", watchers), func(b *testing.B) {
+			s, c := filled(b, 100, true)
+			key := prefix + "default/cm-00000"
+			got := make(chan struct{}, watchers)
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			for range watchers {
+				w, err := c.Watch(wctx, prefix+"default/", storage.WatchOptions{
+					ResourceVersion: strconv.FormatInt(c.CacheRevision(), 10), Recursive: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					defer w.Stop()
+					for ev := range w.ResultChan() {
+						var data []byte
+						var err error
+						if sh, ok := ev.Object.(*storage.Shared); ok {
+							data, err = sh.MarshalJSON() // as the HTTP layer writes cache events
+						} else {
+							data, err = json.Marshal(ev.Object)
+						}
+						if err != nil || len(data) == 0 {
+							panic(fmt.Sprint("encoding a watch event: ", err))
+						}
+						got <- struct{}{}
+					}
+				}()
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := s.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+					cur.SetLabels(map[string]string{"n": strconv.Itoa(i)})
+					return cur, nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				for range watchers {
+					<-got
+				}
+			}
+		})
+	}
 }
