@@ -5,7 +5,10 @@
 // and on deletion removes every object of the resource before the CRD
 // itself goes (the customresourcecleanup.apiextensions.k8s.io finalizer).
 //
-// Schemas are stored and served but not enforced yet: custom resources
-// are accepted as any JSON object. Versions are served with conversion
-// strategy None (only apiVersion changes between them).
+// Each served version's schema is enforced as kube-apiserver does
+// (packages schema and cel: structural checks, pruning, defaulting,
+// OpenAPI and CEL validation with ratcheting); server-side apply merges by
+// the schema's list and map types (typeconverter.go); selectableFields
+// add field selectors. Versions are served with conversion strategy None
+// (only apiVersion changes between them).
 package crd

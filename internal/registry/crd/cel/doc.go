@@ -23,6 +23,14 @@
 //     key), unless the rule sets optionalOldSelf.
 //   - Errors come in a stable order: a node's rules in declaration order,
 //     then its children by property name, map key or list index.
+//   - Validation ratcheting, as upstream: on update, a failing rule that
+//     does not use oldSelf is not reported when its value is unchanged from
+//     the stored object (correlated by property, map key, or the keys of a
+//     map-type list); rules using oldSelf never ratchet.
+//   - Rules under allOf/anyOf/oneOf/not never run: the CRD that has them is
+//     refused when it is written, as upstream does for structural schemas.
+//   - Duration and date-time strings are parsed with kube-openapi's strfmt,
+//     as upstream, so rules and the format check agree ("1d" is a duration).
 //
 // Rules have the environment of kube-apiserver's CRD validation for new
 // expressions at compatibility version 1.36: the CEL standard library with
@@ -36,9 +44,8 @@
 // library belongs to mutating admission policies and is absent.
 //
 // Not done (differences from kube-apiserver):
-//   - Rules inside allOf/anyOf/oneOf/not are not evaluated.
-//   - Validation ratcheting (unchanged invalid values allowed on update) is
-//     not implemented: errors are always reported.
+//   - A ratcheted failure is dropped silently; upstream also returns it as
+//     a Warning header.
 //   - Every rule is compiled in the new-expressions environment. On a CRD
 //     update kube-apiserver compiles unchanged rules in its stored-expressions
 //     environment, which also has what 1.37 added (the list library's
