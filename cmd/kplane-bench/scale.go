@@ -43,6 +43,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	pages := fs.Int("pages", 20, "first pages timed one by one")
 	kplaneBin := fs.String("kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
 	jsonPath := fs.String("json", "", "write the JSON lines to this file instead of stdout")
+	keep := fs.String("keep", "", "seed the data dirs under this directory (DIR/N/data) and keep them, to start kplane on them again")
 	profiles := fs.String("profiles", "", "save the server's heap profile, loaded, as DIR/heap-N.pb.gz (and a CPU profile of the paged walk as DIR/cpu-walk-N.pb.gz)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -86,6 +87,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var results []Result
 	for _, n := range sizes {
 		dir := filepath.Join(tmp, strconv.Itoa(n))
+		if *keep != "" {
+			dir = filepath.Join(*keep, strconv.Itoa(n))
+		}
 		res, err := scaleOne(ctx, *kplaneBin, dir, n, *dataBytes, *pageSize, *pages, *profiles, stderr)
 		if err != nil {
 			return fail(fmt.Errorf("%d objects: %w", n, err))
@@ -94,7 +98,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			writeJSONLine(out, r)
 		}
 		results = append(results, res...)
-		os.RemoveAll(dir)
+		if *keep == "" {
+			os.RemoveAll(dir)
+		}
 	}
 	return writeScaleTable(stdout, results)
 }
