@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -144,11 +145,23 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if f, err := negotiate(r); err == nil && f == formJSON {
-		// The common case, served from the stored JSON as it is.
+	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && (f == formJSON || f == formProtobuf) {
+		// The common case, served from the stored JSON as it is (or
+		// decoded from it straight into the Go types, for protobuf).
 		recs, ok, err := h.res.ListRecords(ctx, h.ri.version, h.ri.namespace, opts)
 		if err != nil {
 			writeError(w, err)
+			return
+		}
+		if ok && f == formProtobuf {
+			typed, err := protoList(h.kind, h.ri.version, len(recs.Items), func(i int, b []byte) ([]byte, error) {
+				return recs.Items[i].AppendJSON(b, recs.Items[i].Rev)
+			}, recordsMeta(recs))
+			if err != nil {
+				writeError(w, apierrors.NewInternalError(err))
+				return
+			}
+			writeProto(w, http.StatusOK, typed)
 			return
 		}
 		if ok {
@@ -170,6 +183,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.s.writeList(w, r, h.kind, h.ri.version, list)
+}
+
+// recordsMeta is a record list's ListMeta.
+func recordsMeta(l *storage.RecordList) metav1.ListMeta {
+	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10), Continue: l.Continue, RemainingItemCount: l.Remaining}
 }
 
 // listSize is about the size of a list's JSON.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // form is the shape of a response the client asked for in Accept.
@@ -26,12 +27,16 @@ const (
 	formYAML
 	formTable
 	formMetadata // PartialObjectMetadata(List)
+	formProtobuf // application/vnd.kubernetes.protobuf, built-in kinds only
 )
 
 // negotiate picks the first form in Accept that kplane can produce, as
-// kube-apiserver's content negotiation does. Protobuf and CBOR are not
-// offered; a client that accepts nothing else gets 406.
-func negotiate(r *http.Request) (form, error) {
+// kube-apiserver's content negotiation does. Protobuf is offered when
+// proto is set (objects and lists of built-in kinds); CBOR is not. A
+// client that accepts nothing kplane can produce gets 406.
+func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
+
+func negotiateFor(r *http.Request, proto bool) (form, error) {
 	accept := r.Header.Get("Accept")
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, nil
@@ -58,6 +63,10 @@ func negotiate(r *http.Request) (form, error) {
 		case "application/yaml":
 			if params["as"] == "" {
 				return formYAML, nil
+			}
+		case protobufType:
+			if proto && params["as"] == "" {
+				return formProtobuf, nil
 			}
 		}
 	}
@@ -87,7 +96,7 @@ func write(w http.ResponseWriter, f form, code int, v any) {
 }
 
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
-	f, err := negotiate(r)
+	f, err := negotiateFor(r, protoCapable(k, v))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -97,13 +106,15 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry
 		writeJSON(w, code, s.table(k, r, nil, []*unstructured.Unstructured{obj}))
 	case formMetadata:
 		writeJSON(w, code, partial(obj))
+	case formProtobuf:
+		writeProtoObject(w, k, v, code, obj)
 	default:
 		write(w, f, code, obj)
 	}
 }
 
 func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, list *unstructured.UnstructuredList) {
-	f, err := negotiate(r)
+	f, err := negotiateFor(r, protoCapable(k, v))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -124,6 +135,15 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 			out.Items = append(out.Items, *partial(&list.Items[i]))
 		}
 		writeJSON(w, http.StatusOK, out)
+	case formProtobuf:
+		typed, err := protoList(k, v, len(list.Items), func(i int, b []byte) ([]byte, error) {
+			return storage.AppendJSON(b, list.Items[i].Object)
+		}, listMeta(list))
+		if err != nil {
+			writeError(w, apierrors.NewInternalError(err))
+			return
+		}
+		writeProto(w, http.StatusOK, typed)
 	default:
 		if list.Items == nil {
 			list.Items = []unstructured.Unstructured{}

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,25 +11,112 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
-// protoScheme knows the built-in kinds' Go types, for decoding protobuf
-// request bodies (kubectl and typed clients send built-in kinds as
-// protobuf). Responses are JSON: clients accept it.
-var protoSerializer = func() *protobuf.Serializer {
+// protoScheme knows the built-in kinds' Go types, for protobuf request
+// bodies and responses (kubectl and typed clients use protobuf for
+// built-in kinds). Custom resources have no protobuf form: a client that
+// also accepts JSON gets JSON, as from kube-apiserver.
+var protoScheme = func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // a broken scheme is a programming error
 		}
 	}
-	return protobuf.NewSerializer(scheme, scheme)
+	return scheme
 }()
+
+var protoSerializer = protobuf.NewSerializer(protoScheme, protoScheme)
+
+// protoCapable reports whether version v of kind k has a protobuf form.
+func protoCapable(k *registry.Kind, v string) bool {
+	if k == nil || k.Typed == nil {
+		return false
+	}
+	gvk := k.GroupVersionKind(v)
+	return protoScheme.Recognizes(gvk) && protoScheme.Recognizes(gvk.GroupVersion().WithKind(k.ListKind))
+}
+
+// typedFromJSON decodes an object's JSON into version v of kind k's Go
+// type.
+func typedFromJSON(k *registry.Kind, v string, data []byte) (runtime.Object, error) {
+	obj, err := protoScheme.New(k.GroupVersionKind(v))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// writeProto writes obj (typed, its TypeMeta set) in protobuf.
+func writeProto(w http.ResponseWriter, code int, obj runtime.Object) {
+	var buf bytes.Buffer
+	if err := protoSerializer.Encode(obj, &buf); err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", protobufType)
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// writeProtoObject writes an object of kind k in protobuf.
+func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
+	data, err := storage.AppendJSON(make([]byte, 0, 2048), obj.Object)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	typed, err := typedFromJSON(k, v, data)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	typed.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind(v))
+	writeProto(w, code, typed)
+}
+
+// protoList builds the typed list of kind k from the items' JSON.
+func protoList(k *registry.Kind, v string, n int, item func(i int, b []byte) ([]byte, error), meta metav1.ListMeta) (runtime.Object, error) {
+	gvk := k.GroupVersionKind(v).GroupVersion().WithKind(k.ListKind)
+	list, err := protoScheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]runtime.Object, n)
+	var buf []byte
+	for i := range n {
+		if buf, err = item(i, buf[:0]); err != nil {
+			return nil, err
+		}
+		if items[i], err = typedFromJSON(k, v, buf); err != nil {
+			return nil, err
+		}
+	}
+	if err := apimeta.SetList(list, items); err != nil {
+		return nil, err
+	}
+	lm, err := apimeta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(meta.ResourceVersion)
+	lm.SetContinue(meta.Continue)
+	lm.SetRemainingItemCount(meta.RemainingItemCount)
+	list.GetObjectKind().SetGroupVersionKind(gvk)
+	return list, nil
+}
 
 // protoToJSON decodes a protobuf body of kind k into its Go type and
 // returns it as JSON.
