@@ -75,6 +75,35 @@ type event struct {
 	cur, prior *storage.Record
 }
 
+// eventLog is the history: the last events, oldest first, in a slice
+// that drops from the front by moving an offset and is compacted only
+// when half of it is dropped, so adding an event costs O(1) amortized,
+// not a copy of the whole history.
+type eventLog struct {
+	events []event
+	start  int // events[:start] are dropped
+}
+
+// all returns the events kept, oldest first.
+func (l *eventLog) all() []event { return l.events[l.start:] }
+
+// add appends e and, beyond capacity events, drops the oldest, returning
+// its revision.
+func (l *eventLog) add(e event, capacity int) (dropped int64, ok bool) {
+	l.events = append(l.events, e)
+	if len(l.events)-l.start <= capacity {
+		return 0, false
+	}
+	dropped = l.events[l.start].rev
+	l.events[l.start] = event{} // let its records go
+	l.start++
+	if l.start >= len(l.events)/2 {
+		l.events = append(make([]event, 0, 2*capacity), l.events[l.start:]...)
+		l.start = 0
+	}
+	return dropped, true
+}
+
 // probe is a btree key for lookups.
 func probe(key string) *storage.Record { return &storage.Record{Key: key} }
 
@@ -97,7 +126,7 @@ type Cache struct {
 		// floor, and a list may read any revision in [floor, rev]: the
 		// objects, with the keys that changed since put back as they were
 		// (stateAtLocked).
-		history  []event
+		history  eventLog
 		floor    int64
 		watchers map[*watcher]struct{}
 		changed  chan struct{} // closed and replaced when rev changes
@@ -153,7 +182,7 @@ func (c *Cache) follow(ctx context.Context) error {
 	for _, r := range list.Items {
 		c.mu.objects.ReplaceOrInsert(r)
 	}
-	c.mu.rev, c.mu.floor, c.mu.history = list.ResourceVersion, list.ResourceVersion, nil
+	c.mu.rev, c.mu.floor, c.mu.history = list.ResourceVersion, list.ResourceVersion, eventLog{}
 	c.mu.progress = w
 	c.mu.ready = true
 	c.broadcastLocked()
@@ -206,10 +235,8 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		c.broadcastLocked() // a delete of a key the cache never saw: nothing to tell
 		return nil
 	}
-	c.mu.history = append(c.mu.history, e)
-	if over := len(c.mu.history) - c.cfg.Capacity; over > 0 {
-		c.mu.floor = c.mu.history[over-1].rev
-		c.mu.history = append(c.mu.history[:0:0], c.mu.history[over:]...)
+	if dropped, ok := c.mu.history.add(e, c.cfg.Capacity); ok {
+		c.mu.floor = dropped
 	}
 	objs := &eventObjects{e: e}
 	for w := range c.mu.watchers {

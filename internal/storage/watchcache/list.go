@@ -59,7 +59,7 @@ func (c *Cache) reachesLocked(rev int64) bool {
 // rev, each with its state at rev (nil: absent then). rev must be in
 // [floor, rev] of the cache.
 func (c *Cache) changedSinceLocked(rev int64, start, end string) map[string]*storage.Record {
-	h := c.mu.history
+	h := c.mu.history.all()
 	var changed map[string]*storage.Record
 	for _, e := range h[sort.Search(len(h), func(i int) bool { return h[i].rev > rev }):] {
 		if e.key < start || e.key >= end {

@@ -204,7 +204,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		return w, nil
 	default:
 		replay := &watcher{pred: opts.Predicate, match: match}
-		for _, e := range c.mu.history {
+		for _, e := range c.mu.history.all() {
 			if e.rev > rv {
 				if out, ok := replay.transform(e, &eventObjects{e: e}); ok {
 					initial = append(initial, out)
