@@ -126,6 +126,11 @@ func newRunner(cfg *rest.Config, protobuf bool) (*runner, error) {
 	if protobuf {
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	} else {
+		// JSON both ways, as issue 6's reference was measured: typed
+		// clients otherwise ask for protobuf first.
+		cfg.ContentType = "application/json"
+		cfg.AcceptContentTypes = "application/json"
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
