@@ -199,6 +199,7 @@ func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, page
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json" // as compare, without --protobuf
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
