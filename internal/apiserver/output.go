@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,9 +32,18 @@ const (
 )
 
 // negotiate picks the first form in Accept that kplane can produce, as
-// kube-apiserver's content negotiation does. Protobuf is offered when
-// proto is set (objects and lists of built-in kinds); CBOR is not. A
-// client that accepts nothing kplane can produce gets 406.
+// kube-apiserver's content negotiation does, with one difference about
+// protobuf (offered when proto is set: objects and lists of built-in
+// kinds): it is chosen only when the client prefers it, by a higher
+// q-value, to every JSON form it accepts, or accepts no JSON form.
+// kplane keeps objects as JSON and writes JSON lists from it without
+// decoding, while protobuf needs a decode into the Go types: measured
+// with client-go, protobuf lists cost the server 3.5× the CPU and slowed
+// an informer's sync (docs/benchmarks.md). client-go's typed clients send
+// "application/vnd.kubernetes.protobuf,application/json", an equal
+// preference, so either answer is correct, and decode what they get.
+// CBOR is not offered. A client that accepts nothing kplane can produce
+// gets 406.
 func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
 
 func negotiateFor(r *http.Request, proto bool) (form, error) {
@@ -41,39 +51,72 @@ func negotiateFor(r *http.Request, proto bool) (form, error) {
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, nil
 	}
+	type entry struct {
+		mt     string
+		params map[string]string
+		q      float64
+	}
+	var entries []entry
+	protoQ := 0.0 // the q of protobuf; 0: not acceptable
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
 			continue
 		}
-		switch mt {
-		case "application/json", "*/*", "application/*":
-			switch params["as"] {
-			case "":
-				return formJSON, nil
-			case "Table":
-				if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
-					return formTable, nil
-				}
-			case "PartialObjectMetadata", "PartialObjectMetadataList":
-				if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
-					return formMetadata, nil
-				}
-			}
-		case "application/yaml":
-			if params["as"] == "" {
-				return formYAML, nil
-			}
-		case protobufType:
-			if proto && params["as"] == "" {
-				return formProtobuf, nil
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if q, err = strconv.ParseFloat(v, 64); err != nil || q < 0 || q > 1 {
+				continue
 			}
 		}
+		if mt == protobufType {
+			if proto && params["as"] == "" {
+				protoQ = max(protoQ, q)
+			}
+			continue
+		}
+		entries = append(entries, entry{mt, params, q})
+	}
+	for _, e := range entries {
+		if f, ok := formOf(e.mt, e.params); ok && e.q > 0 {
+			if protoQ > e.q {
+				return formProtobuf, nil
+			}
+			return f, nil
+		}
+	}
+	if protoQ > 0 {
+		return formProtobuf, nil
 	}
 	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
 		Message: "only the following media types are accepted: application/json, application/yaml",
 	}}
+}
+
+// formOf is the form of an Accept entry other than protobuf, if kplane
+// can produce it.
+func formOf(mt string, params map[string]string) (form, bool) {
+	switch mt {
+	case "application/json", "*/*", "application/*":
+		switch params["as"] {
+		case "":
+			return formJSON, true
+		case "Table":
+			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+				return formTable, true
+			}
+		case "PartialObjectMetadata", "PartialObjectMetadataList":
+			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+				return formMetadata, true
+			}
+		}
+	case "application/yaml":
+		if params["as"] == "" {
+			return formYAML, true
+		}
+	}
+	return 0, false
 }
 
 // write encodes v in the negotiated plain form (JSON or YAML).

@@ -117,16 +117,17 @@ func TestListFromStoredJSON(t *testing.T) {
 	})
 }
 
-// Built-in kinds are answered in protobuf when the client asks for it
-// (typed client-go with ContentType protobuf, kubectl), custom resources
-// in JSON when the client also takes JSON, and 406 when it takes only
-// protobuf, as kube-apiserver does. The protobuf list holds the same
-// objects as the JSON list.
+// Built-in kinds are answered in protobuf when the client prefers it (by
+// q-value) or takes nothing else, and in JSON when it takes both equally
+// (client-go's default Accept); custom resources answer JSON when the
+// client also takes JSON, and 406 when it takes only protobuf, as
+// kube-apiserver does. The protobuf list holds the same objects as the
+// JSON list.
 func TestProtobufResponses(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	cfg := s.config()
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json;q=0.9"
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps("default")
@@ -175,6 +176,14 @@ func TestProtobufResponses(t *testing.T) {
 	code, h, body := s.call(t, "GET", "/api/v1/namespaces/default/configmaps", "", nil, "Accept", "application/vnd.kubernetes.protobuf")
 	if code != 200 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
 		t.Fatalf("protobuf list: %d %q %s", code, h.Get("Content-Type"), body)
+	}
+	code, h, _ = s.call(t, "GET", "/api/v1/namespaces/default/configmaps/p-00", "", nil, "Accept", "application/vnd.kubernetes.protobuf,application/json")
+	if code != 200 || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("protobuf and JSON equally: %d %q, want JSON", code, h.Get("Content-Type"))
+	}
+	code, h, _ = s.call(t, "GET", "/api/v1/namespaces/default/configmaps/p-00", "", nil, "Accept", "application/vnd.kubernetes.protobuf,application/json;q=0.9")
+	if code != 200 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
+		t.Fatalf("protobuf preferred: %d %q", code, h.Get("Content-Type"))
 	}
 	scheme := runtime.NewScheme()
 	corev1.AddToScheme(scheme)
