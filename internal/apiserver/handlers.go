@@ -154,14 +154,14 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok && f == formProtobuf {
-			typed, err := protoList(h.kind, h.ri.version, len(recs.Items), func(i int, b []byte) ([]byte, error) {
-				return recs.Items[i].AppendJSON(b, recs.Items[i].Rev)
-			}, recordsMeta(recs))
+			data, err := recordsProtoList(h.kind, h.ri.version, recs)
 			if err != nil {
 				writeError(w, apierrors.NewInternalError(err))
 				return
 			}
-			writeProto(w, http.StatusOK, typed)
+			w.Header().Set("Content-Type", protobufType)
+			w.WriteHeader(http.StatusOK)
+			w.Write(data)
 			return
 		}
 		if ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -134,4 +135,79 @@ func protoToJSON(k *registry.Kind, v string, body []byte) ([]byte, error) {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return json.Marshal(obj)
+}
+
+// protoMessage is what k8s.io/api's generated types implement.
+type protoMessage interface {
+	Marshal() ([]byte, error)
+}
+
+// recordsProtoList writes a list of kind k's records in protobuf: the
+// serializer's envelope (the "k8s\x00" prefix and a runtime.Unknown
+// naming the list kind) around the list message, whose field 1 is the
+// ListMeta and field 2 each item, as every Kubernetes list type has them.
+// Each item's message is made once per record (a decode of its JSON into
+// the Go type) and kept with it, so later lists copy bytes, as JSON lists
+// do.
+func recordsProtoList(k *registry.Kind, v string, l *storage.RecordList) ([]byte, error) {
+	lm := recordsMeta(l)
+	meta, err := lm.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	size := len(meta) + 8
+	items := make([][]byte, len(l.Items))
+	for i, r := range l.Items {
+		if items[i], err = recordProto(k, v, r); err != nil {
+			return nil, err
+		}
+		size += len(items[i]) + 8
+	}
+	body := make([]byte, 0, size)
+	body = protowire.AppendTag(body, 1, protowire.BytesType)
+	body = protowire.AppendBytes(body, meta)
+	for _, it := range items {
+		body = protowire.AppendTag(body, 2, protowire.BytesType)
+		body = protowire.AppendBytes(body, it)
+	}
+	unk := runtime.Unknown{
+		TypeMeta: runtime.TypeMeta{APIVersion: k.GroupVersionKind(v).GroupVersion().String(), Kind: k.ListKind},
+		Raw:      body,
+	}
+	env, err := unk.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return append(append(make([]byte, 0, len(env)+4), "k8s\x00"...), env...), nil
+}
+
+// recordProto returns the protobuf message of a record's object, made
+// once and kept with the record when v is the version it is stored in.
+func recordProto(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
+	keep := r.APIVersion() == k.GroupVersionKind(v).GroupVersion().String()
+	if keep {
+		if b := r.Alt(); b != nil {
+			return b, nil
+		}
+	}
+	data, err := r.AppendJSON(nil, r.Rev)
+	if err != nil {
+		return nil, err
+	}
+	typed, err := typedFromJSON(k, v, data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := typed.(protoMessage)
+	if !ok {
+		return nil, fmt.Errorf("%T has no protobuf form", typed)
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		r.SetAlt(b)
+	}
+	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unique"
 	"weak"
 
@@ -44,7 +45,23 @@ type Record struct {
 	// (SharedRecord).
 	mu     sync.Mutex
 	shared weak.Pointer[Shared]
+	// alt is another encoding of the object at Rev that a caller keeps
+	// with the record (Alt).
+	alt atomic.Pointer[[]byte]
 }
+
+// Alt returns the other encoding a caller kept with the record (the HTTP
+// layer keeps the protobuf form of built-in kinds, made on the first
+// protobuf list that needs it), or nil.
+func (r *Record) Alt() []byte {
+	if p := r.alt.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetAlt keeps b as the record's other encoding; b must not be modified.
+func (r *Record) SetAlt(b []byte) { r.alt.Store(&b) }
 
 const (
 	sepNone   = 0
