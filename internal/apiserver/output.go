@@ -36,14 +36,13 @@ const (
 // protobuf (offered when proto is set: objects and lists of built-in
 // kinds): it is chosen only when the client prefers it, by a higher
 // q-value, to every JSON form it accepts, or accepts no JSON form.
-// kplane keeps objects as JSON and writes JSON lists from it without
-// decoding, while protobuf needs a decode into the Go types: measured
-// with client-go, protobuf lists cost the server 3.5× the CPU and slowed
-// an informer's sync (docs/benchmarks.md). client-go's typed clients send
-// "application/vnd.kubernetes.protobuf,application/json", an equal
-// preference, so either answer is correct, and decode what they get.
-// CBOR is not offered. A client that accepts nothing kplane can produce
-// gets 406.
+// kplane keeps objects as JSON and writes JSON lists from it as they
+// are, while the first protobuf list of an object decodes it into its Go
+// type and keeps the message (~1 KB more per object); client-go's typed
+// clients send "application/vnd.kubernetes.protobuf,application/json",
+// an equal preference, so either answer is correct, and they decode what
+// they get (docs/benchmarks.md has both measured). CBOR is not offered.
+// A client that accepts nothing kplane can produce gets 406.
 func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
 
 func negotiateFor(r *http.Request, proto bool) (form, error) {
