@@ -82,12 +82,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	start := time.Now()
 	host, _, _ := net.SplitHostPort(cfg.listen())
-	bundle, err := pki.Ensure(filepath.Join(cfg.DataDir, "pki"), []string{host})
-	if err != nil {
-		return err
+	// The credentials are made (the first time) while the store opens.
+	type pkiResult struct {
+		bundle *pki.Bundle
+		err    error
 	}
+	pkiDone := make(chan pkiResult, 1)
+	go func() {
+		b, err := pki.Ensure(filepath.Join(cfg.DataDir, "pki"), []string{host})
+		pkiDone <- pkiResult{b, err}
+	}()
 	ln, err := net.Listen("tcp", cfg.listen())
 	if err != nil {
+		<-pkiDone
 		return err
 	}
 	defer ln.Close()
@@ -147,6 +154,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log, Profiling: cfg.Profiling})
+	pr := <-pkiDone
+	if pr.err != nil {
+		return pr.err
+	}
+	bundle := pr.bundle
 	srv := &http.Server{
 		Handler:           api,
 		TLSConfig:         bundle.ServerTLSConfig(),

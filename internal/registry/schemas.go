@@ -12,35 +12,32 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry/openapi"
 )
 
-// SetTypeConverters gives the built-in kinds among kinds (those with a Go
-// type) one shared type converter built from their schemas, so that field
-// ownership knows their list and map semantics. The converter is built on
-// first use: a server that only reads never pays for it.
+// SetTypeConverters gives each built-in kind among kinds (those with a Go
+// type) a type converter built from its schemas, so that field ownership
+// knows their list and map semantics. A kind's converter is built on its
+// first write, from the definitions that kind refers to alone: a server
+// pays only for the kinds it writes (at start-up, Namespace).
 func SetTypeConverters(kinds ...*Kind) {
-	typed := make(map[schema.GroupVersionKind]runtime.Object)
 	for _, k := range kinds {
 		if k.Typed == nil {
 			continue
 		}
+		typed := make(map[schema.GroupVersionKind]runtime.Object)
 		for _, v := range k.Versions {
 			typed[k.GroupVersionKind(v)] = k.Typed()
 		}
-	}
-	tc := LazyTypeConverter(func() (managedfields.TypeConverter, error) {
-		defs, err := openapi.Definitions(typed, openapi.V3RefPrefix)
-		if err != nil {
-			return nil, fmt.Errorf("building the built-in kinds' schemas: %w", err)
-		}
-		tc, err := managedfields.NewTypeConverter(defs, false)
-		if err != nil {
-			return nil, fmt.Errorf("building the built-in kinds' type converter: %w", err)
-		}
-		return tc, nil
-	})
-	for _, k := range kinds {
-		if k.Typed != nil {
-			k.TypeConverter = tc
-		}
+		name := k.Kind
+		k.TypeConverter = LazyTypeConverter(func() (managedfields.TypeConverter, error) {
+			defs, err := openapi.Definitions(typed, openapi.V3RefPrefix)
+			if err != nil {
+				return nil, fmt.Errorf("building the schemas of %s: %w", name, err)
+			}
+			tc, err := managedfields.NewTypeConverter(defs, false)
+			if err != nil {
+				return nil, fmt.Errorf("building the type converter of %s: %w", name, err)
+			}
+			return tc, nil
+		})
 	}
 }
 

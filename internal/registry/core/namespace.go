@@ -2,11 +2,13 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,15 +83,22 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 	if !ok {
 		return nil
 	}
-	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
-		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
-		ns.SetName(name)
-		_, err := res.Create(ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "kube-apiserver"})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+	// Created at once, so that one commit (one fsync) carries them all.
+	names := []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+			ns.SetName(name)
+			_, err := res.Create(ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "kube-apiserver"})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				errs[i] = err
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // NamespaceController finishes namespace deletions: it deletes everything
