@@ -70,7 +70,7 @@ const (
 )
 
 // NewRecord scans a stored object. The error is CodeInvalidObj when value
-// is not a JSON object with a metadata object, as decoding would find.
+// is not a well-formed JSON object.
 func NewRecord(key string, value []byte, rev int64) (*Record, error) {
 	r := &Record{Key: key, Value: value, Rev: rev, at: -1}
 	if err := r.scan(); err != nil {
@@ -79,11 +79,14 @@ func NewRecord(key string, value []byte, rev int64) (*Record, error) {
 	return r, nil
 }
 
-var errNotObject = errors.New("the stored value is not a JSON object with metadata")
-
 // scan finds metadata's name, namespace and labels, and where the
 // resourceVersion belongs among metadata's keys (they are sorted, as
-// AppendJSON writes them).
+// AppendJSON writes them). Only malformed JSON is an error: a value of
+// the wrong type reads as the decoded object's accessors read it (a name
+// that is not a string is "", labels that are not all strings are none),
+// and a value not in the form Store writes (no metadata object, a stored
+// resourceVersion, keys out of order) is served through a decode, so that
+// one odd object never stops a watch cache.
 func (r *Record) scan() error {
 	s := scanner{data: r.Value}
 	found := false
@@ -93,13 +96,10 @@ func (r *Record) scan() error {
 			r.apiVersion = unique.Make(v)
 			return err
 		}
-		if key != "metadata" {
+		if key != "metadata" || found || s.peek() != '{' {
 			return s.skip()
 		}
 		found = true
-		if s.peek() != '{' {
-			return errNotObject
-		}
 		inOrder, prevKey, empty := true, "", true
 		err := s.object(func(key string) error {
 			if key < prevKey {
@@ -115,6 +115,9 @@ func (r *Record) scan() error {
 				inOrder = false // stored with one: serve through a decode
 				return s.skip()
 			case "name", "namespace":
+				if s.peek() != '"' {
+					return s.skip()
+				}
 				v, err := s.str()
 				if key == "name" {
 					r.Name = v
@@ -123,18 +126,25 @@ func (r *Record) scan() error {
 				}
 				return err
 			case "labels":
-				if s.peek() == 'n' {
+				if s.peek() != '{' {
 					return s.skip()
 				}
 				var pairs labelPairs
+				strs := true
 				if err := s.object(func(k string) error {
+					if s.peek() != '"' {
+						strs = false
+						return s.skip()
+					}
 					v, err := s.str()
 					pairs = append(pairs, k, v)
 					return err
 				}); err != nil {
 					return err
 				}
-				r.labels = pairs.sorted()
+				if strs {
+					r.labels = pairs.sorted()
+				}
 				return nil
 			}
 			return s.skip()
@@ -160,7 +170,7 @@ func (r *Record) scan() error {
 		return err
 	}
 	if !found {
-		return errNotObject
+		r.at = -1
 	}
 	return nil
 }

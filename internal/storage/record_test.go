@@ -135,12 +135,37 @@ func TestRecordForeignValues(t *testing.T) {
 	}
 }
 
-// Malformed values are an error, never a panic or a wrong answer.
+// Malformed JSON is an error, never a panic. Well-formed values of the
+// wrong shape are records that read as the decoded object's accessors
+// read it, served through a decode.
 func TestRecordMalformed(t *testing.T) {
-	for _, v := range []string{``, `[]`, `{"kind":"x"}`, `{"metadata":[]}`, `{"metadata":{"name":1}}`,
-		`{"metadata":{"labels":{"a":1}}}`, `{"metadata":{"name":"a"`, `{"metadata":{"name":"a\`, `{"a":tru`, `{"a"1}`} {
+	for _, v := range []string{``, `[]`, `{"metadata":{"name":"a"`, `{"metadata":{"name":"a\`, `{"a":tru`, `{"a"1}`, `{"metadata":{"labels":{"a":}}}`} {
 		if _, err := NewRecord("/k", []byte(v), 1); !HasCode(err, CodeInvalidObj) {
 			t.Errorf("%q: got %v, want CodeInvalidObj", v, err)
+		}
+	}
+	for _, v := range []string{`{"kind":"K"}`, `{"kind":"K","metadata":[]}`, `{"kind":"K","metadata":{"name":1,"namespace":true}}`,
+		`{"kind":"K","metadata":{"name":"n","labels":{"a":1,"b":"c"}}}`, `{"kind":"K","metadata":{"labels":"x"}}`} {
+		rec, err := NewRecord("/k", []byte(v), 1)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		dec, err := rec.Decode(1)
+		if err != nil {
+			t.Fatalf("%s: decode: %v", v, err)
+		}
+		if rec.Name != dec.GetName() || rec.Namespace != dec.GetNamespace() || len(rec.labels) != 2*len(dec.GetLabels()) {
+			t.Errorf("%s: record %q/%q %v, object %q/%q %v", v, rec.Namespace, rec.Name, rec.labels, dec.GetNamespace(), dec.GetName(), dec.GetLabels())
+		}
+		served, err := rec.AppendJSON(nil, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		back := &unstructured.Unstructured{}
+		// (metadata that is not an object gets no resourceVersion, as the
+		// decoded object's SetResourceVersion leaves it.)
+		if err := back.UnmarshalJSON(served); err != nil || (back.GetResourceVersion() != "1" && v != `{"kind":"K","metadata":[]}`) {
+			t.Errorf("%s: served %s (%v)", v, served, err)
 		}
 	}
 }
