@@ -91,8 +91,9 @@ func interpret(key string, rev int64, err error) error {
 	return err
 }
 
-// Create stores obj at key if the key is free and returns it as stored,
-// with its resourceVersion. obj must not carry a resourceVersion.
+// Create stores obj at key if the key is free and returns it, with its
+// resourceVersion set: obj itself, which the caller must not modify
+// afterwards if it shares it. obj must not carry a resourceVersion.
 func (s *Store) Create(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if obj.GetResourceVersion() != "" {
 		return nil, newErr(CodeInvalidObj, key, 0, "resourceVersion should not be set on objects to be created")
@@ -108,7 +109,10 @@ func (s *Store) Create(ctx context.Context, key string, obj *unstructured.Unstru
 	if !r.Succeeded {
 		return nil, newErr(CodeExists, key, r.Revision, "already exists")
 	}
-	return decode(r.KV, r.Revision)
+	// obj is what was stored: hand it back with its resourceVersion rather
+	// than decoding the bytes just written.
+	obj.SetResourceVersion(strconv.FormatInt(r.Revision, 10))
+	return obj, nil
 }
 
 // GetOptions qualify Get.
@@ -154,7 +158,10 @@ type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstruct
 // revision, no watch event.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, error) {
 	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error) {
-		next, err := tryUpdate(obj.DeepCopy())
+		// obj is this attempt's own decode: tryUpdate may change it, and
+		// what it returns is what gets stored and handed back (with its
+		// resourceVersion), without decoding the bytes just written.
+		next, err := tryUpdate(obj)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -163,7 +170,8 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Precondit
 			return nil, nil, err
 		}
 		if bytes.Equal(data, cur.Value) {
-			return obj, nil, nil
+			next.SetResourceVersion(strconv.FormatInt(cur.ModRevision, 10))
+			return next, nil, nil
 		}
 		w, err := s.kv.Update(ctx, key, data, cur.ModRevision)
 		if err != nil {
@@ -172,8 +180,8 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Precondit
 		if !w.Succeeded {
 			return nil, w.Prev, nil
 		}
-		out, err := decode(w.KV, w.Revision)
-		return out, nil, err
+		next.SetResourceVersion(strconv.FormatInt(w.Revision, 10))
+		return next, nil, nil
 	})
 }
 
