@@ -1,11 +1,12 @@
 package registry
 
 import (
-	"encoding/json"
 	"errors"
+	"math"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -16,23 +17,28 @@ import (
 // duplicate fields come back as strict errors, for the caller to refuse
 // or warn about according to the request's fieldValidation.
 func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
+	obj = &unstructured.Unstructured{}
 	if k.Typed != nil {
 		typed := k.Typed()
 		if strict, err = sigsjson.UnmarshalStrict(data, typed); err != nil {
 			return nil, nil, err
 		}
-		if data, err = json.Marshal(typed); err != nil {
+		// The Go type's fields as JSON would give them, without the JSON:
+		// the converter, with a whole float made an int as the JSON
+		// decoding did (a test checks the two agree for every built-in
+		// kind's field types).
+		if obj.Object, err = runtime.DefaultUnstructuredConverter.ToUnstructured(typed); err != nil {
 			return nil, nil, err
 		}
+		wholeFloatsToInts(obj.Object)
 	} else {
 		var m map[string]any
 		if strict, err = sigsjson.UnmarshalStrict(data, &m); err != nil {
 			return nil, nil, err
 		}
-	}
-	obj = &unstructured.Unstructured{}
-	if err := utiljson.Unmarshal(data, &obj.Object); err != nil {
-		return nil, nil, err
+		if err := utiljson.Unmarshal(data, &obj.Object); err != nil {
+			return nil, nil, err
+		}
 	}
 	if obj.Object == nil {
 		return nil, nil, errors.New("the object provided is unrecognized or malformed: null")
@@ -56,4 +62,25 @@ func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []erro
 		delete(obj.Object, "metadata")
 	}
 	return obj, strict, nil
+}
+
+// wholeFloatsToInts replaces, in place, every float64 that JSON would
+// write without a fraction or exponent with the int64 that decoding that
+// JSON gives, as k8s.io/apimachinery/pkg/util/json does.
+func wholeFloatsToInts(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = wholeFloatsToInts(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = wholeFloatsToInts(e)
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e21 && x >= math.MinInt64 && x < math.MaxInt64 {
+			return int64(x)
+		}
+	}
+	return v
 }
