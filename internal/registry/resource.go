@@ -163,6 +163,7 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		Predicate:         opts.Predicate,
 		AllowBookmarks:    opts.AllowBookmarks,
 		SendInitialEvents: opts.SendInitialEvents,
+		MetadataOnly:      opts.MetadataOnly,
 	})
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), "")

@@ -83,6 +83,9 @@ type ListOptions struct {
 	Limit     int64
 	Continue  string
 	Predicate Predicate
+	// MetadataOnly lets a List return objects with only apiVersion, kind
+	// and metadata, for in-process callers that read nothing else.
+	MetadataOnly bool
 }
 
 // continueToken is the opaque state of a paged list: the revision every
@@ -159,6 +162,9 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*uns
 	l, err := s.ListRecords(ctx, prefix, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.MetadataOnly {
+		return l.DecodeMetadata()
 	}
 	return l.Decode()
 }

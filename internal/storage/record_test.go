@@ -196,3 +196,29 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// DecodeMetadata gives the whole decode's apiVersion, kind and metadata,
+// and nothing else.
+func TestRecordDecodeMetadata(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for i := range 500 {
+		obj := randomObject(rnd)
+		value, err := encode("/k", obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := NewRecord("/k", value, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, _ := rec.Decode(11)
+		meta, err := rec.DecodeMetadata(11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"apiVersion": full.Object["apiVersion"], "kind": full.Object["kind"], "metadata": full.Object["metadata"]}
+		if !equality.Semantic.DeepEqual(meta.Object, want) {
+			t.Fatalf("%d: got %v\nwant %v", i, meta.Object, want)
+		}
+	}
+}

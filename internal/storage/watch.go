@@ -38,6 +38,10 @@ type WatchOptions struct {
 	// annotated InitialEventsEndAnnotation. It requires AllowBookmarks, as
 	// the API does.
 	SendInitialEvents bool
+	// MetadataOnly lets the events' objects carry only apiVersion, kind
+	// and metadata (the watch cache sends them so; the Store sends whole
+	// objects), for in-process watchers that read nothing else.
+	MetadataOnly bool
 }
 
 // ProgressRequester is implemented by the watchers Watch returns.

@@ -269,3 +269,49 @@ func TestConformanceOverEtcd(t *testing.T) {
 		return c
 	})
 }
+
+// A metadata-only watcher and a whole-object watcher of the same events
+// see the same changes; the first gets only apiVersion, kind and metadata,
+// the second the object, each decoded once for its kind of watcher. A
+// metadata-only list is the same list without the rest.
+func TestMetadataOnlyWatchAndList(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	obj := cm("a", "red")
+	obj.Object["data"] = map[string]any{"k": "v"}
+	created, err := s.Create(ctx, prefix+"default/a", obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := created.GetResourceVersion()
+	whole, err := c.Watch(ctx, prefix, storage.WatchOptions{ResourceVersion: "0", Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Stop()
+	meta, err := c.Watch(ctx, prefix, storage.WatchOptions{ResourceVersion: "0", Recursive: true, MetadataOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meta.Stop()
+	if _, err := s.Delete(ctx, prefix+"default/a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []watch.EventType{watch.Added, watch.Deleted} {
+		ew, em := <-whole.ResultChan(), <-meta.ResultChan()
+		ow, om := ew.Object.(*storage.Shared), em.Object.(*storage.Shared)
+		if ew.Type != step || em.Type != step || ow.GetResourceVersion() != om.GetResourceVersion() || om.GetName() != "a" ||
+			om.GetLabels()["color"] != "red" || om.GetKind() != "ConfigMap" || om.GetAPIVersion() != "v1" {
+			t.Fatalf("%s: whole %s %v, metadata %s %v", step, ew.Type, ow.Object, em.Type, om.Object)
+		}
+		if _, ok := ow.Object["data"]; !ok {
+			t.Fatalf("%s: the whole object lacks data: %v", step, ow.Object)
+		}
+		if len(om.Object) != 3 {
+			t.Fatalf("%s: the metadata-only object has %v", step, om.Object)
+		}
+	}
+	l, err := c.List(ctx, prefix, storage.ListOptions{ResourceVersion: rv, ResourceVersionMatch: "Exact", MetadataOnly: true})
+	if err != nil || len(l.Items) != 1 || len(l.Items[0].Object) != 3 || l.Items[0].GetName() != "a" {
+		t.Fatalf("metadata-only list at %s: %v %v", rv, err, l)
+	}
+}

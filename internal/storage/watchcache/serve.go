@@ -94,6 +94,9 @@ func (c *Cache) List(ctx context.Context, prefix string, opts storage.ListOption
 	if err != nil {
 		return nil, err
 	}
+	if opts.MetadataOnly {
+		return l.DecodeMetadata()
+	}
 	return l.Decode()
 }
 
@@ -185,7 +188,12 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 			}
 			if match(r.Key) && opts.Predicate.MatchesRecord(r) {
 				var obj *storage.Shared
-				if obj, err = storage.SharedRecord(r, r.Rev); err != nil {
+				if opts.MetadataOnly {
+					obj, err = storage.SharedRecordMetadata(r, r.Rev)
+				} else {
+					obj, err = storage.SharedRecord(r, r.Rev)
+				}
+				if err != nil {
 					return false
 				}
 				initial = append(initial, watch.Event{Type: watch.Added, Object: obj})
@@ -203,7 +211,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		w.end(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, c.mu.floor)))
 		return w, nil
 	default:
-		replay := &watcher{pred: opts.Predicate, match: match}
+		replay := &watcher{pred: opts.Predicate, match: match, metaOnly: opts.MetadataOnly}
 		for _, e := range c.mu.history.all() {
 			if e.rev > rv {
 				if out, ok := replay.transform(e, &eventObjects{e: e}); ok {

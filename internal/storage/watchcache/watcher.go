@@ -20,6 +20,7 @@ type watcher struct {
 	match     func(key string) bool // the watched key or prefix
 	pred      storage.Predicate
 	bookmarks bool
+	metaOnly  bool // events carry apiVersion, kind and metadata only
 	out       chan watch.Event
 	done      chan struct{} // closed when the watch ends
 	stopOnce  sync.Once
@@ -39,6 +40,7 @@ func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts sto
 		match:     match,
 		pred:      opts.Predicate,
 		bookmarks: opts.AllowBookmarks || opts.ProgressNotify,
+		metaOnly:  opts.MetadataOnly,
 		out:       make(chan watch.Event),
 		done:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -147,13 +149,13 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 	switch {
 	case curOK && priorOK:
 		typ = watch.Modified
-		obj, err = objs.current()
+		obj, err = objs.current(w.metaOnly)
 	case curOK:
 		typ = watch.Added
-		obj, err = objs.current()
+		obj, err = objs.current(w.metaOnly)
 	case priorOK:
 		typ = watch.Deleted
-		obj, err = objs.last()
+		obj, err = objs.last(w.metaOnly)
 	default:
 		return watch.Event{}, false
 	}
@@ -164,28 +166,39 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 }
 
 // eventObjects are an event's objects as watchers are sent them, decoded
-// on first use.
+// on first use: whole, or metadata only, for the watchers that asked.
 type eventObjects struct {
-	e               event
-	cur, prior      *storage.Shared
-	curErr, lastErr error
+	e     event
+	decs  [2][2]*storage.Shared // [metadata only][0: current, 1: last]
+	errs  [2][2]error
+	tried [2][2]bool
 }
 
 // current is the new state.
-func (o *eventObjects) current() (*storage.Shared, error) {
-	if o.cur == nil && o.curErr == nil {
-		o.cur, o.curErr = storage.SharedRecord(o.e.cur, o.e.cur.Rev)
-	}
-	return o.cur, o.curErr
+func (o *eventObjects) current(metaOnly bool) (*storage.Shared, error) {
+	return o.get(metaOnly, 0, o.e.cur, o.e.cur.Rev)
 }
 
 // last is the state before, with the event's resourceVersion, as
 // kube-apiserver reports a DELETED object.
-func (o *eventObjects) last() (*storage.Shared, error) {
-	if o.prior == nil && o.lastErr == nil {
-		o.prior, o.lastErr = storage.SharedRecord(o.e.prior, o.e.rev)
+func (o *eventObjects) last(metaOnly bool) (*storage.Shared, error) {
+	return o.get(metaOnly, 1, o.e.prior, o.e.rev)
+}
+
+func (o *eventObjects) get(metaOnly bool, which int, r *storage.Record, rev int64) (*storage.Shared, error) {
+	m := 0
+	if metaOnly {
+		m = 1
 	}
-	return o.prior, o.lastErr
+	if !o.tried[m][which] {
+		o.tried[m][which] = true
+		if metaOnly {
+			o.decs[m][which], o.errs[m][which] = storage.SharedRecordMetadata(r, rev)
+		} else {
+			o.decs[m][which], o.errs[m][which] = storage.SharedRecord(r, rev)
+		}
+	}
+	return o.decs[m][which], o.errs[m][which]
 }
 
 func errorEvent(err *apierrors.StatusError) watch.Event {
