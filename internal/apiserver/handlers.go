@@ -202,24 +202,11 @@ func listSize(l *storage.RecordList) int {
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	dry, err := dryRun(r.URL.Query())
+	obj, wo, err := h.objectWrite(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	manager, err := fieldManager(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	wo := registry.WriteOptions{DryRun: dry, FieldManager: manager}
-	fv, _ := parseFieldValidation(r) // checked by decodeObject
-	fv.apply(w, &wo)
 	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, wo)
 	if err != nil {
 		writeError(w, err)
@@ -231,30 +218,40 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	dry, err := dryRun(r.URL.Query())
+	obj, wo, err := h.objectWrite(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	manager, err := fieldManager(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	wo := registry.WriteOptions{DryRun: dry, Subresource: h.ri.subresource, FieldManager: manager}
-	fv, _ := parseFieldValidation(r) // checked by decodeObject
-	fv.apply(w, &wo)
+	wo.Subresource = h.ri.subresource
 	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, out)
+}
+
+// objectWrite reads a create or update request: its dryRun, its body,
+// its fieldManager and its fieldValidation, checked in that order.
+func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstructured.Unstructured, registry.WriteOptions, error) {
+	var wo registry.WriteOptions
+	dry, err := dryRun(r.URL.Query())
+	if err != nil {
+		return nil, wo, err
+	}
+	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
+	if err != nil {
+		return nil, wo, err
+	}
+	manager, err := fieldManager(r)
+	if err != nil {
+		return nil, wo, err
+	}
+	wo = registry.WriteOptions{DryRun: dry, FieldManager: manager}
+	fv, _ := parseFieldValidation(r) // checked by decodeObject
+	fv.apply(w, &wo)
+	return obj, wo, nil
 }
 
 func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
