@@ -257,8 +257,8 @@ func (r *Record) Decode(rev int64) (*unstructured.Unstructured, error) {
 }
 
 // MatchesRecord reports whether the object of r is selected. Field
-// selectors on anything but metadata.name and metadata.namespace decode
-// the object for the kind's Fields.
+// selectors read metadata.name and metadata.namespace from the record;
+// any other field decodes the object, once, for the kind's Fields.
 func (p Predicate) MatchesRecord(r *Record) bool {
 	if p.Label != nil && !p.Label.Empty() && !p.Label.Matches(r.labels) {
 		return false
@@ -266,25 +266,41 @@ func (p Predicate) MatchesRecord(r *Record) bool {
 	if p.Field == nil || p.Field.Empty() {
 		return true
 	}
-	if p.Fields != nil && !onlyMeta(p.Field) {
-		obj, err := r.Decode(r.Rev)
-		if err != nil {
-			return false
-		}
-		return p.Field.Matches(p.Fields(obj))
-	}
-	return p.Field.Matches(fields.Set{"metadata.name": r.Name, "metadata.namespace": r.Namespace})
+	return p.Field.Matches(&recordFields{r: r, of: p.Fields})
 }
 
-// onlyMeta reports whether sel uses metadata.name and metadata.namespace
-// alone.
-func onlyMeta(sel fields.Selector) bool {
-	for _, req := range sel.Requirements() {
-		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
-			return false
+// recordFields are a record's fields for a field selector (fields.Fields).
+type recordFields struct {
+	r       *Record
+	of      func(*unstructured.Unstructured) fields.Set // nil: name and namespace only
+	set     fields.Set
+	decoded bool
+}
+
+func (f *recordFields) Has(field string) bool { _, ok := f.lookup(field); return ok }
+func (f *recordFields) Get(field string) string {
+	v, _ := f.lookup(field)
+	return v
+}
+
+func (f *recordFields) lookup(field string) (string, bool) {
+	switch field {
+	case "metadata.name":
+		return f.r.Name, true
+	case "metadata.namespace":
+		return f.r.Namespace, true
+	}
+	if f.of == nil {
+		return "", false
+	}
+	if !f.decoded {
+		f.decoded = true
+		if obj, err := f.r.Decode(f.r.Rev); err == nil {
+			f.set = f.of(obj)
 		}
 	}
-	return true
+	v, ok := f.set[field]
+	return v, ok
 }
 
 // labelPairs are labels as key, value, key, value…, sorted by key: a

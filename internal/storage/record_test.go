@@ -222,3 +222,39 @@ func TestRecordDecodeMetadata(t *testing.T) {
 		}
 	}
 }
+
+// Field selectors on records agree with the decoded object's, for
+// metadata fields read from the record and for a kind's own fields,
+// which decode it.
+func TestRecordFieldSelectors(t *testing.T) {
+	of := func(o *unstructured.Unstructured) fields.Set {
+		color, _, _ := unstructured.NestedString(o.Object, "spec", "color")
+		return fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace(), "spec.color": color}
+	}
+	sels := []string{"metadata.name=a", "metadata.namespace!=x", "spec.color=red", "spec.color!=red,metadata.name=b", "spec.size=1"}
+	for i, name := range []string{"a", "b"} {
+		for _, color := range []string{"red", "blue", ""} {
+			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "K",
+				"metadata": map[string]any{"name": name, "namespace": "x"}}}
+			if color != "" {
+				obj.Object["spec"] = map[string]any{"color": color}
+			}
+			value, _ := encode("/k", obj)
+			rec, err := NewRecord("/k", value, int64(i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, _ := rec.Decode(rec.Rev)
+			for _, s := range sels {
+				sel, err := fields.ParseSelector(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := Predicate{Field: sel, Fields: of}
+				if got, want := p.MatchesRecord(rec), p.Matches(dec); got != want {
+					t.Errorf("%s/%s, %s: record %v, object %v", name, color, s, got, want)
+				}
+			}
+		}
+	}
+}
