@@ -45,7 +45,7 @@ func TestJSONLineHasEveryFieldAndNullsForUnknowns(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"name", "mode", "ops", "seconds", "ops_per_s", "p50_ms", "p99_ms", "conflicts", "server_cpu_per_op", "rss_bytes", "extra"} {
+	for _, k := range []string{"name", "mode", "ops", "seconds", "ops_per_s", "p50_ms", "p99_ms", "conflicts", "server_cpu_per_op", "client_cpu_per_op", "rss_bytes", "extra"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no %q in %s", k, line)
 		}

@@ -59,6 +59,9 @@ func checkSane(t *testing.T, r Result, mode string, serverVisible bool) {
 	if serverVisible && timed && (r.ServerCPUPerOp == nil || *r.ServerCPUPerOp < 0) {
 		t.Errorf("%s: server cpu per op %v", r.Name, r.ServerCPUPerOp)
 	}
+	if timed && (r.ClientCPUPerOp == nil || *r.ClientCPUPerOp < 0) {
+		t.Errorf("%s: client cpu per op %v", r.Name, r.ClientCPUPerOp)
+	}
 	if !serverVisible && (r.ServerCPUPerOp != nil || r.RSSBytes != nil) {
 		t.Errorf("%s: server figures without a server pid", r.Name)
 	}

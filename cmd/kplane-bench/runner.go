@@ -210,6 +210,7 @@ type span struct {
 	start      time.Time
 	cpu, first float64 // all the server's processes; the first (kplane) alone
 	cpuOK      bool
+	client     float64 // this process's CPU seconds
 }
 
 func (r *runner) begin() span {
@@ -219,6 +220,7 @@ func (r *runner) begin() span {
 		f, err2 := r.procs[:1].cpuSeconds()
 		s.cpu, s.first, s.cpuOK = c, f, err == nil && err2 == nil
 	}
+	s.client = selfCPUSeconds()
 	s.start = time.Now()
 	return s
 }
@@ -232,6 +234,10 @@ func (s span) end(name string, ops int, lat []time.Duration) Result {
 		res.OpsPerSec = float64(ops) / d.Seconds()
 	}
 	res.setLatencies(lat)
+	if ops > 0 {
+		v := (selfCPUSeconds() - s.client) / float64(ops)
+		res.ClientCPUPerOp = &v
+	}
 	if s.cpuOK && ops > 0 {
 		if c, err := s.r.procs.cpuSeconds(); err == nil {
 			v := (c - s.cpu) / float64(ops)

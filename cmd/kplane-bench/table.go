@@ -14,7 +14,11 @@ var metrics = map[string]func(Result) (v float64, ok bool){
 	"p99 ms":    func(r Result) (float64, bool) { return deref(r.P99ms) },
 	"conflicts": func(r Result) (float64, bool) { return float64(r.Conflicts), true },
 	"cpu ms/op": func(r Result) (float64, bool) { v, ok := deref(r.ServerCPUPerOp); return v * 1000, ok },
-	"ms":        func(r Result) (float64, bool) { return r.Seconds * 1000, true },
+	"client ms/op": func(r Result) (float64, bool) {
+		v, ok := deref(r.ClientCPUPerOp)
+		return v * 1000, ok
+	},
+	"ms": func(r Result) (float64, bool) { return r.Seconds * 1000, true },
 	"rss MB": func(r Result) (float64, bool) {
 		if r.RSSBytes == nil {
 			return 0, false
@@ -27,17 +31,17 @@ var metrics = map[string]func(Result) (v float64, ok bool){
 // defaultRows.
 var rowsFor = map[string][]string{
 	"start-to-ready":   {"ms", "rss MB"},
-	"update-conflicts": {"ops/s", "p50 ms", "p99 ms", "conflicts", "cpu ms/op"},
-	"list-consistent":  {"p50 ms", "p99 ms", "cpu ms/op"},
-	"list-rv0":         {"p50 ms", "p99 ms", "cpu ms/op"},
-	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op"},
+	"update-conflicts": {"ops/s", "p50 ms", "p99 ms", "conflicts", "cpu ms/op", "client ms/op"},
+	"list-consistent":  {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
+	"list-rv0":         {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
+	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"watch":            {"p50 ms", "p99 ms", "cpu ms/op"},
-	"informer-sync":    {"ms", "ops/s", "cpu ms/op"},
+	"informer-sync":    {"ms", "ops/s", "cpu ms/op", "client ms/op"},
 	"memory":           {"rss MB"},
 	"server":           nil, // a mode that failed to start: its error follows the table
 }
 
-var defaultRows = []string{"ops/s", "p50 ms", "p99 ms", "cpu ms/op"}
+var defaultRows = []string{"ops/s", "p50 ms", "p99 ms", "cpu ms/op", "client ms/op"}
 
 // reference holds issue 6's figures for a real kube-apiserver with etcd
 // (fsync on) on a 2-core machine like ours, keyed "scenario metric".
@@ -152,7 +156,7 @@ func formatMetric(metric string, v float64) string {
 	switch metric {
 	case "ops/s", "conflicts":
 		return fmt.Sprintf("%.0f", v)
-	case "cpu ms/op":
+	case "cpu ms/op", "client ms/op":
 		return fmt.Sprintf("%.3f", v)
 	default:
 		return fmt.Sprintf("%.1f", v)
