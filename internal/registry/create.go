@@ -191,15 +191,17 @@ func (g *Registry) admitNamespace(ctx context.Context, ns string) error {
 	if !ok {
 		return nil
 	}
-	obj, err := nsr.cache.Get(ctx, nsr.key(nsr.Kind(), "", ns), storageGetLatest)
+	// The record, not the object: every namespaced write asks, and the
+	// record knows whether a deletionTimestamp is set without a decode.
+	rec, err := nsr.cache.GetRecord(ctx, nsr.key(nsr.Kind(), "", ns), storageGetLatest)
 	if apierrors.IsNotFound(interpret(err, nsr.Kind().GroupResource(), ns)) {
 		// The cache may lag a namespace created a moment ago: ask the store.
-		obj, err = nsr.store.Get(ctx, nsr.key(nsr.Kind(), "", ns), storageGetConsistent)
+		rec, err = nsr.store.GetRecord(ctx, nsr.key(nsr.Kind(), "", ns), storageGetConsistent)
 	}
 	if err != nil {
 		return interpret(err, nsr.Kind().GroupResource(), ns)
 	}
-	if obj.GetDeletionTimestamp() != nil {
+	if rec.Deleting() {
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, ns,
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	}

@@ -45,6 +45,8 @@ type Record struct {
 	// AppendJSON goes the slow way, through a decode.
 	at  int
 	sep byte
+	// deleting: metadata.deletionTimestamp is set.
+	deleting bool
 
 	// shared is the decoded object at Rev while some watcher holds it
 	// (SharedRecord).
@@ -125,6 +127,9 @@ func (r *Record) scan() error {
 			case "resourceVersion":
 				inOrder = false // stored with one: serve through a decode
 				return s.skip()
+			case "deletionTimestamp":
+				r.deleting = s.peek() == '"' // as the accessor reads it: null or another type is unset
+				return s.skip()
 			case "name", "namespace":
 				if s.peek() != '"' {
 					return s.skip()
@@ -185,6 +190,10 @@ func (r *Record) scan() error {
 	}
 	return nil
 }
+
+// Deleting reports whether the object has a deletionTimestamp: it is
+// being deleted, waiting for its finalizers.
+func (r *Record) Deleting() bool { return r.deleting }
 
 // APIVersion is the object's apiVersion as stored.
 func (r *Record) APIVersion() string {

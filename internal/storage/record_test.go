@@ -20,7 +20,7 @@ import (
 func randomObject(rnd *rand.Rand) *unstructured.Unstructured {
 	meta := map[string]any{}
 	awkward := []string{"a", "é", "<tag>", `q"uote`, "back\\slash", "tab\t", "z"}
-	for _, k := range []string{"annotations", "creationTimestamp", "generation", "labels", "managedFields",
+	for _, k := range []string{"annotations", "creationTimestamp", "deletionTimestamp", "generation", "labels", "managedFields",
 		"name", "namespace", "ownerReferences", "uid", "zzz"} {
 		if rnd.IntN(2) == 0 {
 			continue
@@ -34,6 +34,8 @@ func randomObject(rnd *rand.Rand) *unstructured.Unstructured {
 			meta[k] = l
 		case "generation":
 			meta[k] = int64(rnd.IntN(9))
+		case "deletionTimestamp":
+			meta[k] = []any{"2026-11-23T10:00:00Z", nil}[rnd.IntN(2)]
 		case "managedFields":
 			meta[k] = []any{map[string]any{"manager": "m", "fieldsV1": map[string]any{"f:data": map[string]any{}}}}
 		default:
@@ -88,6 +90,9 @@ func TestRecordMatchesDecode(t *testing.T) {
 		dec, _ := rec.Decode(rev)
 		if rec.Name != dec.GetName() || rec.Namespace != dec.GetNamespace() || rec.APIVersion() != dec.GetAPIVersion() {
 			t.Fatalf("%d: name %q/%q, decoded %q/%q", i, rec.Namespace, rec.Name, dec.GetNamespace(), dec.GetName())
+		}
+		if rec.Deleting() != (dec.GetDeletionTimestamp() != nil) {
+			t.Fatalf("%d: Deleting() = %v, decoded deletionTimestamp %v", i, rec.Deleting(), dec.GetDeletionTimestamp())
 		}
 		for _, s := range sels {
 			sel, err := labels.Parse(s)

@@ -142,6 +142,25 @@ func (s *Store) Get(ctx context.Context, key string, opts GetOptions) (*unstruct
 	return decode(&r.KVs[0], r.KVs[0].ModRevision)
 }
 
+// GetRecord is Get without the decode: the object as stored.
+func (s *Store) GetRecord(ctx context.Context, key string, opts GetOptions) (*Record, error) {
+	min, err := ParseResourceVersion(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
+	if err != nil {
+		return nil, interpret(key, 0, err)
+	}
+	if min > r.Revision {
+		return nil, newErr(CodeTooLargeResourceVersion, key, min, "Too large resource version: %d, current: %d", min, r.Revision)
+	}
+	if len(r.KVs) == 0 {
+		return nil, newErr(CodeNotFound, key, r.Revision, "not found")
+	}
+	return NewRecord(key, r.KVs[0].Value, r.KVs[0].ModRevision)
+}
+
 // UpdateFunc computes the new object from the current one. It must not
 // modify current. Returning an error aborts the update with that error.
 type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstructured, error)

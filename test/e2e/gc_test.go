@@ -214,6 +214,11 @@ func TestGCNamespaceDeletion(t *testing.T) {
 		if out := s.mustKubectl(t, "get", "namespace", "doomed"); !strings.Contains(out, "Terminating") {
 			t.Fatalf("kubectl get namespace:\n%s", out)
 		}
+		// NamespaceLifecycle: nothing new goes into a terminating namespace.
+		_, err := cs.CoreV1().ConfigMaps("doomed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "unable to create new content in namespace doomed because it is being terminated") {
+			t.Fatalf("create in a terminating namespace: %v", err)
+		}
 
 		clearFinalizers(t, s, "doomed", "held")
 		s.mustKubectl(t, "wait", "--for=delete", "namespace/doomed", "--timeout=60s")

@@ -47,24 +47,37 @@ func (c *Cache) Get(ctx context.Context, key string, opts storage.GetOptions) (*
 	if opts.ResourceVersion == "" {
 		return c.cfg.Store.Get(ctx, key, opts)
 	}
+	r, err := c.GetRecord(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.Decode(r.Rev)
+}
+
+// GetRecord is Get without the decode: the object as stored, for a caller
+// that reads what a record knows (Deleting, labels) or copies its JSON.
+func (c *Cache) GetRecord(ctx context.Context, key string, opts storage.GetOptions) (*storage.Record, error) {
+	if opts.ResourceVersion == "" {
+		return c.cfg.Store.GetRecord(ctx, key, opts)
+	}
 	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}
 	if !c.waitFor(ctx, rv) {
 		if rv == 0 {
-			return c.cfg.Store.Get(ctx, key, storage.GetOptions{})
+			return c.cfg.Store.GetRecord(ctx, key, storage.GetOptions{})
 		}
 		return nil, c.tooLarge(key, rv)
 	}
 	c.mu.RLock()
-	r, ok := c.mu.objects.Get(probe(key))
+	r, ok := c.mu.objects.Get(key)
 	rev := c.mu.rev
 	c.mu.RUnlock()
 	if !ok {
 		return nil, &storage.Error{Code: storage.CodeNotFound, Key: key, ResourceVersion: rev, Msg: "not found"}
 	}
-	return r.Decode(r.Rev)
+	return r, nil
 }
 
 func (c *Cache) tooLarge(key string, rv int64) error {
@@ -182,7 +195,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	switch {
 	case rv == 0 || opts.SendInitialEvents:
 		var err error
-		c.mu.objects.AscendGreaterOrEqual(probe(key), func(r *storage.Record) bool {
+		c.mu.objects.AscendFrom(key, func(r *storage.Record) bool {
 			if !strings.HasPrefix(r.Key, key) {
 				return false
 			}
