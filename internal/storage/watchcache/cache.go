@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/btree"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -104,9 +103,6 @@ func (l *eventLog) add(e event, capacity int) (dropped int64, ok bool) {
 	return dropped, true
 }
 
-// probe is a btree key for lookups.
-func probe(key string) *storage.Record { return &storage.Record{Key: key} }
-
 // Cache is the watch cache of one resource. Create it with New, run it
 // with Run. Objects it hands out are shared: callers must not modify them.
 //
@@ -118,8 +114,9 @@ type Cache struct {
 		sync.RWMutex
 		ready bool
 		// objects holds the records of the current state: their stored
-		// JSON, not decoded objects (see storage.Record).
-		objects *btree.BTreeG[*storage.Record]
+		// JSON, not decoded objects (see storage.Record), in key order,
+		// counted so that a page's remainingItemCount is O(log n).
+		objects recordTree
 		rev     int64 // everything up to rev is reflected
 		// history holds the last Capacity events in revision order: every
 		// event after floor. A watch may resume from any revision >=
@@ -138,7 +135,6 @@ type Cache struct {
 func New(cfg Config) *Cache {
 	cfg.setDefaults()
 	c := &Cache{cfg: cfg}
-	c.mu.objects = btree.NewG(32, func(a, b *storage.Record) bool { return a.Key < b.Key })
 	c.mu.watchers = make(map[*watcher]struct{})
 	c.mu.changed = make(chan struct{})
 	return c
@@ -178,7 +174,7 @@ func (c *Cache) follow(ctx context.Context) error {
 	defer w.Stop()
 
 	c.mu.Lock()
-	c.mu.objects.Clear(false)
+	c.mu.objects.Clear()
 	for _, r := range list.Items {
 		c.mu.objects.ReplaceOrInsert(r)
 	}
@@ -222,13 +218,10 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		return nil
 	}
 	e := event{rev: ev.Rev, key: ev.Key, cur: ev.Record}
-	if old, found := c.mu.objects.Get(probe(ev.Key)); found {
-		e.prior = old
-	}
 	if ev.Deleted {
-		c.mu.objects.Delete(probe(ev.Key))
+		e.prior, _ = c.mu.objects.Delete(ev.Key)
 	} else {
-		c.mu.objects.ReplaceOrInsert(ev.Record)
+		e.prior, _ = c.mu.objects.ReplaceOrInsert(ev.Record)
 	}
 	c.mu.rev = ev.Rev
 	if e.cur == nil && e.prior == nil {

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/google/btree"
-
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
@@ -87,7 +85,7 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 	}
 	var last string
 	end := kv.PrefixEnd(prefix)
-	ascendOver(c.mu.objects, start, end, changed, func(r *storage.Record) bool {
+	ascendOver(&c.mu.objects, start, end, changed, func(r *storage.Record) bool {
 		if opts.Predicate.MatchesRecord(r) {
 			list.Items = append(list.Items, r)
 			if opts.Limit > 0 && int64(len(list.Items)) == opts.Limit {
@@ -104,13 +102,13 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 	if !opts.Predicate.Empty() {
 		// A selective list only needs to know whether any key follows.
 		more := false
-		ascendOver(c.mu.objects, after, end, changed, func(*storage.Record) bool { more = true; return false })
+		ascendOver(&c.mu.objects, after, end, changed, func(*storage.Record) bool { more = true; return false })
 		if more {
 			list.Continue = storage.ContinueAfter(prefix, rev, last)
 		}
 		return list
 	}
-	if n := countAfter(c.mu.objects, after, end, changed); n > 0 {
+	if n := countAfter(&c.mu.objects, after, end, changed); n > 0 {
 		list.Continue = storage.ContinueAfter(prefix, rev, last)
 		list.Remaining = &n
 	}
@@ -118,17 +116,16 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 }
 
 // countAfter counts the keys in [start, end) with changed laid over
-// objects: a plain count of the tree's keys, corrected by the changed
-// ones. It is the remainingItemCount of a page, so it runs once per page
-// and must be cheap per key.
-func countAfter(objects *btree.BTreeG[*storage.Record], start, end string, changed map[string]*storage.Record) int64 {
-	var n int64
-	objects.AscendRange(probe(start), probe(end), func(*storage.Record) bool { n++; return true })
+// objects: the tree's count of its keys in the range (two descents, not a
+// walk over the keys), corrected by the changed ones, a lookup each. It
+// is the remainingItemCount of a page, so it runs once per page.
+func countAfter(objects *recordTree, start, end string, changed map[string]*storage.Record) int64 {
+	n := int64(objects.CountRange(start, end))
 	for k, r := range changed {
 		if k < start || k >= end {
 			continue
 		}
-		if _, now := objects.Get(probe(k)); now {
+		if _, now := objects.Get(k); now {
 			n--
 		}
 		if r != nil {
@@ -141,7 +138,7 @@ func countAfter(objects *btree.BTreeG[*storage.Record], start, end string, chang
 // ascendOver calls fn in key order for the records in [start, end), with
 // changed laid over objects: a key in changed shows its record there, and
 // not at all when that is nil. It stops when fn returns false.
-func ascendOver(objects *btree.BTreeG[*storage.Record], start, end string, changed map[string]*storage.Record,
+func ascendOver(objects *recordTree, start, end string, changed map[string]*storage.Record,
 	fn func(r *storage.Record) bool) {
 	var keys []string
 	for k := range changed {
@@ -161,7 +158,7 @@ func ascendOver(objects *btree.BTreeG[*storage.Record], start, end string, chang
 		return true
 	}
 	more := true
-	objects.AscendRange(probe(start), probe(end), func(r *storage.Record) bool {
+	objects.AscendRange(start, end, func(r *storage.Record) bool {
 		if more = emit(r.Key); !more {
 			return false
 		}
