@@ -13,6 +13,12 @@
 //     segment there, renames later segments to *.corrupt (never deleting
 //     them), and logs what it discarded — at Warn for a torn tail, at Error
 //     for damage before the end of the log.
+//   - Preallocation: the segment being appended to is filled with zeros
+//     ahead of its records, so that each fdatasync flushes data only, not a
+//     new file size. Replay reads a zero tail as the end of the records;
+//     anything else after the last intact record is damage and is cut off,
+//     so records written after a cut can never be followed by stale ones.
+//     Rotate and Close give the unused zeros back.
 //   - Atomic snapshots: a snapshot is written to a temporary file, synced,
 //     renamed into place and the directory synced; a snapshot file carries a
 //     trailer with its record count, so a partial one is never loaded.

@@ -97,6 +97,8 @@ type Log struct {
 		sync.Mutex
 		f        *os.File // the segment being appended to; nil before Replay
 		seq      uint64   // its number
+		off      int64    // where the next record goes in it
+		alloc    int64    // its length: zeros from off to alloc (preallocated)
 		size     int64    // bytes appended since the last Rotate
 		replayed bool
 	}
@@ -168,6 +170,7 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 		}
 	}
 	last := max(from, 1)
+	end := int64(-1) // where the last segment's records end; -1: at its end
 	for i, seq := range segs {
 		last = seq
 		st.Segments++
@@ -186,6 +189,12 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 		default:
 			off = len(segmentMagic)
 			for off < len(data) {
+				if allZero(data[off:]) {
+					// The preallocated, never written rest of the segment.
+					// (No record starts with 8 zero bytes: the CRC of a
+					// zero length is not zero.)
+					break
+				}
 				rec, n, err := unframe(data[off:])
 				if err != nil {
 					damage = err
@@ -199,6 +208,7 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 			}
 		}
 		if damage == nil {
+			end = int64(off)
 			continue
 		}
 		st.Discarded = int64(len(data) - off)
@@ -215,9 +225,10 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 		if err := l.cut(path, off, later); err != nil {
 			return st, err
 		}
+		end = -1
 		break
 	}
-	if err := l.openForAppend(last); err != nil {
+	if err := l.openForAppend(last, end); err != nil {
 		return st, err
 	}
 	l.mu.replayed = true
@@ -225,7 +236,9 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 }
 
 // tornTail reports damage that looks like an interrupted append: a record
-// whose header or body runs past the end of the file, or a zeroed tail.
+// whose header or body runs past the end of the file, a zeroed tail, or a
+// record followed only by zeros (an append into preallocated space cut
+// short).
 func tornTail(rest []byte) bool {
 	if len(rest) < headerLen {
 		return true
@@ -234,12 +247,7 @@ func tornTail(rest []byte) bool {
 	if int64(size) > int64(len(rest)-headerLen) {
 		return true
 	}
-	for _, b := range rest {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
+	return allZero(rest) || allZero(rest[headerLen+int(size):])
 }
 
 // cut truncates path at off (rewriting the header if even that was
@@ -273,24 +281,33 @@ func (l *Log) cut(path string, off int, later []uint64) error {
 	return syncDir(l.dir)
 }
 
-// openForAppend opens segment seq for appending, creating it if needed.
-func (l *Log) openForAppend(seq uint64) error {
+// openForAppend opens segment seq for appending after its records, which
+// end at end (-1: at the end of the file), creating it if needed.
+func (l *Log) openForAppend(seq uint64, end int64) error {
 	path := filepath.Join(l.dir, segName(seq))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return l.create(seq)
 	}
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
-	l.mu.f, l.mu.seq = f, seq
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("wal: %w", err)
+	}
+	if end < 0 {
+		end = fi.Size()
+	}
+	l.mu.f, l.mu.seq, l.mu.off, l.mu.alloc = f, seq, end, fi.Size()
 	return nil
 }
 
 // create starts segment seq and makes its existence durable.
 func (l *Log) create(seq uint64) error {
 	path := filepath.Join(l.dir, segName(seq))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -307,7 +324,63 @@ func (l *Log) create(seq uint64) error {
 		return err
 	}
 	l.mu.f, l.mu.seq = f, seq
+	l.mu.off, l.mu.alloc = int64(len(segmentMagic)), int64(len(segmentMagic))
 	return nil
+}
+
+// The segment being appended to is filled with zeros ahead of its
+// records. Overwriting blocks that are already written changes neither
+// the file's size nor its extents, so the fdatasync after each batch
+// flushes only data: measured on this project's machine (ext4 on
+// virtio), 4 KiB writes each followed by fdatasync took ~500 µs and
+// ~220 µs of CPU when appending, ~300 µs and ~135 µs into zero-filled
+// space. (fallocate alone does not help: its unwritten extents still
+// change on first write.) The zeros run ahead by as much as the segment
+// already holds, between minPrealloc and maxPrealloc, so that a small
+// data dir stays small and a restart reads little beyond the records.
+const (
+	minPrealloc = 64 << 10
+	maxPrealloc = 4 << 20
+)
+
+var zeros [64 << 10]byte
+
+// preallocate fills the segment with zeros up to at least need. The
+// zeros become durable with the next fdatasync.
+func (l *Log) preallocate(need int64) error {
+	target := need + min(max(l.mu.off, minPrealloc), maxPrealloc)
+	for l.mu.alloc < target {
+		n := min(int64(len(zeros)), target-l.mu.alloc)
+		if _, err := l.mu.f.WriteAt(zeros[:n], l.mu.alloc); err != nil {
+			return fmt.Errorf("wal: preallocating: %w", err)
+		}
+		l.mu.alloc += n
+	}
+	return nil
+}
+
+// trim gives back the preallocated rest of the segment, best effort: a
+// zero tail that survives a crash reads as the end of the records.
+func (l *Log) trim() {
+	if l.mu.alloc > l.mu.off && l.mu.f.Truncate(l.mu.off) == nil {
+		l.mu.alloc = l.mu.off
+	}
+}
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Append buffers a record; Sync makes it durable.
@@ -333,7 +406,14 @@ func (l *Log) syncLocked() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	n, err := l.mu.f.Write(l.buf)
+	if end := l.mu.off + int64(len(l.buf)); end > l.mu.alloc && !l.noSync {
+		if err := l.preallocate(end); err != nil {
+			return err
+		}
+	}
+	n, err := l.mu.f.WriteAt(l.buf, l.mu.off)
+	l.mu.off += int64(n)
+	l.mu.alloc = max(l.mu.alloc, l.mu.off)
 	l.mu.size += int64(n)
 	if err != nil {
 		return fmt.Errorf("wal: write: %w", err)
@@ -356,6 +436,7 @@ func (l *Log) Rotate() (uint64, error) {
 	if err := l.syncLocked(); err != nil {
 		return 0, err
 	}
+	l.trim()
 	if err := l.mu.f.Close(); err != nil {
 		return 0, fmt.Errorf("wal: %w", err)
 	}
@@ -381,6 +462,9 @@ func (l *Log) Close() error {
 		return nil
 	}
 	err := l.syncLocked()
+	if err == nil {
+		l.trim()
+	}
 	if cerr := l.mu.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("wal: %w", cerr)
 	}

@@ -345,3 +345,109 @@ func BenchmarkAppendSync(b *testing.B) {
 		}
 	}
 }
+
+// crashCopy copies dir's files as a crash would leave them: whatever was
+// written, preallocated zeros included, without Close's trimming.
+func crashCopy(t *testing.T, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// A segment is filled with zeros ahead of its records; after a crash the
+// zeros read as the end of the log, quietly, and appends go on from there.
+func TestPreallocatedTailIsTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := replayAll(t, dir, nil)
+	write(t, l, 0, 20)
+	seg := segments(t, dir)[0]
+	used := int64(len(segmentMagic))
+	for i := 0; i < 20; i++ {
+		used += int64(headerLen + len(record(i)))
+	}
+	if fi, _ := os.Stat(seg); fi.Size() < used+minPrealloc/2 {
+		t.Fatalf("segment is %d bytes for %d of records: not preallocated", fi.Size(), used)
+	}
+	crashed := crashCopy(t, dir)
+	l.Close()
+	if fi, _ := os.Stat(seg); fi.Size() != used {
+		t.Fatalf("Close left the segment at %d bytes, want %d", fi.Size(), used)
+	}
+
+	var logs bytes.Buffer
+	l2, recs := replayAll(t, crashed, &logs)
+	check(t, recs, 20)
+	if logs.Len() != 0 {
+		t.Fatalf("replaying a preallocated tail logged %q", logs.String())
+	}
+	write(t, l2, 20, 30)
+	again := crashCopy(t, crashed)
+	_, recs = replayAll(t, again, nil)
+	check(t, recs, 30)
+	l2.Close()
+}
+
+// A batch cut short inside the preallocated zeros is a torn tail: cut and
+// warned about, and what follows the cut is new records only.
+func TestTornTailInPreallocatedSpace(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := replayAll(t, dir, nil)
+	write(t, l, 0, 10)
+	crashed := crashCopy(t, dir)
+	l.Close()
+	seg := filepath.Join(crashed, filepath.Base(segments(t, dir)[0]))
+	data, _ := os.ReadFile(seg)
+	off := len(segmentMagic)
+	for i := 0; i < 9; i++ {
+		off += headerLen + len(record(i))
+	}
+	// Record 9's last bytes never reached the disk.
+	clear(data[off+headerLen+len(record(9))/2 : off+headerLen+len(record(9))])
+	os.WriteFile(seg, data, 0o600)
+
+	var logs bytes.Buffer
+	l2, recs := replayAll(t, crashed, &logs)
+	check(t, recs, 9)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "torn write") {
+		t.Fatalf("no torn-tail warning: %q", logs.String())
+	}
+	write(t, l2, 9, 12)
+	_, recs = replayAll(t, crashCopy(t, crashed), nil)
+	check(t, recs, 12)
+	l2.Close()
+}
+
+// Records after a damaged one never come back, even when appends resume
+// before them in preallocated space: the damage is cut off, not skipped.
+func TestNoStaleRecordsAfterDamage(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := replayAll(t, dir, nil)
+	write(t, l, 0, 10)
+	crashed := crashCopy(t, dir)
+	l.Close()
+	seg := filepath.Join(crashed, filepath.Base(segments(t, dir)[0]))
+	data, _ := os.ReadFile(seg)
+	off := len(segmentMagic)
+	for i := 0; i < 5; i++ {
+		off += headerLen + len(record(i))
+	}
+	clear(data[off : off+headerLen]) // record 5's header zeroed; 6..9 intact after it
+	os.WriteFile(seg, data, 0o600)
+
+	l2, recs := replayAll(t, crashed, nil)
+	check(t, recs, 5)
+	write(t, l2, 5, 6) // one record, shorter than what was cut
+	_, recs = replayAll(t, crashCopy(t, crashed), nil)
+	check(t, recs, 6)
+	l2.Close()
+}
