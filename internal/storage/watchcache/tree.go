@@ -28,8 +28,9 @@ import "github.com/kplane-dev/kplane/internal/storage"
 //
 // Memory: a node is one 512-byte allocation (the size of a Go size class)
 // of 62 record pointers, so a record costs 8.3 bytes in a packed tree and
-// ~12 in one filled in random order; inner nodes, 1 in 30 or more, add a
-// 1 KiB array of children and sizes each.
+// ~13 in one filled in random order; each inner node, over up to 63
+// children (usually more than 31), adds a 1 KiB array of them and their
+// sizes.
 type recordTree struct {
 	root *node // nil when empty
 	len  int
