@@ -73,7 +73,7 @@ func SharedRecord(rec *Record, rev int64) (*Shared, error) {
 
 // SharedRecordMetadata is SharedRecord for watchers that asked for
 // metadata only (WatchOptions.MetadataOnly): the object's apiVersion, kind
-// and metadata, decoded once for them.
+// and metadata without managedFields, decoded once for them.
 func SharedRecordMetadata(rec *Record, rev int64) (*Shared, error) {
 	obj, err := rec.DecodeMetadata(rev)
 	if err != nil {

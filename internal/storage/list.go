@@ -84,7 +84,8 @@ type ListOptions struct {
 	Continue  string
 	Predicate Predicate
 	// MetadataOnly lets a List return objects with only apiVersion, kind
-	// and metadata, for in-process callers that read nothing else.
+	// and metadata (without managedFields), for in-process callers that
+	// read nothing else.
 	MetadataOnly bool
 }
 

@@ -39,8 +39,9 @@ type WatchOptions struct {
 	// the API does.
 	SendInitialEvents bool
 	// MetadataOnly lets the events' objects carry only apiVersion, kind
-	// and metadata (the watch cache sends them so; the Store sends whole
-	// objects), for in-process watchers that read nothing else.
+	// and metadata without managedFields (the watch cache sends them so;
+	// the Store sends whole objects), for in-process watchers that read
+	// nothing else.
 	MetadataOnly bool
 }
 
