@@ -11,7 +11,10 @@
 // creates a namespace of its own (kplane-bench-<random>) and deletes it at
 // the end unless --namespace names one. Server CPU and memory are "n/a"
 // unless --server-pid names the server's process (comma-separate several,
-// e.g. kube-apiserver and etcd, to sum them).
+// e.g. kube-apiserver and etcd, to sum them). The bench's own CPU per
+// operation (client ms/op, client_cpu_per_op) is always reported: on one
+// machine, what the client uses is not available to the server, and
+// throughput is bounded by cores / (server + client CPU per operation).
 //
 // compare builds ./cmd/kplane, and runs it with --storage embedded, then
 // memory, then etcd (a real etcd built from tools/etcd, fsync on, on free
