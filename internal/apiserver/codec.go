@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // protobufType is the Kubernetes protobuf media type, which kubectl and
@@ -120,21 +121,21 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 			return nil, err
 		}
 	}
-	var probe struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
-	if err := json.Unmarshal(body, &probe); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
-	}
-	if probe.APIVersion != "" && probe.APIVersion != gv {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", probe.APIVersion, gv))
-	}
-	if probe.Kind != "" && probe.Kind != k.Kind {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", probe.Kind, k.Kind))
+	// The body's apiVersion and kind come first, as the API's decoder
+	// reads them: a malformed body, then a mismatch, are refused before
+	// anything else. A scan finds them (a tenth of a create's handling
+	// went to decoding the body for them); on any error the decode says
+	// which, exactly as before.
+	if a, kind, ok := storage.TypeMeta(body); !ok || (a != "" && a != gv) || (kind != "" && kind != k.Kind) {
+		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
+			return nil, err
+		}
 	}
 	obj, strictErrs, err := registry.Decode(k, body)
 	if err != nil {
+		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
+			return nil, err // malformed: the scan does not validate
+		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
 	}
 	if len(strictErrs) > 0 {
@@ -154,6 +155,25 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 	obj.SetAPIVersion(gv)
 	obj.SetKind(k.Kind)
 	return obj, nil
+}
+
+// checkTypeMeta decodes the body's apiVersion and kind and refuses a
+// malformed body or one of another type than gv and kind.
+func checkTypeMeta(body []byte, gv, kind string) error {
+	var probe struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+	}
+	if probe.APIVersion != "" && probe.APIVersion != gv {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", probe.APIVersion, gv))
+	}
+	if probe.Kind != "" && probe.Kind != kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", probe.Kind, kind))
+	}
+	return nil
 }
 
 // decodeDeleteOptions reads DeleteOptions from the body (if any) and the

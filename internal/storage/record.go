@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unique"
@@ -194,6 +195,44 @@ func (r *Record) scan() error {
 // Deleting reports whether the object has a deletionTimestamp: it is
 // being deleted, waiting for its finalizers.
 func (r *Record) Deleting() bool { return r.deleting }
+
+// TypeMeta reads apiVersion and kind from the top of a JSON object as
+// encoding/json decodes them into a struct of those two string fields
+// (keys matched without regard to case, the last one winning, null
+// leaving a field empty), for a fraction of its cost: one scan, no
+// reflection. It does not validate the JSON as a decode would; ok is
+// false when it cannot tell (not an object, a value of another type,
+// malformed where it looked), and the caller decodes instead.
+func TypeMeta(data []byte) (apiVersion, kind string, ok bool) {
+	s := scanner{data: data}
+	err := s.object(func(key string) error {
+		var field *string
+		switch {
+		case strings.EqualFold(key, "apiVersion"):
+			field = &apiVersion
+		case strings.EqualFold(key, "kind"):
+			field = &kind
+		default:
+			return s.skip()
+		}
+		switch s.peek() {
+		case '"':
+			v, err := s.str()
+			*field = v
+			return err
+		case 'n':
+			return s.skip() // null: left as it was, as encoding/json does
+		}
+		return errSyntax // another type: the decode says what is wrong
+	})
+	if err != nil {
+		return "", "", false
+	}
+	if s.ws(); s.pos != len(data) {
+		return "", "", false
+	}
+	return apiVersion, kind, true
+}
 
 // withoutMember returns the JSON object obj without its member key, or obj
 // itself when it has none (or does not scan: the decode reports that).

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -281,6 +283,52 @@ func TestWithoutMember(t *testing.T) {
 		got := string(withoutMember([]byte(in), "managedFields"))
 		if got != want {
 			t.Errorf("withoutMember(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TypeMeta reads what encoding/json reads into a struct of apiVersion and
+// kind, or says it cannot tell.
+func TestTypeMeta(t *testing.T) {
+	for _, body := range []string{
+		`{}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","data":{"apiVersion":"no","kind":"no"}}`,
+		` { "kind" : "Pod" , "apiVersion" : "v1" } `,
+		`{"APIVERSION":"apps/v1","Kind":"Deployment"}`,
+		`{"apiVersion":"v1","apiversion":"v2"}`,
+		`{"kind":"A","kind":"B"}`,
+		`{"apiVersion":null,"kind":null}`,
+		`{"apiVersion":"v1","apiVersion":null}`,
+		`{"apiVersion":"v\u0031","kind":"Config\"Map"}`,
+		`{"metadata":{"name":"x"},"list":[1,2.5,true,null,{"kind":"x"}],"kind":"ConfigMap"}`,
+		`{"apiVersion":1}`,
+		`{"kind":["Pod"]}`,
+		`{"kind":"Pod"} x`,
+		`{"kind":"Pod"}{}`,
+		`[]`,
+		`"kind"`,
+		``,
+		`{"kind":"Pod"`,
+		`{"kind":"Pod",}`,
+		`{"a":tru,"kind":"Pod"}`, // not validated: the caller's decode refuses it
+	} {
+		var probe struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		jerr := json.Unmarshal([]byte(body), &probe)
+		a, k, ok := TypeMeta([]byte(body))
+		if !ok {
+			if jerr == nil && !strings.Contains(body, ":1") && !strings.Contains(body, `["Pod"]`) {
+				t.Errorf("%s: cannot tell, but encoding/json reads %+v", body, probe)
+			}
+			continue
+		}
+		if jerr != nil {
+			continue // malformed beyond what the scan looked at
+		}
+		if a != probe.APIVersion || k != probe.Kind {
+			t.Errorf("%s: got %q %q, encoding/json %q %q", body, a, k, probe.APIVersion, probe.Kind)
 		}
 	}
 }

@@ -149,7 +149,10 @@ func TestBadInput(t *testing.T) {
 		reason                  metav1.StatusReason
 		msg                     string
 	}{
-		{"malformed JSON", cms, "application/json", `{"metadata":`, 400, metav1.StatusReasonBadRequest, ""},
+		{"malformed JSON", cms, "application/json", `{"metadata":`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed"},
+		{"malformed after apiVersion and kind", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":tru}}`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed: invalid character"},
+		{"apiVersion in another case", cms, "application/json", `{"APIVERSION":"v2","kind":"ConfigMap","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "the API version in the data (v2) does not match the expected API version (v1)"},
+		{"kind of another type", cms, "application/json", `{"apiVersion":"v1","kind":5,"metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed"},
 		{"malformed YAML", cms, "application/yaml", "a: [", 400, metav1.StatusReasonBadRequest, "error converting YAML to JSON"},
 		{"kind does not match the URL", cms, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
 		{"apiVersion does not match the URL", cms, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
