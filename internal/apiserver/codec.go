@@ -45,7 +45,7 @@ func (s *Server) readBodyProto(w http.ResponseWriter, r *http.Request) (body []b
 }
 
 func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -54,6 +54,25 @@ func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error)
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	return body, nil
+}
+
+// readBody reads a request body into one buffer of the announced length
+// when there is one (io.ReadAll would grow its buffer from 512 bytes,
+// copying), and reads on if the body is longer than announced.
+func readBody(rd io.Reader, announced, limit int64) ([]byte, error) {
+	if announced <= 0 || announced >= limit {
+		return io.ReadAll(rd)
+	}
+	buf := make([]byte, announced+1) // one more, to see the end
+	n, err := io.ReadFull(rd, buf)
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF:
+		return buf[:n], nil
+	case nil:
+		rest, err := io.ReadAll(rd)
+		return append(buf, rest...), err
+	}
+	return nil, err
 }
 
 // toJSON converts a JSON or YAML body to JSON; other media types are 415.
