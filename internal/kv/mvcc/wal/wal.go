@@ -95,12 +95,14 @@ type Log struct {
 
 	mu struct {
 		sync.Mutex
-		f        *os.File // the segment being appended to; nil before Replay
-		seq      uint64   // its number
-		off      int64    // where the next record goes in it
-		alloc    int64    // its length: zeros from off to alloc (preallocated)
-		size     int64    // bytes appended since the last Rotate
-		replayed bool
+		f     *os.File // the segment being appended to; nil before Replay
+		seq   uint64   // its number
+		off   int64    // where the next record goes in it
+		alloc int64    // its length: zeros from off to alloc (preallocated)
+		// noPrealloc: preallocating this segment failed; append without.
+		noPrealloc bool
+		size       int64 // bytes appended since the last Rotate
+		replayed   bool
 	}
 	buf []byte // records appended since the last Sync; flusher-only
 }
@@ -325,6 +327,7 @@ func (l *Log) create(seq uint64) error {
 	}
 	l.mu.f, l.mu.seq = f, seq
 	l.mu.off, l.mu.alloc = int64(len(segmentMagic)), int64(len(segmentMagic))
+	l.mu.noPrealloc = false
 	return nil
 }
 
@@ -345,13 +348,16 @@ const (
 
 var zeros [64 << 10]byte
 
+// writeAt writes the preallocation's zeros; tests make it fail.
+var writeAt = (*os.File).WriteAt
+
 // preallocate fills the segment with zeros up to at least need. The
 // zeros become durable with the next fdatasync.
 func (l *Log) preallocate(need int64) error {
 	target := need + min(max(l.mu.off, minPrealloc), maxPrealloc)
 	for l.mu.alloc < target {
 		n := min(int64(len(zeros)), target-l.mu.alloc)
-		if _, err := l.mu.f.WriteAt(zeros[:n], l.mu.alloc); err != nil {
+		if _, err := writeAt(l.mu.f, zeros[:n], l.mu.alloc); err != nil {
 			return fmt.Errorf("wal: preallocating: %w", err)
 		}
 		l.mu.alloc += n
@@ -406,9 +412,12 @@ func (l *Log) syncLocked() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	if end := l.mu.off + int64(len(l.buf)); end > l.mu.alloc && !l.noSync {
+	if end := l.mu.off + int64(len(l.buf)); end > l.mu.alloc && !l.noSync && !l.mu.noPrealloc {
 		if err := l.preallocate(end); err != nil {
-			return err
+			// Only an optimisation: it must not fail the log before the
+			// records themselves would (a full disk, a file size limit).
+			l.log.Warn("cannot preallocate the log segment; appending without", "file", l.mu.f.Name(), "err", err)
+			l.mu.noPrealloc = true
 		}
 	}
 	n, err := l.mu.f.WriteAt(l.buf, l.mu.off)

@@ -451,3 +451,23 @@ func TestNoStaleRecordsAfterDamage(t *testing.T) {
 	check(t, recs, 6)
 	l2.Close()
 }
+
+// Preallocation is an optimisation: when its zeros cannot be written (a
+// full disk), the log appends without them and loses nothing.
+func TestPreallocationFailureIsNotFatal(t *testing.T) {
+	defer func(orig func(*os.File, []byte, int64) (int, error)) { writeAt = orig }(writeAt)
+	writeAt = func(*os.File, []byte, int64) (int, error) { return 0, errors.New("no space left on device") }
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	l, _ := replayAll(t, dir, &logs)
+	write(t, l, 0, 30)
+	if !strings.Contains(logs.String(), "cannot preallocate") {
+		t.Fatalf("no warning logged: %q", logs.String())
+	}
+	if n := strings.Count(logs.String(), "cannot preallocate"); n != 1 {
+		t.Fatalf("warned %d times for one segment", n)
+	}
+	_, recs := replayAll(t, crashCopy(t, dir), nil)
+	check(t, recs, 30)
+	l.Close()
+}
