@@ -18,7 +18,9 @@
 //     new file size. Replay reads a zero tail as the end of the records;
 //     anything else after the last intact record is damage and is cut off,
 //     so records written after a cut can never be followed by stale ones.
-//     Rotate and Close give the unused zeros back.
+//     Rotate and Close give the unused zeros back. Preallocation never
+//     fails the log: if the zeros cannot be written (a full disk), the
+//     segment is appended to without them, with one warning.
 //   - Atomic snapshots: a snapshot is written to a temporary file, synced,
 //     renamed into place and the directory synced; a snapshot file carries a
 //     trailer with its record count, so a partial one is never loaded.
