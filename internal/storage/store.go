@@ -125,25 +125,25 @@ type GetOptions struct {
 
 // Get reads the object at key.
 func (s *Store) Get(ctx context.Context, key string, opts GetOptions) (*unstructured.Unstructured, error) {
-	min, err := ParseResourceVersion(opts.ResourceVersion)
+	e, err := s.get(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
-	if err != nil {
-		return nil, interpret(key, 0, err)
-	}
-	if min > r.Revision {
-		return nil, newErr(CodeTooLargeResourceVersion, key, min, "Too large resource version: %d, current: %d", min, r.Revision)
-	}
-	if len(r.KVs) == 0 {
-		return nil, newErr(CodeNotFound, key, r.Revision, "not found")
-	}
-	return decode(&r.KVs[0], r.KVs[0].ModRevision)
+	return decode(e, e.ModRevision)
 }
 
 // GetRecord is Get without the decode: the object as stored.
 func (s *Store) GetRecord(ctx context.Context, key string, opts GetOptions) (*Record, error) {
+	e, err := s.get(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return NewRecord(key, e.Value, e.ModRevision)
+}
+
+// get reads the stored value at key, provided the store has reached
+// opts.ResourceVersion.
+func (s *Store) get(ctx context.Context, key string, opts GetOptions) (*kv.KeyValue, error) {
 	min, err := ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func (s *Store) GetRecord(ctx context.Context, key string, opts GetOptions) (*Re
 	if len(r.KVs) == 0 {
 		return nil, newErr(CodeNotFound, key, r.Revision, "not found")
 	}
-	return NewRecord(key, r.KVs[0].Value, r.KVs[0].ModRevision)
+	return &r.KVs[0], nil
 }
 
 // UpdateFunc computes the new object from the current one. It must not
