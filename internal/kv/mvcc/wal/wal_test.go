@@ -364,6 +364,28 @@ func crashCopy(t *testing.T, dir string) string {
 	return dst
 }
 
+// crashedWithTen writes records 0..9 and copies the log as a crash would
+// leave it (preallocated zeros and all). It returns the copy, its
+// segment's path and contents, and where record n starts in them.
+func crashedWithTen(t *testing.T, n int) (dir, seg string, data []byte, off int) {
+	t.Helper()
+	src := t.TempDir()
+	l, _ := replayAll(t, src, nil)
+	write(t, l, 0, 10)
+	dir = crashCopy(t, src)
+	l.Close()
+	seg = filepath.Join(dir, filepath.Base(segments(t, src)[0]))
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off = len(segmentMagic)
+	for i := 0; i < n; i++ {
+		off += headerLen + len(record(i))
+	}
+	return dir, seg, data, off
+}
+
 // A segment is filled with zeros ahead of its records; after a crash the
 // zeros read as the end of the log, quietly, and appends go on from there.
 func TestPreallocatedTailIsTheEnd(t *testing.T) {
@@ -400,17 +422,7 @@ func TestPreallocatedTailIsTheEnd(t *testing.T) {
 // A batch cut short inside the preallocated zeros is a torn tail: cut and
 // warned about, and what follows the cut is new records only.
 func TestTornTailInPreallocatedSpace(t *testing.T) {
-	dir := t.TempDir()
-	l, _ := replayAll(t, dir, nil)
-	write(t, l, 0, 10)
-	crashed := crashCopy(t, dir)
-	l.Close()
-	seg := filepath.Join(crashed, filepath.Base(segments(t, dir)[0]))
-	data, _ := os.ReadFile(seg)
-	off := len(segmentMagic)
-	for i := 0; i < 9; i++ {
-		off += headerLen + len(record(i))
-	}
+	crashed, seg, data, off := crashedWithTen(t, 9)
 	// Record 9's last bytes never reached the disk.
 	clear(data[off+headerLen+len(record(9))/2 : off+headerLen+len(record(9))])
 	os.WriteFile(seg, data, 0o600)
@@ -430,17 +442,7 @@ func TestTornTailInPreallocatedSpace(t *testing.T) {
 // Records after a damaged one never come back, even when appends resume
 // before them in preallocated space: the damage is cut off, not skipped.
 func TestNoStaleRecordsAfterDamage(t *testing.T) {
-	dir := t.TempDir()
-	l, _ := replayAll(t, dir, nil)
-	write(t, l, 0, 10)
-	crashed := crashCopy(t, dir)
-	l.Close()
-	seg := filepath.Join(crashed, filepath.Base(segments(t, dir)[0]))
-	data, _ := os.ReadFile(seg)
-	off := len(segmentMagic)
-	for i := 0; i < 5; i++ {
-		off += headerLen + len(record(i))
-	}
+	crashed, seg, data, off := crashedWithTen(t, 5)
 	clear(data[off : off+headerLen]) // record 5's header zeroed; 6..9 intact after it
 	os.WriteFile(seg, data, 0o600)
 
