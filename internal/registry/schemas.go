@@ -15,8 +15,9 @@ import (
 // SetTypeConverters gives each built-in kind among kinds (those with a Go
 // type) a type converter built from its schemas, so that field ownership
 // knows their list and map semantics. A kind's converter is built on its
-// first write, from the definitions that kind refers to alone: a server
-// pays only for the kinds it writes (at start-up, Namespace).
+// first write, from the definitions that kind refers to alone and without
+// their descriptions: a server pays only for the kinds it writes (at
+// start-up, Namespace), and not for the documents' descriptions.
 func SetTypeConverters(kinds ...*Kind) {
 	for _, k := range kinds {
 		if k.Typed == nil {
@@ -28,7 +29,7 @@ func SetTypeConverters(kinds ...*Kind) {
 		}
 		name := k.Kind
 		k.TypeConverter = LazyTypeConverter(func() (managedfields.TypeConverter, error) {
-			defs, err := openapi.Definitions(typed, openapi.V3RefPrefix)
+			defs, err := openapi.DefinitionsWithoutDocs(typed, openapi.V3RefPrefix)
 			if err != nil {
 				return nil, fmt.Errorf("building the schemas of %s: %w", name, err)
 			}

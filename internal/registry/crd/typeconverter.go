@@ -31,9 +31,9 @@ import (
 
 // metaDefinitions are ObjectMeta and the definitions it refers to, built
 // once from apimachinery's Go types (upstream takes them from its static
-// OpenAPI spec).
+// OpenAPI spec), without descriptions, which the converter does not read.
 var metaDefinitions = sync.OnceValues(func() (map[string]*spec.Schema, error) {
-	return openapi.Definitions(map[apischema.GroupVersionKind]runtime.Object{
+	return openapi.DefinitionsWithoutDocs(map[apischema.GroupVersionKind]runtime.Object{
 		metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata"): &metav1.PartialObjectMetadata{},
 	}, openapi.V3RefPrefix)
 })

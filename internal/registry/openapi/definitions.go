@@ -44,10 +44,26 @@ var ErrNameClash = errors.New("openapi: two Go types share a definition name")
 // the $ref, as OpenAPI v2 allows; an OpenAPI v3 document wraps such refs
 // in allOf (kube-openapi's builder3/util.WrapRefs) before publishing.
 func Definitions(kinds map[schema.GroupVersionKind]runtime.Object, refPrefix string) (map[string]*spec.Schema, error) {
+	return build(kinds, refPrefix, true)
+}
+
+// DefinitionsWithoutDocs returns the definitions Definitions returns,
+// without any description: the types, defaults and list and map semantics
+// a type converter (managedfields.NewTypeConverter) reads, which ignores
+// descriptions. It skips the SwaggerDoc tables and the generated
+// apiextensions-apiserver definitions that Definitions reads the
+// descriptions from, so the first write of a server (its initial
+// namespaces) does not build the documents' descriptions.
+func DefinitionsWithoutDocs(kinds map[schema.GroupVersionKind]runtime.Object, refPrefix string) (map[string]*spec.Schema, error) {
+	return build(kinds, refPrefix, false)
+}
+
+func build(kinds map[schema.GroupVersionKind]runtime.Object, refPrefix string, withDocs bool) (map[string]*spec.Schema, error) {
 	b := &builder{
-		prefix: refPrefix,
-		defs:   make(map[string]*spec.Schema),
-		types:  make(map[string]reflect.Type),
+		prefix:   refPrefix,
+		defs:     make(map[string]*spec.Schema),
+		types:    make(map[string]reflect.Type),
+		withDocs: withDocs,
 	}
 	gvks := make(map[string][]schema.GroupVersionKind)
 	for gvk, obj := range kinds {
@@ -106,9 +122,18 @@ const (
 // before its fields are walked, so recursive types (JSONSchemaProps)
 // end in a $ref to a definition already under way.
 type builder struct {
-	prefix string
-	defs   map[string]*spec.Schema
-	types  map[string]reflect.Type // the Go type behind each definition
+	prefix   string
+	defs     map[string]*spec.Schema
+	types    map[string]reflect.Type // the Go type behind each definition
+	withDocs bool                    // descriptions wanted
+}
+
+// docsOf is t's descriptions if the builder wants them, none otherwise.
+func (b *builder) docsOf(t reflect.Type, name string) docs {
+	if !b.withDocs {
+		return docs{}
+	}
+	return docsOf(t, name)
 }
 
 // define makes sure t, a named type, has a definition, and returns its
@@ -124,7 +149,7 @@ func (b *builder) define(t reflect.Type) (string, error) {
 	b.types[name] = t
 	s := &spec.Schema{}
 	b.defs[name] = s
-	doc := docsOf(t, name)
+	doc := b.docsOf(t, name)
 	s.Description = doc.typ
 	if typ, format, ok := ownSchema(t); ok {
 		s.Type = typ
@@ -165,7 +190,7 @@ func (b *builder) fields(s *spec.Schema, t reflect.Type, doc docs, def string) e
 				if et.Name() != "" {
 					inner = modelName(et)
 				}
-				if err := b.fields(s, et, docsOf(et, inner), inner); err != nil {
+				if err := b.fields(s, et, b.docsOf(et, inner), inner); err != nil {
 					return err
 				}
 				continue

@@ -70,7 +70,9 @@
 // and apimachinery generate. Types without one (the apiextensions.k8s.io
 // types, metav1.Time, MicroTime, FieldsV1, runtime.RawExtension) take them
 // from the definitions k8s.io/apiextensions-apiserver/pkg/generated/openapi
-// publishes; a type in neither has none.
+// publishes; a type in neither has none. DefinitionsWithoutDocs builds the
+// same definitions with no description, for type converters, which do not
+// read them: it never builds that index of the generated definitions.
 //
 // # Deviations from upstream
 //
