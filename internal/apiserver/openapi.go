@@ -16,10 +16,6 @@ import (
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -293,18 +289,6 @@ func (gv *openAPIGroupVersion) path() string {
 	return "apis/" + gv.group + "/" + gv.version
 }
 
-// builtinScheme finds the List types of the built-in kinds, whose
-// definitions the list operations refer to.
-var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			panic(err) // a broken scheme is a programming error
-		}
-	}
-	return scheme
-})
-
 // Definition names the operations refer to besides the kinds'.
 const (
 	defStatus        = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
@@ -344,7 +328,7 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 			typed[gv.WithKind("WatchEvent")] = &metav1.WatchEvent{}
 			typed[k.GroupVersionKind(v)] = k.Typed()
 			listGVK := schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.ListKind}
-			if list, err := builtinScheme().New(listGVK); err == nil {
+			if list, err := protoScheme().New(listGVK); err == nil {
 				typed[listGVK] = list
 			}
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -24,9 +27,11 @@ import (
 
 // protoScheme knows the built-in kinds' Go types, for protobuf request
 // bodies and responses (kubectl and typed clients use protobuf for
-// built-in kinds). Custom resources have no protobuf form: a client that
-// also accepts JSON gets JSON, as from kube-apiserver.
-var protoScheme = func() *runtime.Scheme {
+// built-in kinds) and for the List types the OpenAPI documents refer to.
+// Custom resources have no protobuf form: a client that also accepts JSON
+// gets JSON, as from kube-apiserver. It is built on first use, so that a
+// server nobody has asked for protobuf or OpenAPI yet does not hold it.
+var protoScheme = sync.OnceValue(func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -34,9 +39,25 @@ var protoScheme = func() *runtime.Scheme {
 		}
 	}
 	return scheme
-}()
+})
 
-var protoSerializer = protobuf.NewSerializer(protoScheme, protoScheme)
+// protoSerializer is the protobuf serializer over protoScheme, built with
+// it on first use.
+var protoSerializer lazyProtoSerializer
+
+type lazyProtoSerializer struct{}
+
+var newProtoSerializer = sync.OnceValue(func() *protobuf.Serializer {
+	return protobuf.NewSerializer(protoScheme(), protoScheme())
+})
+
+func (lazyProtoSerializer) Encode(obj runtime.Object, w io.Writer) error {
+	return newProtoSerializer().Encode(obj, w)
+}
+
+func (lazyProtoSerializer) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	return newProtoSerializer().Decode(data, gvk, into)
+}
 
 // protoCapable reports whether version v of kind k has a protobuf form.
 func protoCapable(k *registry.Kind, v string) bool {
@@ -44,13 +65,13 @@ func protoCapable(k *registry.Kind, v string) bool {
 		return false
 	}
 	gvk := k.GroupVersionKind(v)
-	return protoScheme.Recognizes(gvk) && protoScheme.Recognizes(gvk.GroupVersion().WithKind(k.ListKind))
+	return protoScheme().Recognizes(gvk) && protoScheme().Recognizes(gvk.GroupVersion().WithKind(k.ListKind))
 }
 
 // typedFromJSON decodes an object's JSON into version v of kind k's Go
 // type.
 func typedFromJSON(k *registry.Kind, v string, data []byte) (runtime.Object, error) {
-	obj, err := protoScheme.New(k.GroupVersionKind(v))
+	obj, err := protoScheme().New(k.GroupVersionKind(v))
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +112,7 @@ func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code in
 // protoList builds the typed list of kind k from the items' JSON.
 func protoList(k *registry.Kind, v string, n int, item func(i int, b []byte) ([]byte, error), meta metav1.ListMeta) (runtime.Object, error) {
 	gvk := k.GroupVersionKind(v).GroupVersion().WithKind(k.ListKind)
-	list, err := protoScheme.New(gvk)
+	list, err := protoScheme().New(gvk)
 	if err != nil {
 		return nil, err
 	}
