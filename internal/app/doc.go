@@ -5,8 +5,6 @@
 // Run opens the kv store for the configured engine, creates or loads the
 // credentials (package pki), builds the registry with the built-in kinds
 // and the CRD controller, serves the API, compacts the store every
-// CompactionInterval, writes the kubeconfig once the server is ready, then
-// releases the pages of its own executable that start-up mapped (on
-// Linux; they stay in the page cache), and on cancellation shuts
-// everything down in reverse order.
+// CompactionInterval, writes the kubeconfig once the server is ready, and
+// on cancellation shuts everything down in reverse order.
 package app

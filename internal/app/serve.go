@@ -184,8 +184,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.OnReady != nil {
 		cfg.OnReady(Ready{URL: url, Kubeconfig: kubeconfig})
 	}
-	// Start-up is over: what it touched of the binary need not stay mapped.
-	releaseStartupPages()
 
 	select {
 	case <-ctx.Done():
