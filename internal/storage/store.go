@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,11 +16,12 @@ import (
 
 // Store keeps objects in a kv.Store. It is safe for concurrent use.
 type Store struct {
-	kv kv.Store
+	kv    kv.Store
+	turns keyTurns // read-modify-writes of one key, one at a time
 }
 
 // New returns a Store over s.
-func New(s kv.Store) *Store { return &Store{kv: s} }
+func New(s kv.Store) *Store { return &Store{kv: s, turns: keyTurns{m: map[string]*keyTurn{}}} }
 
 // Preconditions must hold for an update or delete to proceed.
 type Preconditions struct {
@@ -238,6 +241,7 @@ func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, vali
 // second read per retry.
 func (s *Store) conditionally(ctx context.Context, key string, pre *Preconditions,
 	op func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error)) (*unstructured.Unstructured, error) {
+	defer s.turns.take(ctx, key)()
 	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
 	if err != nil {
 		return nil, interpret(key, 0, err)
@@ -266,4 +270,58 @@ func (s *Store) conditionally(ctx context.Context, key string, pre *Precondition
 		}
 		cur = lostTo
 	}
+}
+
+// keyTurns queues the read-modify-writes of one key in this process. They
+// would be correct without it, the compare of each write guarding against
+// any other writer, but writers of one key would then race: every one that
+// read while the winner's write was being made durable loses its compare,
+// redoes its update (a patch: decode, apply, validate, field manager) and
+// tries again. Taking turns, each does one read and one write. A turn that
+// is not granted within turnWait is done without one (the compare still
+// guards it), so an update that nests a write of its own key cannot wait
+// for itself forever.
+type keyTurns struct {
+	mu sync.Mutex
+	m  map[string]*keyTurn
+}
+
+type keyTurn struct {
+	ch   chan struct{} // holds a token while a turn is taken
+	refs int           // turns taken or waited for
+}
+
+const turnWait = time.Second
+
+// take waits for key's turn and returns the function that ends it.
+func (t *keyTurns) take(ctx context.Context, key string) (done func()) {
+	t.mu.Lock()
+	k := t.m[key]
+	if k == nil {
+		k = &keyTurn{ch: make(chan struct{}, 1)}
+		t.m[key] = k
+	}
+	k.refs++
+	t.mu.Unlock()
+	release := func() {
+		t.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(t.m, key)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case k.ch <- struct{}{}:
+		return func() { <-k.ch; release() }
+	default:
+	}
+	timer := time.NewTimer(turnWait)
+	defer timer.Stop()
+	select {
+	case k.ch <- struct{}{}:
+		return func() { <-k.ch; release() }
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return release
 }
