@@ -415,46 +415,13 @@ func validateDefault(pth *field.Path, s *node, insideMeta bool) field.ErrorList 
 	if !reflect.DeepEqual(pruned, s.def) {
 		errs = append(errs, field.Invalid(pth.Child("default"), s.def, "must not have unknown fields"))
 	}
-	if e := coerceCheck(pth.Child("default"), s.def, s); e != nil {
+	// As upstream's objectmeta.Coerce: an embedded apiVersion or kind that
+	// is not a string.
+	if e := checkEmbedded(pth.Child("default"), s.def, s, false); e != nil {
 		return append(errs, e)
 	}
 	if e := validateEmbedded(context.Background(), pth.Child("default"), s.def, s); len(e) > 0 {
 		return append(errs, e...)
 	}
 	return append(errs, resultToFieldErrors(pth.Child("default"), validator.Validate(s.def))...)
-}
-
-// coerceCheck reports the first embedded resource in x whose apiVersion
-// or kind is not a string, as upstream's objectmeta.Coerce does.
-func coerceCheck(pth *field.Path, x any, s *node) *field.Error {
-	if s == nil {
-		return nil
-	}
-	switch x := x.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			v := x[k]
-			if s.embedded && (k == "apiVersion" || k == "kind") {
-				if _, ok := v.(string); !ok {
-					return field.Invalid(pth.Child(k), v, "must be a string")
-				}
-			}
-			if c, ok := s.props[k]; ok {
-				if e := coerceCheck(pth.Child(k), v, c); e != nil {
-					return e
-				}
-			} else if s.hasAddl {
-				if e := coerceCheck(pth.Key(k), v, s.addl); e != nil {
-					return e
-				}
-			}
-		}
-	case []any:
-		for i, v := range x {
-			if e := coerceCheck(pth.Index(i), v, s.items); e != nil {
-				return e
-			}
-		}
-	}
-	return nil
 }

@@ -225,13 +225,16 @@ func coerceEmbedded(pth *field.Path, x any, s *node, unknown *[]string) {
 // error is returned, fields taken in name order (upstream's order is Go's
 // map order). The root's metadata is the registry's concern.
 func (s *Schema) CheckEmbedded(obj map[string]any) error {
-	if e := checkEmbedded(nil, obj, s.root); e != nil {
+	if e := checkEmbedded(nil, obj, s.root, true); e != nil {
 		return e
 	}
 	return nil
 }
 
-func checkEmbedded(pth *field.Path, x any, s *node) *field.Error {
+// checkEmbedded walks x along s and returns the first embedded resource
+// (below the root: pth not nil) whose apiVersion or kind is not a string
+// or, when meta is set, whose metadata does not decode as ObjectMeta.
+func checkEmbedded(pth *field.Path, x any, s *node, meta bool) *field.Error {
 	if s == nil {
 		return nil
 	}
@@ -246,6 +249,9 @@ func checkEmbedded(pth *field.Path, x any, s *node) *field.Error {
 						return field.Invalid(pth.Child(k), v, "must be a string")
 					}
 				case "metadata":
+					if !meta {
+						break
+					}
 					raw, err := utiljson.Marshal(v)
 					if err == nil {
 						err = utiljson.Unmarshal(raw, &metav1.ObjectMeta{})
@@ -256,18 +262,18 @@ func checkEmbedded(pth *field.Path, x any, s *node) *field.Error {
 				}
 			}
 			if c, ok := s.props[k]; ok {
-				if e := checkEmbedded(pth.Child(k), v, c); e != nil {
+				if e := checkEmbedded(pth.Child(k), v, c, meta); e != nil {
 					return e
 				}
 			} else if s.hasAddl {
-				if e := checkEmbedded(pth.Key(k), v, s.addl); e != nil {
+				if e := checkEmbedded(pth.Key(k), v, s.addl, meta); e != nil {
 					return e
 				}
 			}
 		}
 	case []any:
 		for i, v := range x {
-			if e := checkEmbedded(pth.Index(i), v, s.items); e != nil {
+			if e := checkEmbedded(pth.Index(i), v, s.items, meta); e != nil {
 				return e
 			}
 		}
