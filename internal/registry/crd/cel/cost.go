@@ -318,6 +318,15 @@ func fixed(n uint64) *checker.CallEstimate {
 // containsCIDR compare: 4 bytes for IPv4, 16 for IPv6.
 var addressBytes = checker.SizeEstimate{Min: 4, Max: 16}
 
+// unitCost are the library functions that cost 1, estimated and actual.
+var unitCost = map[string]bool{
+	"format.named": true, "masked": true, "prefixLength": true, "family": true, "isUnspecified": true,
+	"isLoopback": true, "isLinkLocalMulticast": true, "isLinkLocalUnicast": true, "isGlobalUnicast": true,
+	"sign": true, "asInteger": true, "isInteger": true, "asApproximateFloat": true, "isGreaterThan": true,
+	"isLessThan": true, "compareTo": true, "add": true, "sub": true, "major": true, "minor": true, "patch": true,
+	"getScheme": true, "getHostname": true, "getHost": true, "getPort": true, "getEscapedPath": true, "getQuery": true,
+}
+
 // estimateLibraryCall prices the functions of the url, quantity, ip, cidr,
 // format and semver libraries, and equality of their types, as
 // kube-apiserver's library.CostEstimator does. args are the call's
@@ -325,6 +334,9 @@ var addressBytes = checker.SizeEstimate{Min: 4, Max: 16}
 func (e *estimator) estimateLibraryCall(function, overloadID string, args []checker.AstNode) *checker.CallEstimate {
 	traversal := func(n checker.AstNode, factor float64) checker.CostEstimate {
 		return e.size(n).MultiplyByCostFactor(factor)
+	}
+	if unitCost[function] {
+		return fixed(1)
 	}
 	switch function {
 	case "check":
@@ -374,12 +386,6 @@ func (e *estimator) estimateLibraryCall(function, overloadID string, args []chec
 			c := traversal(args[0], common.StringTraversalCostFactor).MultiplyByCostFactor(maxNameFormatRegexSize * common.RegexStringLengthCostFactor)
 			return &checker.CallEstimate{CostEstimate: c}
 		}
-	case "format.named", "masked", "prefixLength", "family", "isUnspecified", "isLoopback",
-		"isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
-		"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo",
-		"add", "sub", "major", "minor", "patch",
-		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
-		return fixed(1)
 	case "_==_":
 		if len(args) != 2 || args[0].Type().Equal(args[1].Type()) != types.True {
 			return nil
@@ -411,6 +417,9 @@ func libraryCallCost(function, overloadID string, args []ref.Val) *uint64 {
 	n := func(v uint64) *uint64 { return &v }
 	traversal := func(v ref.Val, factor float64) uint64 {
 		return uint64(math.Ceil(float64(actualSize(v)) * factor))
+	}
+	if unitCost[function] {
+		return n(1)
 	}
 	switch function {
 	case "check":
@@ -458,12 +467,6 @@ func libraryCallCost(function, overloadID string, args []ref.Val) *uint64 {
 				return n(str * re)
 			}
 		}
-	case "format.named", "masked", "prefixLength", "family", "isUnspecified", "isLoopback",
-		"isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
-		"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo",
-		"add", "sub", "major", "minor", "patch",
-		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
-		return n(1)
 	case "_==_":
 		if len(args) == 2 {
 			switch args[0].(type) {
