@@ -100,7 +100,7 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 			return nil, apierrors.NewInternalError(err)
 		}
 		live, _ := creater{}.New(k.GroupVersionKind(version))
-		obj = fm.UpdateNoErrors(live, obj, opts.FieldManager).(*unstructured.Unstructured)
+		obj = updateManaged(fm, live.(*unstructured.Unstructured), obj, opts.FieldManager)
 	}
 	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 	obj.SetUID(uuid.NewUUID())

@@ -7,9 +7,11 @@ import (
 	"sync"
 	"unicode"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
@@ -120,6 +122,92 @@ func ManagerName(fieldManager, userAgent string) string {
 	return b.String()
 }
 
+// updateManaged is fm.UpdateNoErrors: it records in obj's managedFields
+// the fields manager changed from live to obj. obj goes through as a
+// managedObject, which writes the entries into the map without
+// apimachinery's reflection (a JSON round trip per entry's fieldsV1):
+// that was 5.6 % of the server's CPU under creates.
+func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+	out := fm.UpdateNoErrors(live, &managedObject{obj}, manager)
+	switch o := out.(type) {
+	case *managedObject:
+		return o.Unstructured
+	case *unstructured.Unstructured:
+		return o
+	}
+	panic(fmt.Sprintf("field manager returned %T", out))
+}
+
+// managedObject is an Unstructured whose SetManagedFields builds the
+// entries' maps directly. Every other method is Unstructured's.
+type managedObject struct {
+	*unstructured.Unstructured
+}
+
+// SetManagedFields stores entries as Unstructured.SetManagedFields does
+// (a test holds the two equal); an entry it can't write directly goes
+// through apimachinery's converter.
+func (o *managedObject) SetManagedFields(entries []metav1.ManagedFieldsEntry) {
+	if entries == nil {
+		o.Unstructured.SetManagedFields(nil)
+		return
+	}
+	items := make([]any, 0, len(entries))
+	for i := range entries {
+		m, ok := managedFieldsEntryMap(&entries[i])
+		if !ok {
+			o.Unstructured.SetManagedFields(entries)
+			return
+		}
+		items = append(items, m)
+	}
+	md, ok := o.Object["metadata"].(map[string]any)
+	if !ok {
+		if _, present := o.Object["metadata"]; present {
+			o.Unstructured.SetManagedFields(entries)
+			return
+		}
+		if o.Object == nil {
+			o.Object = map[string]any{}
+		}
+		md = map[string]any{}
+		o.Object["metadata"] = md
+	}
+	md["managedFields"] = items
+}
+
+// managedFieldsEntryMap is e as runtime.DefaultUnstructuredConverter
+// gives it, for the entries the field manager writes: false for anything
+// else (fieldsV1 that is not a JSON object).
+func managedFieldsEntryMap(e *metav1.ManagedFieldsEntry) (map[string]any, bool) {
+	m := make(map[string]any, 7)
+	setString := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	setString("manager", e.Manager)
+	setString("operation", string(e.Operation))
+	setString("apiVersion", e.APIVersion)
+	if e.Time != nil {
+		m["time"] = e.Time.ToUnstructured()
+	}
+	setString("fieldsType", e.FieldsType)
+	if e.FieldsV1 != nil {
+		raw := e.FieldsV1.Raw
+		if len(raw) == 0 || raw[0] != '{' {
+			return nil, false
+		}
+		var fields map[string]any
+		if err := utiljson.Unmarshal(raw, &fields); err != nil {
+			return nil, false
+		}
+		m["fieldsV1"] = fields
+	}
+	setString("subresource", e.Subresource)
+	return m, true
+}
+
 // relabel converts between the versions of a kind, which differ only in
 // apiVersion (conversion strategy None).
 type relabel struct{}
@@ -134,14 +222,24 @@ func (relabel) Convert(in, out, _ any) error {
 	return nil
 }
 
+// ConvertToVersion returns in itself when it is of the target version, as
+// kube-apiserver's unsafe converter does: the field manager only reads
+// what it converts, or converts objects it has just made.
 func (relabel) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	if m, ok := in.(*managedObject); ok {
+		in = m.Unstructured
+	}
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("cannot convert %T", in)
 	}
-	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()})
+	from := u.GroupVersionKind()
+	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
 	if !ok {
-		return nil, fmt.Errorf("%v is not a version of %v", target, u.GroupVersionKind())
+		return nil, fmt.Errorf("%v is not a version of %v", target, from)
+	}
+	if gvk == from {
+		return u, nil
 	}
 	out := u.DeepCopy()
 	out.SetGroupVersionKind(gvk)

@@ -72,7 +72,7 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 				return nil, err
 			}
 			strict = errs
-			return fm.UpdateNoErrors(cur, obj, opts.FieldManager).(*unstructured.Unstructured), nil
+			return updateManaged(fm, cur, obj, opts.FieldManager), nil
 		}
 	case types.ApplyYAMLPatchType:
 		applied, errs, err := parseApply(k, version, data, opts)

@@ -32,7 +32,7 @@ func (r *Resource) Update(ctx context.Context, version, ns, name string, obj *un
 		return nil, err
 	}
 	return r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		return fm.UpdateNoErrors(cur, obj.DeepCopy(), opts.FieldManager).(*unstructured.Unstructured), nil
+		return updateManaged(fm, cur, obj.DeepCopy(), opts.FieldManager), nil
 	})
 }
 

@@ -1,0 +1,146 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// managedFieldsEntryMap must write an entry exactly as apimachinery's
+// converter does (what Unstructured.SetManagedFields stores), or refuse.
+func TestManagedFieldsEntryMapMatchesTheConverter(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 23, 16, 30, 5, 123, time.FixedZone("x", 3600)))
+	zero := metav1.Time{}
+	for _, e := range []metav1.ManagedFieldsEntry{
+		{},
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{"f:x":{}}}}`)}},
+		{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &zero, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}, Subresource: "status"},
+		{Manager: "m", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`)}},
+	} {
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := managedFieldsEntryMap(&e)
+		if !ok {
+			t.Fatalf("%+v: refused", e)
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("got  %#v\nwant %#v", got, want)
+		}
+	}
+	for _, raw := range []string{"", "null", `"x"`} {
+		e := metav1.ManagedFieldsEntry{FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}}
+		if _, ok := managedFieldsEntryMap(&e); ok {
+			t.Errorf("fieldsV1 %q: taken, want it left to the converter", raw)
+		}
+	}
+}
+
+// updateManaged must leave an object exactly as the field manager's
+// UpdateNoErrors leaves it on a plain Unstructured: creates and updates,
+// keyed and atomic lists, a kind with status, a status write, managedFields
+// sent by the client, and owners from apply and other managers.
+func TestUpdateManagedMatchesTheFieldManager(t *testing.T) {
+	configMaps := &Kind{Versions: []string{"v1"}, Kind: "ConfigMap", Typed: func() runtime.Object { return &corev1.ConfigMap{} }}
+	services := &Kind{Versions: []string{"v1"}, Kind: "Service", Status: true, Typed: func() runtime.Object { return &corev1.Service{} }}
+	pods := &Kind{Versions: []string{"v1"}, Kind: "Pod", Status: true, Typed: func() runtime.Object { return &corev1.Pod{} }}
+	widgets := &Kind{Group: "x.io", Versions: []string{"v1"}, Kind: "Widget"}
+	SetTypeConverters(configMaps, services, pods)
+
+	applied := `"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","time":"2026-01-02T03:04:05Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}}},` +
+		`{"manager":"other","operation":"Update","apiVersion":"v1","time":"2026-01-02T03:04:05Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:b":{}}}}]`
+	for _, tc := range []struct {
+		name        string
+		kind        *Kind
+		subresource string
+		live, obj   string // live "" is a create
+	}{
+		{"configmap create", configMaps, "", "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","labels":{"x":"1"},"annotations":{"y":""}},"data":{"a":"1","b":"2"},"binaryData":{"c":"AAE="}}`},
+		{"configmap create, name only", configMaps, "", "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}`},
+		{"configmap create with managedFields", configMaps, "", "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + applied + `},"data":{"a":"1","b":"2","c":"3"}}`},
+		{"configmap create with bad managedFields", configMaps, "", "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","managedFields":[{"manager":"m","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:data":5}}]},"data":{"a":"1"}}`},
+		{"configmap update over apply", configMaps, "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"5",` + applied + `},"data":{"a":"1","b":"2"}}`,
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"5"},"data":{"a":"9","b":"2","d":"4"}}`},
+		{"service create", services, "", "",
+			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"selector":{"app":"x"},"ports":[{"name":"http","port":80,"protocol":"TCP","targetPort":8080},{"name":"dns","port":53,"protocol":"UDP"}]},"status":{"loadBalancer":{}}}`},
+		{"service status", services, "status",
+			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","uid":"u"},"spec":{"ports":[{"port":80,"protocol":"TCP"}]}}`,
+			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","uid":"u"},"spec":{"ports":[{"port":80,"protocol":"TCP"}]},"status":{"loadBalancer":{"ingress":[{"ip":"10.0.0.1"}]}}}`},
+		{"pod create", pods, "", "",
+			`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u1"}],"finalizers":["f"]},"spec":{"containers":[{"name":"c","image":"i","args":["a","b"],"env":[{"name":"E","value":"v"}],"ports":[{"containerPort":80,"protocol":"TCP"}]}],"tolerations":[{"key":"k","operator":"Exists"}]}}`},
+		{"custom resource update", widgets, "",
+			`{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u"},"spec":{"a":[1,2],"m":{"k":"v"}}}`,
+			`{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u"},"spec":{"a":[1,3],"m":{"k":"v","l":true}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm, err := (&Resource{}).fieldManager(tc.kind, "v1", tc.subresource)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newLive := func() *unstructured.Unstructured {
+				if tc.live == "" {
+					live, _ := creater{}.New(tc.kind.GroupVersionKind("v1"))
+					return live.(*unstructured.Unstructured)
+				}
+				return parseObject(t, tc.live)
+			}
+			got := updateManaged(fm, newLive(), parseObject(t, tc.obj), "tester")
+			want := fm.UpdateNoErrors(newLive(), parseObject(t, tc.obj), "tester").(*unstructured.Unstructured)
+			sameTimes(t, got, want)
+			if !equality.Semantic.DeepEqual(got.Object, want.Object) {
+				g, _ := utiljson.Marshal(got.Object)
+				w, _ := utiljson.Marshal(want.Object)
+				t.Errorf("got  %s\nwant %s", g, w)
+			}
+			if tc.name == "configmap create" && len(got.GetManagedFields()) != 1 {
+				t.Errorf("managedFields %v, want one entry", got.GetManagedFields())
+			}
+		})
+	}
+}
+
+func parseObject(t *testing.T, s string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal([]byte(s), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// sameTimes gives got's entries the times of want's: the two writes ran
+// a moment apart, perhaps across a second.
+func sameTimes(t *testing.T, got, want *unstructured.Unstructured) {
+	t.Helper()
+	g, _, _ := unstructured.NestedSlice(got.Object, "metadata", "managedFields")
+	w, _, _ := unstructured.NestedSlice(want.Object, "metadata", "managedFields")
+	if len(g) != len(w) {
+		return // the comparison reports it
+	}
+	for i := range g {
+		ge, ok1 := g[i].(map[string]any)
+		we, ok2 := w[i].(map[string]any)
+		if ok1 && ok2 && ge["time"] != nil && we["time"] != nil {
+			ge["time"] = we["time"]
+		}
+	}
+	if len(g) > 0 {
+		if err := unstructured.SetNestedSlice(got.Object, g, "metadata", "managedFields"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
