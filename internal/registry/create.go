@@ -94,13 +94,19 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	if err := opts.prune(k, version, obj); err != nil {
 		return nil, err
 	}
+	var meta metav1.Object = obj
 	if !opts.applied {
 		fm, err := r.fieldManager(k, version, "")
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 		live, _ := creater{}.New(k.GroupVersionKind(version))
-		obj = updateManaged(fm, live.(*unstructured.Unstructured), obj, opts.FieldManager)
+		var entries []metav1.ManagedFieldsEntry
+		var known bool
+		obj, entries, known = updateManagedEntries(fm, live.(*unstructured.Unstructured), obj, opts.FieldManager)
+		if known {
+			meta = metaView{obj, entries}
+		}
 	}
 	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 	obj.SetUID(uuid.NewUUID())
@@ -119,7 +125,7 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	if k.PrepareForCreate != nil {
 		k.PrepareForCreate(obj)
 	}
-	errs := validateMeta(k, obj)
+	errs := validateMeta(k, meta)
 	if k.Validate != nil {
 		errs = append(errs, k.Validate(obj)...)
 	}
@@ -176,7 +182,7 @@ func generateName(base string) string {
 }
 
 // validateMeta checks the metadata every kind shares.
-func validateMeta(k *Kind, obj *unstructured.Unstructured) field.ErrorList {
+func validateMeta(k *Kind, obj metav1.Object) field.ErrorList {
 	nameFn := k.ValidateName
 	if nameFn == nil {
 		nameFn = metavalidation.NameIsDNSSubdomain

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,29 +62,32 @@ func TestUpdateManagedMatchesTheFieldManager(t *testing.T) {
 		`{"manager":"other","operation":"Update","apiVersion":"v1","time":"2026-01-02T03:04:05Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:b":{}}}}]`
 	for _, tc := range []struct {
 		name        string
+		manager     string // "" is "tester"
 		kind        *Kind
 		subresource string
 		live, obj   string // live "" is a create
 	}{
-		{"configmap create", configMaps, "", "",
+		{"configmap create", "", configMaps, "", "",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","labels":{"x":"1"},"annotations":{"y":""}},"data":{"a":"1","b":"2"},"binaryData":{"c":"AAE="}}`},
-		{"configmap create, name only", configMaps, "", "",
+		{"configmap create, manager name too long", strings.Repeat("m", 200), configMaps, "", "",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"},"data":{"a":"1"}}`},
+		{"configmap create, name only", "", configMaps, "", "",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}`},
-		{"configmap create with managedFields", configMaps, "", "",
+		{"configmap create with managedFields", "", configMaps, "", "",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + applied + `},"data":{"a":"1","b":"2","c":"3"}}`},
-		{"configmap create with bad managedFields", configMaps, "", "",
+		{"configmap create with bad managedFields", "", configMaps, "", "",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","managedFields":[{"manager":"m","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:data":5}}]},"data":{"a":"1"}}`},
-		{"configmap update over apply", configMaps, "",
+		{"configmap update over apply", "", configMaps, "",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"5",` + applied + `},"data":{"a":"1","b":"2"}}`,
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","resourceVersion":"5"},"data":{"a":"9","b":"2","d":"4"}}`},
-		{"service create", services, "", "",
+		{"service create", "", services, "", "",
 			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"selector":{"app":"x"},"ports":[{"name":"http","port":80,"protocol":"TCP","targetPort":8080},{"name":"dns","port":53,"protocol":"UDP"}]},"status":{"loadBalancer":{}}}`},
-		{"service status", services, "status",
+		{"service status", "", services, "status",
 			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","uid":"u"},"spec":{"ports":[{"port":80,"protocol":"TCP"}]}}`,
 			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","uid":"u"},"spec":{"ports":[{"port":80,"protocol":"TCP"}]},"status":{"loadBalancer":{"ingress":[{"ip":"10.0.0.1"}]}}}`},
-		{"pod create", pods, "", "",
+		{"pod create", "", pods, "", "",
 			`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u1"}],"finalizers":["f"]},"spec":{"containers":[{"name":"c","image":"i","args":["a","b"],"env":[{"name":"E","value":"v"}],"ports":[{"containerPort":80,"protocol":"TCP"}]}],"tolerations":[{"key":"k","operator":"Exists"}]}}`},
-		{"custom resource update", widgets, "",
+		{"custom resource update", "", widgets, "",
 			`{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u"},"spec":{"a":[1,2],"m":{"k":"v"}}}`,
 			`{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u"},"spec":{"a":[1,3],"m":{"k":"v","l":true}}}`},
 	} {
@@ -98,8 +103,24 @@ func TestUpdateManagedMatchesTheFieldManager(t *testing.T) {
 				}
 				return parseObject(t, tc.live)
 			}
-			got := updateManaged(fm, newLive(), parseObject(t, tc.obj), "tester")
-			want := fm.UpdateNoErrors(newLive(), parseObject(t, tc.obj), "tester").(*unstructured.Unstructured)
+			manager := tc.manager
+			if manager == "" {
+				manager = "tester"
+			}
+			got, entries, known := updateManagedEntries(fm, newLive(), parseObject(t, tc.obj), manager)
+			want := fm.UpdateNoErrors(newLive(), parseObject(t, tc.obj), manager).(*unstructured.Unstructured)
+			// Validation of the entries at hand says what validation of
+			// the map says.
+			if known {
+				if g, w := validateMeta(tc.kind, metaView{got, entries}), validateMeta(tc.kind, got); !equality.Semantic.DeepEqual(g, w) {
+					t.Errorf("validation of the entries: %v, of the map: %v", g, w)
+				}
+				if tc.manager != "" && len(validateMeta(tc.kind, got)) == 0 {
+					t.Errorf("manager %q: no validation error", tc.manager)
+				}
+			} else if !strings.Contains(tc.name, "bad managedFields") {
+				t.Errorf("entries not known")
+			}
 			sameTimes(t, got, want)
 			if !equality.Semantic.DeepEqual(got.Object, want.Object) {
 				g, _ := utiljson.Marshal(got.Object)
@@ -143,4 +164,30 @@ func sameTimes(t *testing.T, got, want *unstructured.Unstructured) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// parseFieldsV1 must decode what it takes exactly as encoding/json does,
+// and refuse the rest; the fuzz seeds run with go test.
+func FuzzParseFieldsV1(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`,
+		`{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`,
+		`{"f:a":{},"f:a":{"x":{}}}`, `{"v:\u00e9\n":{}}`, `{"f:é":{}}`, "{\"f:\xff\":{}}",
+		`{"a":1}`, `{"a":[]}`, `{"a":null}`, `{"a":{}}x`, `{"a":{},}`, `{"a" {}}`, `[]`, `null`, ``, `{"a`, `{"a\`, "{\"a\x01\":{}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := parseFieldsV1(raw)
+		if !ok {
+			return
+		}
+		var want map[string]any
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("%q: taken, but encoding/json says %v", raw, err)
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Fatalf("%q: got %v, want %v", raw, got, want)
+		}
+	})
 }
