@@ -292,9 +292,12 @@ func (r *Record) DecodeMetadata(rev int64) (*unstructured.Unstructured, error) {
 		}
 		return obj, err
 	}
-	var meta map[string]any
-	if err := utiljson.Unmarshal(withoutMember(r.Value[r.metaStart:r.metaEnd], "managedFields"), &meta); err != nil {
-		return nil, &Error{Code: CodeInvalidObj, Key: r.Key, ResourceVersion: r.Rev, Msg: "decoding the stored object's metadata", Err: err}
+	data := withoutMember(r.Value[r.metaStart:r.metaEnd], "managedFields")
+	meta, ok := decodeObject(data)
+	if !ok {
+		if err := utiljson.Unmarshal(data, &meta); err != nil {
+			return nil, &Error{Code: CodeInvalidObj, Key: r.Key, ResourceVersion: r.Rev, Msg: "decoding the stored object's metadata", Err: err}
+		}
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
 	var zero unique.Handle[string]
@@ -337,8 +340,8 @@ func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
 
 // Decode returns the object with resourceVersion rev; the caller owns it.
 func (r *Record) Decode(rev int64) (*unstructured.Unstructured, error) {
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(r.Value); err != nil {
+	obj, err := unmarshalObject(r.Value)
+	if err != nil {
 		return nil, &Error{Code: CodeInvalidObj, Key: r.Key, ResourceVersion: r.Rev, Msg: "decoding the stored object", Err: err}
 	}
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))

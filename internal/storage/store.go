@@ -73,8 +73,8 @@ func encode(key string, obj *unstructured.Unstructured) ([]byte, error) {
 
 // decode reads a stored object and sets its resourceVersion to rev.
 func decode(e *kv.KeyValue, rev int64) (*unstructured.Unstructured, error) {
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(e.Value); err != nil {
+	obj, err := unmarshalObject(e.Value)
+	if err != nil {
 		return nil, &Error{Code: CodeInvalidObj, Key: e.Key, ResourceVersion: e.ModRevision, Msg: "decoding the stored object", Err: err}
 	}
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
