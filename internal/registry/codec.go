@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // Decode parses JSON data as an object of kind k. Built-in kinds go
@@ -36,7 +38,7 @@ func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []erro
 		if strict, err = sigsjson.UnmarshalStrict(data, &m); err != nil {
 			return nil, nil, err
 		}
-		if err := utiljson.Unmarshal(data, &obj.Object); err != nil {
+		if err := storage.UnmarshalMap(data, &obj.Object); err != nil {
 			return nil, nil, err
 		}
 	}

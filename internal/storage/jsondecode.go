@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // unmarshalObject is Unstructured.UnmarshalJSON, by decodeObject when it
@@ -23,6 +24,16 @@ func unmarshalObject(data []byte) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// UnmarshalMap is k8s.io/apimachinery/pkg/util/json.Unmarshal(data, v)
+// for a nil map *v, by decodeObject when it takes the data.
+func UnmarshalMap(data []byte, v *map[string]any) error {
+	if m, ok := decodeObject(data); ok {
+		*v = m
+		return nil
+	}
+	return utiljson.Unmarshal(data, v)
 }
 
 // decodeObject decodes a JSON object into the map that
