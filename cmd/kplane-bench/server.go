@@ -103,9 +103,12 @@ func repoRoot() (string, error) {
 	}
 }
 
-// goBuild runs `go build -o out pkg` in dir.
+// goBuild runs `go build -o out pkg` in dir, as a release build:
+// CGO_ENABLED=0, a static binary without libc (as etcd and Kubernetes
+// ship theirs), which idles in ~1.7 MB less (libc and ld.so).
 func goBuild(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in %s: %v\n%s", pkg, dir, err, b)
