@@ -8,7 +8,6 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,12 +46,12 @@ type Config struct {
 
 // Server serves the Kubernetes API. It is an http.Handler.
 type Server struct {
-	cfg      Config
-	ready    atomic.Bool
-	mux      *http.ServeMux
-	stopping chan struct{} // closed by StopWatches
-	stopOnce sync.Once
-	openapi  openAPICache // the published documents, rebuilt when the kinds change
+	cfg         Config
+	ready       atomic.Bool
+	mux         *http.ServeMux
+	stopping    context.Context // done once StopWatches is called
+	stopWatches context.CancelFunc
+	openapi     openAPICache // the published documents, rebuilt when the kinds change
 }
 
 // New returns a server; it answers /readyz with 503 until SetReady.
@@ -66,7 +65,8 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.stopping, s.stopWatches = context.WithCancel(context.Background())
 	s.mux.HandleFunc("/livez", s.health(func() bool { return true }))
 	s.mux.HandleFunc("/healthz", s.health(s.ready.Load))
 	s.mux.HandleFunc("/readyz", s.health(s.ready.Load))
@@ -94,7 +94,7 @@ func New(cfg Config) *Server {
 // StopWatches ends every watch stream (cleanly, as a server timeout
 // would: clients rewatch elsewhere or later). Other requests are not
 // affected: http.Server.Shutdown lets them finish.
-func (s *Server) StopWatches() { s.stopOnce.Do(func() { close(s.stopping) }) }
+func (s *Server) StopWatches() { s.stopWatches() }
 
 // SetReady marks the server ready (/readyz answers 200).
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }

@@ -54,6 +54,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	defer context.AfterFunc(h.s.stopping, cancel)() // the server is shutting down
 	if opts.SendInitialEvents && opts.ResourceVersion == "" {
 		// A consistent start: the initial state is at least the store's
 		// state now.
@@ -79,37 +80,60 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
 	var buf bytes.Buffer
+	// send writes one event; false ends the watch.
+	send := func(ev watch.Event) bool {
+		if ev.Type == watch.Bookmark && !opts.AllowBookmarks {
+			return true
+		}
+		buf.Reset()
+		if err := h.frame(&buf, r, f, gv, ev); err != nil {
+			h.s.cfg.Logger.Error("watch: encoding an event", "err", err)
+			return false
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		if ev.Type == watch.Error {
+			if flusher != nil {
+				flusher.Flush()
+			}
+			if st, ok := ev.Object.(*metav1.Status); ok {
+				h.s.cfg.Logger.Debug("watch ended with an error event", "resource", h.kind.GroupResource().String(),
+					"code", st.Code, "reason", st.Reason, "message", st.Message)
+			}
+			return false
+		}
+		return true
+	}
+	if q, ok := wi.(storage.EventQueue); ok {
+		// The cache's queue, read here: a batch of events, one flush.
+		var batch []watch.Event
+		for {
+			if batch, ok = q.Next(ctx, batch); !ok {
+				return
+			}
+			for _, ev := range batch {
+				if !send(ev) {
+					return
+				}
+			}
+			clear(batch) // let the events' objects go
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.s.stopping:
-			return
 		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return
-			}
-			if ev.Type == watch.Bookmark && !opts.AllowBookmarks {
-				continue
-			}
-			buf.Reset()
-			if err := h.frame(&buf, r, f, gv, ev); err != nil {
-				h.s.cfg.Logger.Error("watch: encoding an event", "err", err)
-				return
-			}
-			if _, err := w.Write(buf.Bytes()); err != nil {
+			if !ok || !send(ev) {
 				return
 			}
 			// Flush once the burst is written, not per event.
 			if len(wi.ResultChan()) == 0 && flusher != nil {
 				flusher.Flush()
-			}
-			if ev.Type == watch.Error {
-				if st, ok := ev.Object.(*metav1.Status); ok {
-					h.s.cfg.Logger.Debug("watch ended with an error event", "resource", h.kind.GroupResource().String(),
-						"code", st.Code, "reason", st.Reason, "message", st.Message)
-				}
-				return
 			}
 		}
 	}

@@ -45,6 +45,19 @@ type WatchOptions struct {
 	MetadataOnly bool
 }
 
+// EventQueue is implemented by the watch cache's watchers: a consumer
+// that takes their events with Next instead of ResultChan reads the
+// watcher's queue directly, in batches, with no goroutine between the
+// cache and it. A watcher is read one way or the other, not both; a Next
+// consumer calls Stop when done.
+type EventQueue interface {
+	// Next returns the events queued since the last call, waiting for one
+	// if there are none, and false once the watch has ended (every event
+	// before the end returned) or ctx is done. The slice passed in (the
+	// previous batch, nil at first) is reused for the next batch.
+	Next(ctx context.Context, reuse []watch.Event) ([]watch.Event, bool)
+}
+
 // ProgressRequester is implemented by the watchers Watch returns.
 type ProgressRequester interface {
 	RequestProgress(ctx context.Context) error

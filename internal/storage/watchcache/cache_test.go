@@ -315,3 +315,141 @@ func TestMetadataOnlyWatchAndList(t *testing.T) {
 		t.Fatalf("metadata-only list at %s: %v %v", rv, err, l)
 	}
 }
+
+// A consumer can read a watcher's queue with Next instead of ResultChan:
+// events come in order, in batches; an ended watch gives its queued events
+// and its ERROR, then false; a done context and Stop end Next too.
+func TestNextReadsTheQueue(t *testing.T) {
+	s, c := start(t, watchcache.Config{Buffer: 4})
+	base, _ := c.List(ctx, prefix, storage.ListOptions{})
+	watchFrom := func(ctx context.Context) (watch.Interface, storage.EventQueue) {
+		w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: base.GetResourceVersion()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, ok := w.(storage.EventQueue)
+		if !ok {
+			t.Fatalf("%T is not a storage.EventQueue", w)
+		}
+		return w, q
+	}
+	render := func(batch []watch.Event) (out []string) {
+		for _, ev := range batch {
+			switch o := ev.Object.(type) {
+			case *metav1.Status:
+				out = append(out, fmt.Sprintf("%s %d", ev.Type, o.Code))
+			case metav1.Object:
+				out = append(out, fmt.Sprintf("%s %s", ev.Type, o.GetName()))
+			}
+		}
+		return out
+	}
+
+	w, q := watchFrom(ctx)
+	defer w.Stop()
+	var want []string
+	for i := range 3 {
+		create(t, s, fmt.Sprint("a", i), "red")
+		want = append(want, fmt.Sprint("ADDED a", i))
+	}
+	var got []string
+	var batch []watch.Event
+	for len(got) < 3 {
+		var ok bool
+		if batch, ok = q.Next(ctx, batch); !ok {
+			t.Fatalf("Next ended after %v", got)
+		}
+		got = append(got, render(batch)...)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+
+	// Nobody reads while 10 more are written: the watch ends with 410
+	// after the events it had queued.
+	for i := range 10 {
+		create(t, s, fmt.Sprint("b", i), "red")
+	}
+	got = nil
+	for {
+		var ok bool
+		if batch, ok = q.Next(ctx, batch); !ok {
+			break
+		}
+		got = append(got, render(batch)...)
+	}
+	if len(got) == 0 || got[len(got)-1] != fmt.Sprintf("ERROR %d", http.StatusGone) || got[0] != "ADDED b0" {
+		t.Fatalf("an overflowing watch gave %v, want ADDED b0… then ERROR 410", got)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	w2, q2 := watchFrom(cctx)
+	defer w2.Stop()
+	cancel()
+	for {
+		b, ok := q2.Next(ctx, nil)
+		if !ok {
+			break
+		}
+		if len(b) == 0 {
+			t.Fatal("Next returned an empty batch")
+		}
+	}
+	w3, q3 := watchFrom(ctx)
+	w3.Stop()
+	for {
+		if _, ok := q3.Next(ctx, nil); !ok {
+			break
+		}
+	}
+}
+
+// Next while events keep arriving, in bursts, to a consumer that waits
+// on an empty queue between them and holds each batch a while: every
+// event, in order, and a held batch never changes (the queue and the
+// batch handed out never share an array).
+func TestNextUnderConcurrentWrites(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	base, _ := c.List(ctx, prefix, storage.ListOptions{})
+	w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: base.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	q := w.(storage.EventQueue)
+	const n = 300
+	go func() {
+		for i := range n {
+			if _, err := s.Create(ctx, prefix+"default/"+fmt.Sprint("c", i), cm(fmt.Sprint("c", i), "red")); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%10 == 9 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}()
+	var batch []watch.Event
+	for i := 0; i < n; {
+		var ok bool
+		if batch, ok = q.Next(ctx, batch); !ok {
+			t.Fatalf("Next ended after %d events", i)
+		}
+		var names []string
+		for _, ev := range batch {
+			o, isObj := ev.Object.(metav1.Object)
+			if !isObj || ev.Type != watch.Added || o.GetName() != fmt.Sprint("c", i) {
+				t.Fatalf("event %d: %s %v, want ADDED c%d", i, ev.Type, ev.Object, i)
+			}
+			names = append(names, o.GetName())
+			i++
+		}
+		time.Sleep(300 * time.Microsecond) // writes land while the batch is held
+		for j, ev := range batch {
+			if o, isObj := ev.Object.(metav1.Object); !isObj || o.GetName() != names[j] {
+				t.Fatalf("a held batch changed: event %d is now %v, was %s", j, ev.Object, names[j])
+			}
+		}
+		clear(batch)
+	}
+}

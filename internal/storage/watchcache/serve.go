@@ -239,7 +239,11 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	}
 	c.mu.watchers[w] = struct{}{}
 	go func() {
-		<-w.done
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			w.Stop()
+		}
 		c.mu.Lock()
 		delete(c.mu.watchers, w)
 		c.mu.Unlock()

@@ -11,11 +11,15 @@ import (
 )
 
 // watcher is one client watch. The cache pushes events into its queue
-// without ever blocking; the watcher's goroutine sends them on. A queue
-// that reaches its limit means the client is not keeping up: the watch is
-// ended with an ERROR event after the events already queued, so the client
-// sees no gap and relists.
+// without ever blocking. A consumer takes them with Next (the API
+// server's watch handler: no goroutine in between), or from ResultChan,
+// whose first call starts the goroutine that sends them on. A queue that
+// reaches its limit means the client is not keeping up: the watch is
+// ended with an ERROR event after the events already queued, so the
+// client sees no gap and relists.
 type watcher struct {
+	ctx       context.Context
+	started   sync.Once // the ResultChan goroutine
 	cache     *Cache
 	match     func(key string) bool // the watched key or prefix
 	pred      storage.Predicate
@@ -36,6 +40,7 @@ type watcher struct {
 
 func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts storage.WatchOptions, limit int) *watcher {
 	w := &watcher{
+		ctx:       ctx,
 		cache:     c,
 		match:     match,
 		pred:      opts.Predicate,
@@ -46,11 +51,43 @@ func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts sto
 		wake:      make(chan struct{}, 1),
 	}
 	w.mu.limit = limit
-	go w.run(ctx)
 	return w
 }
 
-func (w *watcher) ResultChan() <-chan watch.Event { return w.out }
+// ResultChan implements watch.Interface; the first call starts the
+// goroutine that feeds it.
+func (w *watcher) ResultChan() <-chan watch.Event {
+	w.started.Do(func() { go w.run(w.ctx) })
+	return w.out
+}
+
+// Next implements storage.EventQueue.
+func (w *watcher) Next(ctx context.Context, reuse []watch.Event) ([]watch.Event, bool) {
+	for {
+		w.mu.Lock()
+		queue, ended := w.mu.queue, w.mu.ended
+		w.mu.queue = reuse[:0]
+		w.mu.Unlock()
+		if len(queue) > 0 {
+			return queue, true
+		}
+		if ended {
+			return nil, false
+		}
+		// reuse is the queue now: the next swap must not hand it out
+		// again while the watcher appends to it.
+		reuse = queue
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		case <-w.ctx.Done():
+			return nil, false
+		}
+	}
+}
 
 // RequestProgress implements storage.ProgressRequester: a BOOKMARK at the
 // store's current revision follows the events before it.
