@@ -2,12 +2,10 @@ package registry
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // Field ownership (metadata.managedFields) is kept by apimachinery's
@@ -220,120 +220,18 @@ func managedFieldsEntryMap(e *metav1.ManagedFieldsEntry) (map[string]any, bool) 
 	}
 	setString("fieldsType", e.FieldsType)
 	if e.FieldsV1 != nil {
-		fields, ok := parseFieldsV1(e.FieldsV1.Raw)
-		if !ok {
+		raw := e.FieldsV1.Raw
+		if len(raw) == 0 || raw[0] != '{' {
+			return nil, false
+		}
+		var fields map[string]any
+		if err := storage.UnmarshalMap(raw, &fields); err != nil {
 			return nil, false
 		}
 		m["fieldsV1"] = fields
 	}
 	setString("subresource", e.Subresource)
 	return m, true
-}
-
-// parseFieldsV1 decodes a fieldsV1 document as encoding/json decodes it
-// into a map: the field manager writes objects of objects, keyed by
-// strings ("f:name", "k:{\"name\":\"c\"}", "."), with no other values.
-// Anything else gives false, for the caller to leave to the converter.
-func parseFieldsV1(raw []byte) (map[string]any, bool) {
-	p := fieldsParser{data: raw}
-	m, ok := p.object(0)
-	if !ok || p.skipSpace() != len(raw) {
-		return nil, false
-	}
-	return m, true
-}
-
-type fieldsParser struct {
-	data []byte
-	pos  int
-}
-
-// maxFieldsDepth bounds the recursion; deeper documents go to the converter.
-const maxFieldsDepth = 100
-
-func (p *fieldsParser) skipSpace() int {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return p.pos
-		}
-	}
-	return p.pos
-}
-
-func (p *fieldsParser) next() byte {
-	if p.skipSpace() == len(p.data) {
-		return 0
-	}
-	return p.data[p.pos]
-}
-
-func (p *fieldsParser) object(depth int) (map[string]any, bool) {
-	if depth > maxFieldsDepth || p.next() != '{' {
-		return nil, false
-	}
-	p.pos++
-	m := map[string]any{}
-	if p.next() == '}' {
-		p.pos++
-		return m, true
-	}
-	for {
-		key, ok := p.str()
-		if !ok || p.next() != ':' {
-			return nil, false
-		}
-		p.pos++
-		v, ok := p.object(depth + 1)
-		if !ok {
-			return nil, false
-		}
-		m[key] = v
-		switch p.next() {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return m, true
-		default:
-			return nil, false
-		}
-	}
-}
-
-// str reads a JSON string; one with escapes is decoded by encoding/json.
-func (p *fieldsParser) str() (string, bool) {
-	if p.next() != '"' {
-		return "", false
-	}
-	start := p.pos
-	escaped := false
-	for i := start + 1; i < len(p.data); i++ {
-		switch c := p.data[i]; {
-		case c == '\\':
-			escaped = true
-			i++
-		case c == '"':
-			p.pos = i + 1
-			if !escaped {
-				s := p.data[start+1 : i]
-				if !utf8.Valid(s) {
-					return "", false
-				}
-				return string(s), true
-			}
-			var s string
-			if err := json.Unmarshal(p.data[start:i+1], &s); err != nil {
-				return "", false
-			}
-			return s, true
-		case c < 0x20:
-			return "", false
-		}
-	}
-	return "", false
 }
 
 // relabel converts between the versions of a kind, which differ only in

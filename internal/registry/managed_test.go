@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -164,30 +163,4 @@ func sameTimes(t *testing.T, got, want *unstructured.Unstructured) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// parseFieldsV1 must decode what it takes exactly as encoding/json does,
-// and refuse the rest; the fuzz seeds run with go test.
-func FuzzParseFieldsV1(f *testing.F) {
-	for _, s := range []string{
-		`{}`, ` { } `, `{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`,
-		`{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`,
-		`{"f:a":{},"f:a":{"x":{}}}`, `{"v:\u00e9\n":{}}`, `{"f:é":{}}`, "{\"f:\xff\":{}}",
-		`{"a":1}`, `{"a":[]}`, `{"a":null}`, `{"a":{}}x`, `{"a":{},}`, `{"a" {}}`, `[]`, `null`, ``, `{"a`, `{"a\`, "{\"a\x01\":{}}",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, ok := parseFieldsV1(raw)
-		if !ok {
-			return
-		}
-		var want map[string]any
-		if err := json.Unmarshal(raw, &want); err != nil {
-			t.Fatalf("%q: taken, but encoding/json says %v", raw, err)
-		}
-		if !equality.Semantic.DeepEqual(got, want) {
-			t.Fatalf("%q: got %v, want %v", raw, got, want)
-		}
-	})
 }
