@@ -321,6 +321,9 @@ func TestMetadataOnlyWatchAndList(t *testing.T) {
 // and its ERROR, then false; a done context and Stop end Next too.
 func TestNextReadsTheQueue(t *testing.T) {
 	s, c := start(t, watchcache.Config{Buffer: 4})
+	// Next's own context, so that a Next that never returns fails the test.
+	nctx, cancelN := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelN()
 	base, _ := c.List(ctx, prefix, storage.ListOptions{})
 	watchFrom := func(ctx context.Context) (watch.Interface, storage.EventQueue) {
 		w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: base.GetResourceVersion()})
@@ -356,7 +359,7 @@ func TestNextReadsTheQueue(t *testing.T) {
 	var batch []watch.Event
 	for len(got) < 3 {
 		var ok bool
-		if batch, ok = q.Next(ctx, batch); !ok {
+		if batch, ok = q.Next(nctx, batch); !ok {
 			t.Fatalf("Next ended after %v", got)
 		}
 		got = append(got, render(batch)...)
@@ -370,10 +373,14 @@ func TestNextReadsTheQueue(t *testing.T) {
 	for i := range 10 {
 		create(t, s, fmt.Sprint("b", i), "red")
 	}
+	// A consistent list returns once the cache has applied every write.
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	got = nil
 	for {
 		var ok bool
-		if batch, ok = q.Next(ctx, batch); !ok {
+		if batch, ok = q.Next(nctx, batch); !ok {
 			break
 		}
 		got = append(got, render(batch)...)
@@ -387,7 +394,7 @@ func TestNextReadsTheQueue(t *testing.T) {
 	defer w2.Stop()
 	cancel()
 	for {
-		b, ok := q2.Next(ctx, nil)
+		b, ok := q2.Next(nctx, nil)
 		if !ok {
 			break
 		}
@@ -398,7 +405,7 @@ func TestNextReadsTheQueue(t *testing.T) {
 	w3, q3 := watchFrom(ctx)
 	w3.Stop()
 	for {
-		if _, ok := q3.Next(ctx, nil); !ok {
+		if _, ok := q3.Next(nctx, nil); !ok {
 			break
 		}
 	}
@@ -417,6 +424,8 @@ func TestNextUnderConcurrentWrites(t *testing.T) {
 	}
 	defer w.Stop()
 	q := w.(storage.EventQueue)
+	nctx, cancelN := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelN()
 	const n = 300
 	go func() {
 		for i := range n {
@@ -432,7 +441,7 @@ func TestNextUnderConcurrentWrites(t *testing.T) {
 	var batch []watch.Event
 	for i := 0; i < n; {
 		var ok bool
-		if batch, ok = q.Next(ctx, batch); !ok {
+		if batch, ok = q.Next(nctx, batch); !ok {
 			t.Fatalf("Next ended after %d events", i)
 		}
 		var names []string
