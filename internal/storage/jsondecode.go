@@ -2,9 +2,7 @@ package storage
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -47,20 +45,20 @@ func UnmarshalMap(data []byte, v *map[string]any) error {
 // nesting): the caller decodes it the library's way, which gives the
 // library's result or error. A fuzz test holds the two equal.
 func decodeObject(data []byte) (map[string]any, bool) {
-	d := jsonDecoder{data: data}
-	if d.skipSpace() != '{' {
+	d := jsonDecoder{scanner: scanner{data: data}}
+	if d.peek() != '{' {
 		return nil, false
 	}
-	m, ok := d.object()
-	if d.skipSpace(); !ok || d.pos != len(d.data) {
+	m, err := d.object()
+	if d.peek(); err != nil || d.pos != len(data) {
 		return nil, false
 	}
 	return m, true
 }
 
+// jsonDecoder builds values on the scanner Record.scan reads with.
 type jsonDecoder struct {
-	data  []byte
-	pos   int
+	scanner
 	depth int
 }
 
@@ -68,22 +66,8 @@ type jsonDecoder struct {
 // way (encoding/json allows 10,000 levels).
 const maxDecodeDepth = 512
 
-// skipSpace moves past white space and returns the byte there, 0 at the
-// end (or at a NUL, which no case takes).
-func (d *jsonDecoder) skipSpace() byte {
-	for d.pos < len(d.data) {
-		switch c := d.data[d.pos]; c {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return c
-		}
-	}
-	return 0
-}
-
-func (d *jsonDecoder) value() (any, bool) {
-	switch c := d.skipSpace(); {
+func (d *jsonDecoder) value() (any, error) {
+	switch c := d.peek(); {
 	case c == '{':
 		return d.object()
 	case c == '[':
@@ -99,94 +83,111 @@ func (d *jsonDecoder) value() (any, bool) {
 	case c == 'n':
 		return nil, d.literal("null")
 	}
-	return nil, false
+	return nil, errSyntax
 }
 
-func (d *jsonDecoder) literal(s string) bool {
+func (d *jsonDecoder) literal(s string) error {
 	if !bytes.HasPrefix(d.data[d.pos:], []byte(s)) {
-		return false
+		return errSyntax
 	}
 	d.pos += len(s)
-	return true
+	return nil
 }
 
-func (d *jsonDecoder) object() (map[string]any, bool) {
+func (d *jsonDecoder) object() (map[string]any, error) {
 	if d.depth++; d.depth > maxDecodeDepth {
-		return nil, false
+		return nil, errSyntax
 	}
 	defer func() { d.depth-- }()
-	d.pos++ // {
 	m := map[string]any{}
-	if d.skipSpace() == '}' {
-		d.pos++
-		return m, true
-	}
-	for {
-		if d.skipSpace() != '"' {
-			return nil, false
-		}
-		k, ok := d.key()
-		if !ok || d.skipSpace() != ':' {
-			return nil, false
-		}
-		d.pos++
-		v, ok := d.value()
-		if !ok {
-			return nil, false
-		}
-		m[k] = v
-		switch d.skipSpace() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			return m, true
-		default:
-			return nil, false
-		}
-	}
+	err := d.scanner.object(func(key string) error {
+		v, err := d.value()
+		m[key] = v
+		return err
+	})
+	return m, err
 }
 
-func (d *jsonDecoder) array() ([]any, bool) {
+func (d *jsonDecoder) array() ([]any, error) {
 	if d.depth++; d.depth > maxDecodeDepth {
-		return nil, false
+		return nil, errSyntax
 	}
 	defer func() { d.depth-- }()
 	d.pos++ // [
 	a := make([]any, 0)
-	if d.skipSpace() == ']' {
+	if d.peek() == ']' {
 		d.pos++
-		return a, true
+		return a, nil
 	}
 	for {
-		v, ok := d.value()
-		if !ok {
-			return nil, false
+		v, err := d.value()
+		if err != nil {
+			return nil, err
 		}
 		a = append(a, v)
-		switch d.skipSpace() {
+		switch d.peek() {
 		case ',':
 			d.pos++
 		case ']':
 			d.pos++
-			return a, true
+			return a, nil
 		default:
-			return nil, false
+			return nil, errSyntax
 		}
 	}
 }
 
-// key is str for an object's member name: the names every object has
-// come from one set of constants instead of an allocation each.
-func (d *jsonDecoder) key() (string, bool) {
+// number reads a JSON number: an int64 when it has no '.' and fits, as
+// the library's decoder (which tries strconv.ParseInt unless the literal
+// holds a '.'), else a float64.
+func (d *jsonDecoder) number() (any, error) {
 	start := d.pos
-	if end := bytes.IndexByte(d.data[start+1:], '"'); end >= 0 {
-		if k, ok := commonKey(d.data[start+1 : start+1+end]); ok {
-			d.pos = start + end + 2
-			return k, true
+	i := start
+	n := len(d.data)
+	if i < n && d.data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && d.data[i] == '0':
+		i++
+	case i < n && d.data[i] >= '1' && d.data[i] <= '9':
+		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, errSyntax
+	}
+	dot := false
+	if i < n && d.data[i] == '.' {
+		dot = true
+		i++
+		if i == n || d.data[i] < '0' || d.data[i] > '9' {
+			return nil, errSyntax
+		}
+		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
+			i++
 		}
 	}
-	return d.str()
+	if i < n && (d.data[i] == 'e' || d.data[i] == 'E') {
+		i++
+		if i < n && (d.data[i] == '+' || d.data[i] == '-') {
+			i++
+		}
+		if i == n || d.data[i] < '0' || d.data[i] > '9' {
+			return nil, errSyntax
+		}
+		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
+			i++
+		}
+	}
+	d.pos = i
+	s := string(d.data[start:i])
+	if !dot {
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return v, nil
+		}
+	}
+	return strconv.ParseFloat(s, 64)
 }
 
 // commonKey returns the constant for the member names of object metadata
@@ -257,90 +258,4 @@ func commonKey(b []byte) (string, bool) {
 		return "status", true
 	}
 	return "", false
-}
-
-// str reads the string at d.pos (its opening quote). Escapes and bytes
-// that are not UTF-8 are left to encoding/json, whose unquoting
-// (replacement runes included) the library's decoder shares.
-func (d *jsonDecoder) str() (string, bool) {
-	start := d.pos
-	plain := true
-	for i := start + 1; i < len(d.data); i++ {
-		switch c := d.data[i]; {
-		case c == '"':
-			d.pos = i + 1
-			s := d.data[start+1 : i]
-			if plain && utf8.Valid(s) {
-				return string(s), true
-			}
-			var out string
-			if err := json.Unmarshal(d.data[start:i+1], &out); err != nil {
-				return "", false
-			}
-			return out, true
-		case c == '\\':
-			plain = false
-			i++
-		case c < 0x20:
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// number reads a JSON number: an int64 when it has no '.' and fits, as
-// the library's decoder (which tries strconv.ParseInt unless the literal
-// holds a '.'), else a float64.
-func (d *jsonDecoder) number() (any, bool) {
-	start := d.pos
-	i := start
-	n := len(d.data)
-	if i < n && d.data[i] == '-' {
-		i++
-	}
-	switch {
-	case i < n && d.data[i] == '0':
-		i++
-	case i < n && d.data[i] >= '1' && d.data[i] <= '9':
-		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
-			i++
-		}
-	default:
-		return nil, false
-	}
-	dot := false
-	if i < n && d.data[i] == '.' {
-		dot = true
-		i++
-		if i == n || d.data[i] < '0' || d.data[i] > '9' {
-			return nil, false
-		}
-		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
-			i++
-		}
-	}
-	if i < n && (d.data[i] == 'e' || d.data[i] == 'E') {
-		i++
-		if i < n && (d.data[i] == '+' || d.data[i] == '-') {
-			i++
-		}
-		if i == n || d.data[i] < '0' || d.data[i] > '9' {
-			return nil, false
-		}
-		for i < n && d.data[i] >= '0' && d.data[i] <= '9' {
-			i++
-		}
-	}
-	d.pos = i
-	s := string(d.data[start:i])
-	if !dot {
-		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return v, true
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, false
-	}
-	return f, true
 }

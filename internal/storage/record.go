@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unique"
 	"weak"
 
@@ -525,21 +526,38 @@ func (s *scanner) object(f func(key string) error) error {
 	}
 }
 
-// str reads a string.
+// str reads a string as encoding/json does: one without escapes, control
+// bytes or invalid UTF-8 is taken as it is (the member names of metadata
+// and managedFields from one set of constants, without an allocation);
+// any other is unquoted by encoding/json, which replaces invalid UTF-8 and
+// refuses control bytes.
 func (s *scanner) str() (string, error) {
 	start, escaped, err := s.strEnd()
 	if err != nil {
 		return "", err
 	}
 	raw := s.data[start:s.pos]
-	if !escaped {
-		return string(raw[1 : len(raw)-1]), nil
+	if body := raw[1 : len(raw)-1]; !escaped && plainText(body) {
+		if k, ok := commonKey(body); ok {
+			return k, nil
+		}
+		return string(body), nil
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return "", err
 	}
 	return v, nil
+}
+
+// plainText reports whether b is valid UTF-8 without control bytes.
+func plainText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // strEnd moves past a string, reporting where it began and whether it
