@@ -96,14 +96,13 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 	}
 	var meta metav1.Object = obj
 	if !opts.applied {
-		fm, err := r.fieldManager(k, version, "")
+		m, err := r.kindManager(k, version, "")
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		live, _ := creater{}.New(k.GroupVersionKind(version))
 		var entries []metav1.ManagedFieldsEntry
 		var known bool
-		obj, entries, known = updateManagedEntries(fm, live.(*unstructured.Unstructured), obj, opts.FieldManager)
+		obj, entries, known = m.create(k, version, obj, opts.FieldManager)
 		if known {
 			meta = metaView{obj, entries}
 		}

@@ -31,7 +31,14 @@ var deduced = managedfields.NewDeducedTypeConverter()
 // subresource. A CRD update replaces the Kind, which starts a new set.
 type fieldManagers struct {
 	mu sync.Mutex
-	m  map[fieldManagerKey]*managedfields.FieldManager
+	m  map[fieldManagerKey]*kindManager
+}
+
+// kindManager is a kind's field manager for one version and subresource,
+// with the managedFields of the creates it has seen by shape.
+type kindManager struct {
+	fm      *managedfields.FieldManager
+	creates createMemo
 }
 
 type fieldManagerKey struct {
@@ -43,6 +50,14 @@ type fieldManagerKey struct {
 // fieldManager returns the FieldManager for writes of version v of k
 // through subresource ("" or "status").
 func (r *Resource) fieldManager(k *Kind, v, subresource string) (*managedfields.FieldManager, error) {
+	m, err := r.kindManager(k, v, subresource)
+	if err != nil {
+		return nil, err
+	}
+	return m.fm, nil
+}
+
+func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, error) {
 	fm := &r.managers
 	key := fieldManagerKey{k, v, subresource}
 	fm.mu.Lock()
@@ -70,7 +85,7 @@ func (r *Resource) fieldManager(k *Kind, v, subresource string) (*managedfields.
 		return nil, err
 	}
 	if fm.m == nil {
-		fm.m = make(map[fieldManagerKey]*managedfields.FieldManager)
+		fm.m = make(map[fieldManagerKey]*kindManager)
 	}
 	// Forget the managers of a replaced Kind.
 	for old := range fm.m {
@@ -78,8 +93,9 @@ func (r *Resource) fieldManager(k *Kind, v, subresource string) (*managedfields.
 			delete(fm.m, old)
 		}
 	}
-	fm.m[key] = m
-	return m, nil
+	km := &kindManager{fm: m}
+	fm.m[key] = km
+	return km, nil
 }
 
 // resetFields are the fields a write through subresource does not own,
