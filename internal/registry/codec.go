@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"math"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +20,16 @@ import (
 // duplicate fields come back as strict errors, for the caller to refuse
 // or warn about according to the request's fieldValidation.
 func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
+	if k.Typed != nil {
+		if m, ok := plainDecode(reflect.TypeOf(k.Typed()).Elem(), data); ok {
+			return &unstructured.Unstructured{Object: m}, nil, nil
+		}
+	}
+	return decodeFull(k, data)
+}
+
+// decodeFull is Decode without plainDecode.
+func decodeFull(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
 	obj = &unstructured.Unstructured{}
 	if k.Typed != nil {
 		typed := k.Typed()

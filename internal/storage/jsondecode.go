@@ -56,10 +56,26 @@ func decodeObject(data []byte) (map[string]any, bool) {
 	return m, true
 }
 
+// DecodeObjectNoDuplicates is decodeObject for a request body: false
+// also when an object in data has a member name twice, which a strict
+// decode reports.
+func DecodeObjectNoDuplicates(data []byte) (map[string]any, bool) {
+	d := jsonDecoder{scanner: scanner{data: data}}
+	if d.peek() != '{' {
+		return nil, false
+	}
+	m, err := d.object()
+	if d.peek(); err != nil || d.pos != len(data) || d.dup {
+		return nil, false
+	}
+	return m, true
+}
+
 // jsonDecoder builds values on the scanner Record.scan reads with.
 type jsonDecoder struct {
 	scanner
 	depth int
+	dup   bool // an object had a member name twice
 }
 
 // maxDecodeDepth bounds the recursion; deeper documents go the library's
@@ -102,7 +118,10 @@ func (d *jsonDecoder) object() (map[string]any, error) {
 	m := map[string]any{}
 	err := d.scanner.object(func(key string) error {
 		v, err := d.value()
-		m[key] = v
+		n := len(m)
+		if m[key] = v; len(m) == n {
+			d.dup = true
+		}
 		return err
 	})
 	return m, err

@@ -1,0 +1,17 @@
+package registry
+
+import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// DecodeFull is Decode without the one-pass decode of plain bodies.
+func DecodeFull(k *Kind, data []byte) (*unstructured.Unstructured, []error, error) {
+	return decodeFull(k, data)
+}
+
+// PlainDecode is the one-pass decode of a body of k's Go type.
+func PlainDecode(k *Kind, data []byte) (map[string]any, bool) {
+	return plainDecode(reflect.TypeOf(k.Typed()).Elem(), data)
+}

@@ -1,0 +1,263 @@
+package registry_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/randfill"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
+)
+
+// typedKinds are the built-in kinds, whose bodies decode through Go types.
+func typedKinds() []*registry.Kind {
+	var out []*registry.Kind
+	seen := map[string]bool{}
+	for _, k := range append(core.Kinds(), core.Namespace()) {
+		if k.Typed != nil && !seen[k.Kind] {
+			seen[k.Kind] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// checkDecode fails t when Decode's answer for data differs from the full
+// decode's: the object, the strict errors, the error.
+func checkDecode(t *testing.T, k *registry.Kind, data []byte) {
+	t.Helper()
+	got, gotStrict, gotErr := registry.Decode(k, data)
+	want, wantStrict, wantErr := registry.DecodeFull(k, data)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("%s %s: error %v, want %v", k.Kind, data, gotErr, wantErr)
+	}
+	if fmt.Sprint(gotStrict) != fmt.Sprint(wantStrict) {
+		t.Fatalf("%s %s: strict errors %v, want %v", k.Kind, data, gotStrict, wantStrict)
+	}
+	if gotErr == nil && !reflect.DeepEqual(got.Object, want.Object) {
+		t.Fatalf("%s %s:\n%s", k.Kind, data, strings.Join(differences("", got.Object, want.Object), "\n"))
+	}
+}
+
+// differences lists where got and want differ.
+func differences(path string, got, want any) []string {
+	gm, ok1 := got.(map[string]any)
+	wm, ok2 := want.(map[string]any)
+	if ok1 && ok2 {
+		var out []string
+		for k := range gm {
+			if _, ok := wm[k]; !ok {
+				out = append(out, fmt.Sprintf("%s.%s: got %#v, want none", path, k, gm[k]))
+			}
+		}
+		for k := range wm {
+			if _, ok := gm[k]; !ok {
+				out = append(out, fmt.Sprintf("%s.%s: got none, want %#v", path, k, wm[k]))
+			} else {
+				out = append(out, differences(path+"."+k, gm[k], wm[k])...)
+			}
+		}
+		return out
+	}
+	gl, ok1 := got.([]any)
+	wl, ok2 := want.([]any)
+	if ok1 && ok2 && len(gl) == len(wl) {
+		var out []string
+		for i := range gl {
+			out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), gl[i], wl[i])...)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(got, want) {
+		return []string{fmt.Sprintf("%s: got %#v, want %#v", path, got, want)}
+	}
+	return nil
+}
+
+// Bodies of every built-in kind, as a client would send them (random Go
+// objects, and those objects as the API writes them back), and mutations
+// of those: each one decodes to the same object, strict errors and error
+// whether or not the one-pass decode takes it.
+func TestPlainDecodeMatchesTheFullDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, k := range typedKinds() {
+		t.Run(k.Kind, func(t *testing.T) {
+			f := randfill.NewWithSeed(int64(len(k.Kind))).NilChance(0.6).NumElements(0, 2).MaxDepth(5)
+			taken := 0
+			for range 150 {
+				obj := k.Typed()
+				f.Fill(obj)
+				body, err := json.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkDecode(t, k, body)
+				// As the API writes it back: mostly plain.
+				full, _, err := registry.DecodeFull(k, body)
+				if err != nil {
+					continue
+				}
+				full.SetAPIVersion(k.GroupVersionKind("v1").GroupVersion().String())
+				full.SetKind(k.Kind)
+				canonical, err := json.Marshal(full.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := registry.PlainDecode(k, canonical); ok {
+					taken++
+				}
+				checkDecode(t, k, canonical)
+				for range 8 {
+					m := map[string]any{}
+					if err := json.Unmarshal(canonical, &m); err != nil {
+						t.Fatal(err)
+					}
+					mutate(rng, m)
+					mutated, err := json.Marshal(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkDecode(t, k, mutated)
+				}
+			}
+			t.Logf("%s: the one-pass decode took %d of 150 canonical bodies", k.Kind, taken)
+			if taken == 0 {
+				t.Errorf("the one-pass decode took none")
+			}
+		})
+	}
+}
+
+// mutate changes one member somewhere in m: another value, of another
+// type or empty, an unknown member, a member name in other case.
+func mutate(rng *rand.Rand, m map[string]any) {
+	var maps []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			maps = append(maps, x)
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(m)
+	target := maps[rng.IntN(len(maps))]
+	keys := make([]string, 0, len(target))
+	for k := range target {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	values := []any{"", "x", 0, 1, -1, 1.5, 1e20, int64(1) << 40, true, false, nil,
+		map[string]any{}, []any{}, []any{"a"}, map[string]any{"a": "b"},
+		"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.5Z", "2026-01-02T04:04:05+01:00"}
+	switch {
+	case len(keys) == 0 || rng.IntN(6) == 0:
+		target[fmt.Sprintf("unknown%d", rng.IntN(3))] = values[rng.IntN(len(values))]
+	case rng.IntN(6) == 0 && keys[0] != "":
+		k := keys[0]
+		target[strings.ToUpper(k[:1])+k[1:]] = target[k]
+		delete(target, k)
+	default:
+		target[keys[rng.IntN(len(keys))]] = values[rng.IntN(len(values))]
+	}
+}
+
+// Hand-written bodies at the edges the one-pass decode must leave to the
+// full decode, or take with the same answer.
+func TestPlainDecodeEdges(t *testing.T) {
+	var configMap, lease, event *registry.Kind
+	for _, k := range typedKinds() {
+		switch k.Kind {
+		case "ConfigMap":
+			configMap = k
+		case "Lease":
+			lease = k
+		case "Event":
+			event = k
+		}
+	}
+	for _, tc := range []struct {
+		kind  *registry.Kind
+		body  string
+		plain bool // the one-pass decode takes it
+	}{
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","creationTimestamp":null,"labels":{"app":"x"}},"data":{"k":"v"}}`, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","creationTimestamp":"2026-01-02T03:04:05Z"},"immutable":true}`, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","creationTimestamp":"2026-01-02T04:04:05+01:00"}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":""}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"immutable":false}`, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"immutable":null}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":5}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":null}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"Data":{"k":"v"}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"unknown":1}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","name":"b"}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"binaryData":{"k":"AAE="}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","generation":5}}`, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","generation":5.0}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","generation":1e2}}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","deletionGracePeriodSeconds":0}}`, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":null}`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap"} `, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{}} `, true},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap"}x`, false},
+		{configMap, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"\u00e9\ud800"}}`, true},
+		{lease, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"a"},"spec":{"holderIdentity":"h","leaseDurationSeconds":15,"leaseTransitions":2147483648}}`, false},
+		{lease, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"a"},"spec":{"holderIdentity":"h","leaseDurationSeconds":15}}`, true},
+		{lease, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"a"},"spec":{"renewTime":"2026-01-02T03:04:05.000000Z"}}`, false},
+		{event, `{"apiVersion":"v1","kind":"Event","metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R","message":"m","source":{"component":"c"},"firstTimestamp":"2026-01-02T03:04:05Z","lastTimestamp":null,"count":1,"type":"Normal","eventTime":null,"reportingComponent":"","reportingInstance":""}`, true},
+		{event, `{"apiVersion":"v1","kind":"Event","metadata":{"name":"a"},"involvedObject":{},"source":{},"firstTimestamp":null,"lastTimestamp":null,"eventTime":"2026-01-02T03:04:05.123456Z","reportingComponent":"","reportingInstance":""}`, true},
+		{event, `{"apiVersion":"v1","kind":"Event","metadata":{"name":"a"},"involvedObject":{},"source":{},"eventTime":"2026-01-02T03:04:05.123Z","reportingComponent":"","reportingInstance":""}`, false},
+		{event, `{"apiVersion":"v1","kind":"Event","metadata":{"name":"a"},"involvedObject":{"kind":"Pod","name":"p"},"reason":"R","message":"m","source":{"component":"c"},"firstTimestamp":"2026-01-02T03:04:05Z","lastTimestamp":null,"count":1,"type":"Normal","eventTime":null,"reportingComponent":"c","reportingInstance":""}`, true},
+	} {
+		_, plain := registry.PlainDecode(tc.kind, []byte(tc.body))
+		if plain != tc.plain {
+			t.Errorf("%s: taken %v, want %v", tc.body, plain, tc.plain)
+		}
+		checkDecode(t, tc.kind, []byte(tc.body))
+	}
+}
+
+// FuzzPlainDecode: any body of a ConfigMap or a Lease decodes to what the
+// full decode makes of it (go test -fuzz FuzzPlainDecode for more than
+// the seeds).
+func FuzzPlainDecode(f *testing.F) {
+	var configMap, lease *registry.Kind
+	for _, k := range typedKinds() {
+		switch k.Kind {
+		case "ConfigMap":
+			configMap = k
+		case "Lease":
+			lease = k
+		}
+	}
+	for _, s := range []string{
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","creationTimestamp":null,"labels":{"app":"x"}},"data":{"k":"v"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","generation":5,"creationTimestamp":"2026-01-02T03:04:05Z"},"immutable":false}`,
+		`{"metadata":{"name":"a","name":"b"},"data":{"k":null}}`,
+		`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"a"},"spec":{"holderIdentity":"h","leaseDurationSeconds":15,"renewTime":"2026-01-02T03:04:05.000000Z"}}`,
+	} {
+		f.Add(false, []byte(s))
+		f.Add(true, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, isLease bool, data []byte) {
+		k := configMap
+		if isLease {
+			k = lease
+		}
+		checkDecode(t, k, data)
+	})
+}
