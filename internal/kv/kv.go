@@ -55,6 +55,19 @@ type Store interface {
 	Close() error
 }
 
+// OrderedUpdater is implemented by engines that order a write before they
+// make it durable, as the embedded engine's group commit does.
+// UpdateOrdered is Update, and calls ordered with the response (always a
+// successful one) once the write has its revision and every later write
+// will come after it, but before it is durable; it returns, as Update
+// does, once it is durable. A caller that serializes the writers of a key
+// can hand the next writer the value written from ordered, so that the
+// writes of one hot key share fsyncs. That writer's answer must then
+// wait for this write to be durable, as its own successful write does.
+type OrderedUpdater interface {
+	UpdateOrdered(ctx context.Context, key string, value []byte, modRevision int64, ordered func(WriteResponse)) (WriteResponse, error)
+}
+
 // KeyValue is one version of a key.
 type KeyValue struct {
 	Key            string

@@ -179,7 +179,7 @@ type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstruct
 // returns the current object with its resourceVersion unchanged: no new
 // revision, no watch event.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, error) {
-	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error) {
+	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured, t *turn) (*unstructured.Unstructured, *kv.KeyValue, error) {
 		// obj is this attempt's own decode: tryUpdate may change it, and
 		// what it returns is what gets stored and handed back (with its
 		// resourceVersion), without decoding the bytes just written.
@@ -195,7 +195,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Precondit
 			next.SetResourceVersion(strconv.FormatInt(cur.ModRevision, 10))
 			return next, nil, nil
 		}
-		w, err := s.kv.Update(ctx, key, data, cur.ModRevision)
+		w, err := s.update(ctx, key, data, cur.ModRevision, t)
 		if err != nil {
 			return nil, nil, interpret(key, 0, err)
 		}
@@ -207,6 +207,28 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Precondit
 	})
 }
 
+// update is kv.Update. On an engine that orders writes before making them
+// durable, the turn of key ends as soon as the write is ordered and the
+// next writer of key starts from the value written: while this write's
+// fsync runs, the next one is computed and joins the next batch, instead
+// of every write of a hot key waiting for the one before to be durable.
+func (s *Store) update(ctx context.Context, key string, data []byte, modRevision int64, t *turn) (kv.WriteResponse, error) {
+	o, ok := s.kv.(kv.OrderedUpdater)
+	if !ok || t == nil {
+		return s.kv.Update(ctx, key, data, modRevision)
+	}
+	var h *handoff
+	w, err := o.UpdateOrdered(ctx, key, data, modRevision, func(w kv.WriteResponse) {
+		h = &handoff{kv: *w.KV, durable: make(chan struct{})}
+		t.end(h)
+	})
+	if h != nil {
+		h.err = err
+		close(h.durable)
+	}
+	return w, err
+}
+
 // ValidateDeletion may refuse a delete after seeing the current object.
 type ValidateDeletion func(current *unstructured.Unstructured) error
 
@@ -216,7 +238,8 @@ type ValidateDeletion func(current *unstructured.Unstructured) error
 // the revision of the delete, as kube-apiserver does, so that the answer
 // and the DELETED watch event agree.
 func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, validate ValidateDeletion) (*unstructured.Unstructured, error) {
-	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error) {
+	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured, t *turn) (*unstructured.Unstructured, *kv.KeyValue, error) {
+		t.stale = true // whatever happens, the value handed over may be gone
 		if validate != nil {
 			if err := validate(obj); err != nil {
 				return nil, nil, err
@@ -238,24 +261,42 @@ func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, vali
 // it wins. op gets the current value and its object (preconditions
 // already checked) and returns the result when it is done, or nil and the
 // value its lost compare saw, which the next attempt starts from: no
-// second read per retry.
+// second read per retry. The first attempt starts from the value the
+// key's previous writer in this process handed over, when there is one
+// (see update), else from a read.
 func (s *Store) conditionally(ctx context.Context, key string, pre *Preconditions,
-	op func(cur *kv.KeyValue, obj *unstructured.Unstructured) (*unstructured.Unstructured, *kv.KeyValue, error)) (*unstructured.Unstructured, error) {
-	defer s.turns.take(ctx, key)()
-	r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
-	if err != nil {
-		return nil, interpret(key, 0, err)
-	}
+	op func(cur *kv.KeyValue, obj *unstructured.Unstructured, t *turn) (*unstructured.Unstructured, *kv.KeyValue, error)) (out *unstructured.Unstructured, err error) {
+	t := s.turns.take(ctx, key)
+	defer t.end(nil)
 	var cur *kv.KeyValue
-	if len(r.KVs) > 0 {
-		cur = &r.KVs[0]
+	var readAt int64 // the store's revision when cur was read
+	if h := t.from; h != nil {
+		// Not durable yet: whatever this call answers waits until it is,
+		// so that no answer reflects a write a crash could take back. A
+		// write of ours succeeding implies it (the log is in order).
+		defer func() {
+			if werr := h.wait(ctx); werr != nil && err == nil {
+				out, err = nil, interpret(key, 0, werr)
+			}
+		}()
+		kvc := h.kv
+		cur, readAt = &kvc, kvc.ModRevision
+	} else {
+		r, err := s.kv.Range(ctx, key, kv.RangeOptions{})
+		if err != nil {
+			return nil, interpret(key, 0, err)
+		}
+		if len(r.KVs) > 0 {
+			cur = &r.KVs[0]
+		}
+		readAt = r.Revision
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if cur == nil {
-			return nil, newErr(CodeNotFound, key, r.Revision, "not found")
+			return nil, newErr(CodeNotFound, key, readAt, "not found")
 		}
 		obj, err := decode(cur, cur.ModRevision)
 		if err != nil {
@@ -264,11 +305,11 @@ func (s *Store) conditionally(ctx context.Context, key string, pre *Precondition
 		if err := pre.check(key, obj); err != nil {
 			return nil, err
 		}
-		out, lostTo, err := op(cur, obj)
+		out, lostTo, err := op(cur, obj, t)
 		if err != nil || out != nil {
 			return out, err
 		}
-		cur = lostTo
+		cur, t.stale = lostTo, true
 	}
 }
 
@@ -277,10 +318,11 @@ func (s *Store) conditionally(ctx context.Context, key string, pre *Precondition
 // any other writer, but writers of one key would then race: every one that
 // read while the winner's write was being made durable loses its compare,
 // redoes its update (a patch: decode, apply, validate, field manager) and
-// tries again. Taking turns, each does one read and one write. A turn that
-// is not granted within turnWait is done without one (the compare still
-// guards it), so an update that nests a write of its own key cannot wait
-// for itself forever.
+// tries again. Taking turns, each does one read and one write; a writer
+// whose write is ordered hands the value it wrote to the next (update), so
+// that one does no read at all. A turn that is not granted within turnWait
+// is done without one (the compare still guards it), so an update that
+// nests a write of its own key cannot wait for itself forever.
 type keyTurns struct {
 	mu sync.Mutex
 	m  map[string]*keyTurn
@@ -289,12 +331,42 @@ type keyTurns struct {
 type keyTurn struct {
 	ch   chan struct{} // holds a token while a turn is taken
 	refs int           // turns taken or waited for
+	last *handoff      // what the last turn wrote, for the next (under keyTurns.mu)
+}
+
+// handoff is a write a turn made, handed to the next turn of the key
+// before it is durable.
+type handoff struct {
+	kv      kv.KeyValue
+	durable chan struct{} // closed once the write is durable, or failed
+	err     error         // why it failed, set before durable is closed
+}
+
+// wait waits until the write is durable.
+func (h *handoff) wait(ctx context.Context) error {
+	select {
+	case <-h.durable:
+		return h.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// turn is one writer's turn at a key.
+type turn struct {
+	t     *keyTurns
+	key   string
+	k     *keyTurn
+	held  bool     // the token is ours
+	from  *handoff // what the turn before wrote, if it handed it over
+	stale bool     // from is not the key's value: a compare was lost, or the turn deleted it
+	ended bool
 }
 
 const turnWait = time.Second
 
-// take waits for key's turn and returns the function that ends it.
-func (t *keyTurns) take(ctx context.Context, key string) (done func()) {
+// take waits for key's turn.
+func (t *keyTurns) take(ctx context.Context, key string) *turn {
 	t.mu.Lock()
 	k := t.m[key]
 	if k == nil {
@@ -303,25 +375,48 @@ func (t *keyTurns) take(ctx context.Context, key string) (done func()) {
 	}
 	k.refs++
 	t.mu.Unlock()
-	release := func() {
-		t.mu.Lock()
-		if k.refs--; k.refs == 0 {
-			delete(t.m, key)
+	tr := &turn{t: t, key: key, k: k}
+	select {
+	case k.ch <- struct{}{}:
+		tr.held = true
+	default:
+		timer := time.NewTimer(turnWait)
+		select {
+		case k.ch <- struct{}{}:
+			tr.held = true
+		case <-timer.C:
+		case <-ctx.Done():
 		}
+		timer.Stop()
+	}
+	if tr.held {
+		t.mu.Lock()
+		tr.from, k.last = k.last, nil
 		t.mu.Unlock()
 	}
-	select {
-	case k.ch <- struct{}{}:
-		return func() { <-k.ch; release() }
-	default:
+	return tr
+}
+
+// end ends the turn, handing h (if not nil) to the next turn: the value
+// this turn wrote. A turn that wrote nothing hands on what it was handed.
+// Only the first call counts.
+func (tr *turn) end(h *handoff) {
+	if tr.ended {
+		return
 	}
-	timer := time.NewTimer(turnWait)
-	defer timer.Stop()
-	select {
-	case k.ch <- struct{}{}:
-		return func() { <-k.ch; release() }
-	case <-timer.C:
-	case <-ctx.Done():
+	tr.ended = true
+	tr.t.mu.Lock()
+	if tr.held {
+		if h == nil && !tr.stale {
+			h = tr.from
+		}
+		tr.k.last = h
 	}
-	return release
+	if tr.k.refs--; tr.k.refs == 0 {
+		delete(tr.t.m, tr.key)
+	}
+	tr.t.mu.Unlock()
+	if tr.held {
+		<-tr.k.ch
+	}
 }

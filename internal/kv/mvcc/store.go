@@ -151,21 +151,28 @@ func (s *Store) Range(ctx context.Context, key string, opts kv.RangeOptions) (kv
 
 // Create implements kv.Store.
 func (s *Store) Create(ctx context.Context, key string, value []byte) (kv.WriteResponse, error) {
-	return s.write(ctx, key, value, func(cur *kv.KeyValue) bool { return cur == nil }, false)
+	return s.write(ctx, key, value, func(cur *kv.KeyValue) bool { return cur == nil }, false, nil)
 }
 
 // Update implements kv.Store.
 func (s *Store) Update(ctx context.Context, key string, value []byte, modRevision int64) (kv.WriteResponse, error) {
 	return s.write(ctx, key, value, func(cur *kv.KeyValue) bool {
 		return cur != nil && cur.ModRevision == modRevision
-	}, false)
+	}, false, nil)
+}
+
+// UpdateOrdered implements kv.OrderedUpdater.
+func (s *Store) UpdateOrdered(ctx context.Context, key string, value []byte, modRevision int64, ordered func(kv.WriteResponse)) (kv.WriteResponse, error) {
+	return s.write(ctx, key, value, func(cur *kv.KeyValue) bool {
+		return cur != nil && cur.ModRevision == modRevision
+	}, false, ordered)
 }
 
 // Delete implements kv.Store.
 func (s *Store) Delete(ctx context.Context, key string, modRevision int64) (kv.WriteResponse, error) {
 	return s.write(ctx, key, nil, func(cur *kv.KeyValue) bool {
 		return cur != nil && cur.ModRevision == modRevision
-	}, true)
+	}, true, nil)
 }
 
 // write applies one conditional write. compare gets the key's current live
@@ -174,8 +181,9 @@ func (s *Store) Delete(ctx context.Context, key string, modRevision int64) (kv.W
 // The answer is returned only once everything it reflects is durable: a
 // successful write waits for its own record, and a lost compare waits for
 // the writes it saw, so no caller ever observes state that a crash could
-// take back.
-func (s *Store) write(ctx context.Context, key string, value []byte, compare func(cur *kv.KeyValue) bool, del bool) (kv.WriteResponse, error) {
+// take back. A successful write is handed to ordered (if not nil) once
+// it is applied, before it is durable.
+func (s *Store) write(ctx context.Context, key string, value []byte, compare func(cur *kv.KeyValue) bool, del bool, ordered func(kv.WriteResponse)) (kv.WriteResponse, error) {
 	if err := kv.CheckWrite(key, value, s.cfg.MaxValueSize); err != nil {
 		return kv.WriteResponse{}, err
 	}
@@ -228,12 +236,18 @@ func (s *Store) write(ctx context.Context, key string, value []byte, compare fun
 	if s.wal == nil {
 		s.publishLocked(rev, 0)
 		s.mu.Unlock()
+		if ordered != nil {
+			ordered(resp)
+		}
 		return resp, nil
 	}
 	setRevision(rec, rev)
 	seq := s.queueLocked(rec)
 	s.mu.Unlock()
 	s.kickFlusher()
+	if ordered != nil {
+		ordered(resp)
+	}
 	return resp, s.waitFlushed(seq)
 }
 
