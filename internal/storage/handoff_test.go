@@ -85,7 +85,7 @@ func TestUpdateStartsFromTheOrderedWriteAndWaitsForIt(t *testing.T) {
 		second <- err
 	}()
 	waitRefs(t, &s.turns, key, 2) // the second writer waits for its turn
-	close(g.proceed)               // the first write is ordered: its turn ends
+	close(g.proceed)              // the first write is ordered: its turn ends
 	if got, want := <-seen, "1@"+itoa(rev); got != want {
 		t.Fatalf("the second writer started from %s, want %s", got, want)
 	}
