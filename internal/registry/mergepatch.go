@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// A JSON merge patch is applied, as kube-apiserver applies it, to the
+// current object's JSON by evanphx/json-patch, and the result decoded as
+// a request body is (Decode). For a kind with a Go type, mergePlain does
+// the same on the maps: it merges the patch into a copy of the object
+// the way the library merges the JSON, and keeps the result when the
+// Go type's round trip would leave it as it is (goShape.plain), which
+// makes decoding its JSON give it back. Anything else (a float, a field
+// the type doesn't have, a value of another type) goes the library's
+// way. The patch library and the decode were half of a merge patch's
+// handling. A test holds the two paths equal.
+
+// mergePlain returns the object that applying merge patch patch to cur
+// and decoding the result as k gives, when it can vouch for it.
+func mergePlain(k *Kind, cur, patch map[string]any) (map[string]any, bool) {
+	doc := runtime.DeepCopyJSON(cur)
+	mergeInto(doc, patch)
+	if !shapeOf(reflect.TypeOf(k.Typed()).Elem()).plain(doc) {
+		return nil, false
+	}
+	return doc, true
+}
+
+// mergeInto merges patch into doc as the library's mergeDocs does: a null
+// removes the member; an object merges into an object; anything else
+// replaces, with the nulls inside it pruned when it lands where there was
+// no value or no object. patch is not changed: what doc takes is copied.
+func mergeInto(doc, patch map[string]any) {
+	for k, v := range patch {
+		if v == nil {
+			delete(doc, k)
+			continue
+		}
+		cur, ok := doc[k]
+		if !ok || cur == nil {
+			doc[k] = pruned(v)
+			continue
+		}
+		curDoc, ok := cur.(map[string]any)
+		if !ok {
+			doc[k] = pruned(v)
+			continue
+		}
+		patchDoc, ok := v.(map[string]any)
+		if !ok {
+			doc[k] = runtime.DeepCopyJSONValue(v) // an object replaced: not pruned
+			continue
+		}
+		mergeInto(curDoc, patchDoc)
+	}
+}
+
+// pruned is a copy of v without the null members of its objects, at any
+// depth (null items of arrays stay), as the library's pruneNulls.
+func pruned(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if e != nil {
+				out[k] = pruned(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = pruned(e)
+		}
+		return out
+	default:
+		return runtime.DeepCopyJSONValue(v)
+	}
+}
