@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/randfill"
 	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/randfill"
 )
 
 // A merge patch applied on the maps gives what the library gives on the
