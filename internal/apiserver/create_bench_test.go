@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,26 +24,7 @@ import (
 // memory) and the answer, with the watch caches following. It is the
 // write path kplane-bench's create scenario loads, less HTTP/2 and TLS.
 func BenchmarkCreate(b *testing.B) {
-	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kvs.Close()
-	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	kinds := append(core.Kinds(), crd.Kind())
-	registry.SetTypeConverters(kinds...)
-	for _, k := range kinds {
-		if err := reg.Add(k); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := core.Bootstrap(ctx, reg); err != nil {
-		b.Fatal(err)
-	}
-	go reg.Run(ctx)
-	h := apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
+	h := newInProcess(b)
 	payload := strings.Repeat("x", 1024)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -56,6 +38,68 @@ func BenchmarkCreate(b *testing.B) {
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusCreated {
 			b.Fatalf("create: %d %s", w.Code, w.Body)
+		}
+	}
+}
+
+// newInProcess is an API server over an in-memory store with the core
+// kinds, for requests without the network.
+func newInProcess(tb testing.TB) http.Handler {
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { kvs.Close() })
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	kinds := append(core.Kinds(), crd.Kind())
+	registry.SetTypeConverters(kinds...)
+	for _, k := range kinds {
+		if err := reg.Add(k); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		tb.Fatal(err)
+	}
+	go reg.Run(ctx)
+	return apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
+}
+
+// The answer to a create, spliced from the stored bytes, is the object's
+// JSON: what a GET of it answers, byte for byte.
+func TestCreateAnswerIsTheStoredObject(t *testing.T) {
+	h := newInProcess(t)
+	do := func(method, path, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for i, body := range []string{
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","creationTimestamp":null,"labels":{"app":"x"}},"data":{"k":"v"}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","annotations":{"z":"<&>"},"finalizers":["x.io/f"]}}`,
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"generateName":"g-"},"data":{"k":"v"}}`,
+	} {
+		created := do(http.MethodPost, "/api/v1/namespaces/default/configmaps", body)
+		if created.Code != http.StatusCreated {
+			t.Fatalf("create %d: %d %s", i, created.Code, created.Body)
+		}
+		var meta struct {
+			Metadata struct{ Name, ResourceVersion string }
+		}
+		if err := json.Unmarshal(created.Body.Bytes(), &meta); err != nil || meta.Metadata.ResourceVersion == "" {
+			t.Fatalf("create %d: %s: %v", i, created.Body, err)
+		}
+		got := do(http.MethodGet, "/api/v1/namespaces/default/configmaps/"+meta.Metadata.Name, "")
+		if got.Code != http.StatusOK || got.Body.String() != created.Body.String() {
+			t.Errorf("create %d answered\n%s\nGET answers\n%s", i, created.Body, got.Body)
+		}
+		if ct := created.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("create %d: Content-Type %q", i, ct)
 		}
 	}
 }

@@ -207,12 +207,12 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := h.res.Create(ctx, h.ri.version, h.ri.namespace, obj, wo)
+	out, enc, err := h.res.CreateEncoded(ctx, h.ri.version, h.ri.namespace, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusCreated, out)
+	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusCreated, out, enc)
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {

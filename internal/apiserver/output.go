@@ -138,9 +138,21 @@ func write(w http.ResponseWriter, f form, code int, v any) {
 }
 
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
+	s.writeObjectEncoded(w, r, k, v, code, obj, nil)
+}
+
+// writeObjectEncoded is writeObject, with the object's JSON from the store
+// when enc is not nil: the answer to a write, in JSON, needs no encode.
+func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured, enc *storage.Encoded) {
 	f, err := negotiateFor(r, protoCapable(k, v))
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if f == formJSON && enc != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write(append(enc.AppendJSON(make([]byte, 0, 2048)), '\n'))
 		return
 	}
 	switch f {

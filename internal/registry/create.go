@@ -13,6 +13,8 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // WriteOptions qualify create, update and delete.
@@ -81,24 +83,32 @@ func (o WriteOptions) prune(k *Kind, version string, obj *unstructured.Unstructu
 
 // Create stores a new object in ns and returns it as stored.
 func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	out, _, err := r.CreateEncoded(ctx, version, ns, obj, opts)
+	return out, err
+}
+
+// CreateEncoded is Create, and also returns the JSON of the object it
+// returns, when it has it from the store without an encode (nil when
+// not: a dry run, another version than the stored one).
+func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, *storage.Encoded, error) {
 	k := r.Kind()
 	if err := r.checkNamespace(k, ns, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	if obj.GetResourceVersion() != "" {
-		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+		return nil, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
 	if err := opts.prune(k, version, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var meta metav1.Object = obj
 	if !opts.applied {
 		m, err := r.kindManager(k, version, "")
 		if err != nil {
-			return nil, apierrors.NewInternalError(err)
+			return nil, nil, apierrors.NewInternalError(err)
 		}
 		var entries []metav1.ManagedFieldsEntry
 		var known bool
@@ -132,24 +142,27 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 		errs = append(errs, s.Validate(ctx, obj.Object, nil)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+		return nil, nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
 	}
 	if k.Namespaced {
 		if err := r.reg.admitNamespace(ctx, ns); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if opts.DryRun {
-		return convert(k, version, obj), nil
+		return convert(k, version, obj), nil, nil
 	}
-	out, err := r.cache.Create(ctx, r.key(k, ns, obj.GetName()), obj)
+	out, enc, err := r.cache.CreateEncoded(ctx, r.key(k, ns, obj.GetName()), obj)
 	if err != nil {
-		return nil, interpret(err, k.GroupResource(), obj.GetName())
+		return nil, nil, interpret(err, k.GroupResource(), obj.GetName())
 	}
 	if k.Written != nil {
 		k.Written(ctx, out)
 	}
-	return convert(k, version, out), nil
+	if version != k.StorageVersion() {
+		enc = nil
+	}
+	return convert(k, version, out), enc, nil
 }
 
 // checkNamespace makes obj's namespace agree with the request's, as

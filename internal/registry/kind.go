@@ -89,7 +89,8 @@ type Kind struct {
 
 	// Written, if set, is called after every stored create or update of
 	// the kind, before the client gets its answer (the CRD controller uses
-	// it so a CRD change applies to the next request).
+	// it so a CRD change applies to the next request). It must not change
+	// obj, which is also the answer.
 	Written func(ctx context.Context, obj *unstructured.Unstructured)
 
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)

@@ -144,3 +144,93 @@ func AppendList(b []byte, list *unstructured.UnstructuredList) ([]byte, error) {
 	top["items"] = items
 	return AppendJSON(b, top)
 }
+
+// Encoded is an object's JSON as the store wrote it (without a
+// resourceVersion), with the place its resourceVersion goes: the answer
+// to a write is those bytes with the revision spliced in, not a second
+// encode of the object.
+type Encoded struct {
+	value []byte // without the trailing newline
+	at    int    // where `"resourceVersion":"N"` goes; < 0: unknown
+	sep   byte
+	rev   int64
+}
+
+// AppendJSON appends the object's JSON with its resourceVersion: what
+// AppendJSON gives for the object handed back with e.
+func (e *Encoded) AppendJSON(b []byte) []byte { return spliceRV(b, e.value, e.at, e.sep, e.rev) }
+
+// spliceRV appends v with `"resourceVersion":"rev"` inserted at at, with
+// the comma sep says.
+func spliceRV(b, v []byte, at int, sep byte, rev int64) []byte {
+	b = append(b, v[:at]...)
+	if sep == sepBefore {
+		b = append(b, ',')
+	}
+	b = append(b, `"resourceVersion":"`...)
+	b = strconv.AppendInt(b, rev, 10)
+	b = append(b, '"')
+	if sep == sepAfter {
+		b = append(b, ',')
+	}
+	return append(b, v[at:]...)
+}
+
+// appendStored is AppendJSON for an object without a resourceVersion, and
+// returns where metadata's resourceVersion goes in the result (at < 0 if
+// metadata is not an object), as a Record keeps it.
+func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, err error) {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		b, err = AppendJSON(b, obj)
+		return b, -1, 0, err
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	at = -1
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		if k != "metadata" {
+			if b, err = AppendJSON(b, obj[k]); err != nil {
+				return nil, 0, 0, err
+			}
+			continue
+		}
+		mkeys := make([]string, 0, len(md))
+		for mk := range md {
+			mkeys = append(mkeys, mk)
+		}
+		slices.Sort(mkeys)
+		b = append(b, '{')
+		for j, mk := range mkeys {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			if at < 0 && mk > "resourceVersion" {
+				at, sep = len(b), sepAfter
+			}
+			b = appendString(b, mk)
+			b = append(b, ':')
+			if b, err = AppendJSON(b, md[mk]); err != nil {
+				return nil, 0, 0, err
+			}
+		}
+		switch {
+		case at >= 0:
+		case len(mkeys) == 0:
+			at, sep = len(b), sepNone
+		default:
+			at, sep = len(b), sepBefore
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), at, sep, nil
+}

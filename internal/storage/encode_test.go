@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -77,4 +78,49 @@ func BenchmarkListEncode(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 		}
 	})
+}
+
+// The stored form with the resourceVersion spliced in is the object's
+// JSON with it, for any set of metadata members around where it goes.
+func TestEncodedAnswerIsTheObjectsJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	metaKeys := []string{"a", "annotations", "creationTimestamp", "generation", "labels", "managedFields",
+		"name", "namespace", "resourceVersiom", "resourceVersionX", "uid", "zz"}
+	for i := range 2000 {
+		md := map[string]any{}
+		for _, k := range metaKeys {
+			if rng.IntN(2) == 0 {
+				md[k] = fmt.Sprint("v", rng.IntN(10), "<&>\u2028")
+			}
+		}
+		obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}
+		if rng.IntN(2) == 0 {
+			obj["data"] = map[string]any{"k": "v", "n": int64(i)}
+		}
+		if rng.IntN(4) == 0 {
+			obj["zzz"] = []any{1.5, nil, true}
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		data, enc, err := encodeAt("/k", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := AppendJSON(nil, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(data) != string(want)+"\n" {
+			t.Fatalf("stored %s, want %s", data, want)
+		}
+		enc.rev = int64(i + 1)
+		u.SetResourceVersion(fmt.Sprint(i + 1))
+		want, _ = AppendJSON(nil, u.Object)
+		if got := enc.AppendJSON(nil); string(got) != string(want) {
+			t.Fatalf("answer %s, want %s", got, want)
+		}
+	}
+	// Without a metadata object there is no place to splice.
+	if _, enc, err := encodeAt("/k", &unstructured.Unstructured{Object: map[string]any{"kind": "X"}}); err != nil || enc != nil {
+		t.Fatalf("no metadata: %v, %v", enc, err)
+	}
 }

@@ -325,18 +325,7 @@ func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
 		}
 		return AppendJSON(b, obj.Object)
 	}
-	v := bytes.TrimSuffix(r.Value, []byte("\n"))
-	b = append(b, v[:r.at]...)
-	if r.sep == sepBefore {
-		b = append(b, ',')
-	}
-	b = append(b, `"resourceVersion":"`...)
-	b = strconv.AppendInt(b, rev, 10)
-	b = append(b, '"')
-	if r.sep == sepAfter {
-		b = append(b, ',')
-	}
-	return append(b, v[r.at:]...), nil
+	return spliceRV(b, bytes.TrimSuffix(r.Value, []byte("\n")), r.at, r.sep, rev), nil
 }
 
 // Decode returns the object with resourceVersion rev; the caller owns it.

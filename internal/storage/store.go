@@ -58,17 +58,28 @@ func ParseResourceVersion(rv string) (int64, error) {
 
 // encode returns the stored form of obj: JSON without resourceVersion.
 func encode(key string, obj *unstructured.Unstructured) ([]byte, error) {
+	data, _, err := encodeAt(key, obj)
+	return data, err
+}
+
+// encodeAt is encode, and also returns the object's Encoded form (its
+// revision still to be set), for the answer to the write.
+func encodeAt(key string, obj *unstructured.Unstructured) ([]byte, *Encoded, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
-	data, err := AppendJSON(make([]byte, 0, 1024), obj.Object)
-	data = append(data, '\n') // as Unstructured.MarshalJSON writes it
+	data, at, sep, err := appendStored(make([]byte, 0, 1024), obj.Object)
 	if rv != "" {
 		obj.SetResourceVersion(rv)
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidObj, Key: key, Msg: "encoding", Err: err}
+		return nil, nil, &Error{Code: CodeInvalidObj, Key: key, Msg: "encoding", Err: err}
 	}
-	return data, nil
+	var e *Encoded
+	if at >= 0 {
+		e = &Encoded{value: data, at: at, sep: sep}
+	}
+	data = append(data, '\n') // as Unstructured.MarshalJSON writes it
+	return data, e, nil
 }
 
 // decode reads a stored object and sets its resourceVersion to rev.
@@ -98,24 +109,34 @@ func interpret(key string, rev int64, err error) error {
 // resourceVersion set: obj itself, which the caller must not modify
 // afterwards if it shares it. obj must not carry a resourceVersion.
 func (s *Store) Create(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, _, err := s.CreateEncoded(ctx, key, obj)
+	return out, err
+}
+
+// CreateEncoded is Create, and also returns the object's JSON as stored,
+// for the answer (nil when the stored form has no place for it).
+func (s *Store) CreateEncoded(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, *Encoded, error) {
 	if obj.GetResourceVersion() != "" {
-		return nil, newErr(CodeInvalidObj, key, 0, "resourceVersion should not be set on objects to be created")
+		return nil, nil, newErr(CodeInvalidObj, key, 0, "resourceVersion should not be set on objects to be created")
 	}
-	data, err := encode(key, obj)
+	data, enc, err := encodeAt(key, obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := s.kv.Create(ctx, key, data)
 	if err != nil {
-		return nil, interpret(key, 0, err)
+		return nil, nil, interpret(key, 0, err)
 	}
 	if !r.Succeeded {
-		return nil, newErr(CodeExists, key, r.Revision, "already exists")
+		return nil, nil, newErr(CodeExists, key, r.Revision, "already exists")
 	}
 	// obj is what was stored: hand it back with its resourceVersion rather
 	// than decoding the bytes just written.
 	obj.SetResourceVersion(strconv.FormatInt(r.Revision, 10))
-	return obj, nil
+	if enc != nil {
+		enc.rev = r.Revision
+	}
+	return obj, enc, nil
 }
 
 // GetOptions qualify Get.

@@ -26,6 +26,11 @@ func (c *Cache) Create(ctx context.Context, key string, obj *unstructured.Unstru
 	return c.cfg.Store.Create(ctx, key, obj)
 }
 
+// CreateEncoded: see storage.Store.CreateEncoded.
+func (c *Cache) CreateEncoded(ctx context.Context, key string, obj *unstructured.Unstructured) (*unstructured.Unstructured, *storage.Encoded, error) {
+	return c.cfg.Store.CreateEncoded(ctx, key, obj)
+}
+
 // GuaranteedUpdate: see storage.Store.GuaranteedUpdate.
 func (c *Cache) GuaranteedUpdate(ctx context.Context, key string, pre *storage.Preconditions, tryUpdate storage.UpdateFunc) (*unstructured.Unstructured, error) {
 	return c.cfg.Store.GuaranteedUpdate(ctx, key, pre, tryUpdate)
