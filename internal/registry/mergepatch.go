@@ -4,6 +4,8 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kplane-dev/kplane/internal/registry/plain"
 )
 
 // A JSON merge patch is applied, as kube-apiserver applies it, to the
@@ -11,7 +13,7 @@ import (
 // a request body is (Decode). For a kind with a Go type, mergePlain does
 // the same on the maps: it merges the patch into a copy of the object
 // the way the library merges the JSON, and keeps the result when the
-// Go type's round trip would leave it as it is (goShape.plain), which
+// Go type's round trip would leave it as it is (plain.Type.Plain), which
 // makes decoding its JSON give it back. Anything else (a float, a field
 // the type doesn't have, a value of another type) goes the library's
 // way. The patch library and the decode were half of a merge patch's
@@ -22,7 +24,7 @@ import (
 func mergePlain(k *Kind, cur, patch map[string]any) (map[string]any, bool) {
 	doc := runtime.DeepCopyJSON(cur)
 	mergeInto(doc, patch)
-	if !shapeOf(reflect.TypeOf(k.Typed()).Elem()).plain(doc) {
+	if !plain.Of(reflect.TypeOf(k.Typed()).Elem()).Plain(doc) {
 		return nil, false
 	}
 	return doc, true

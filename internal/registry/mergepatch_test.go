@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -90,7 +91,13 @@ func TestMergePlainMatchesTheLibrary(t *testing.T) {
 // with nulls and values of other types mixed in.
 func patchFrom(rng *rand.Rand, src map[string]any) map[string]any {
 	out := map[string]any{}
-	for k, v := range src {
+	keys := make([]string, 0, len(src))
+	for k := range src {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same patches every run
+	for _, k := range keys {
+		v := src[k]
 		switch rng.IntN(12) {
 		case 0, 1, 2, 3, 4:
 		case 5:

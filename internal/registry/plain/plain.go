@@ -1,0 +1,283 @@
+package plain
+
+import (
+	"encoding"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Type is what the package knows of a Go type: its JSON members and
+// their values' kinds.
+type Type struct {
+	kind     shapeKind
+	bits     int  // of an integer
+	unsigned bool // an unsigned integer
+	elem     *Type
+	fields   map[string]goField // of a struct, by JSON name
+	required int                // fields of a struct that are written when empty
+	layout   string             // of a time
+}
+
+type goField struct {
+	shape     *Type
+	omitEmpty bool
+	omitZero  bool
+	required  bool // written back when absent
+}
+
+type shapeKind int
+
+const (
+	shapeOther shapeKind = iota // nothing plainDecode vouches for
+	shapeString
+	shapeBool
+	shapeInt
+	shapeStruct
+	shapeMap
+	shapeSlice
+	shapePointer
+	shapeTime // metav1.Time, metav1.MicroTime
+)
+
+var types sync.Map // reflect.Type → *Type
+
+// Of returns the description of Go type t, built once.
+func Of(t reflect.Type) *Type {
+	if s, ok := types.Load(t); ok {
+		return s.(*Type)
+	}
+	s := buildShape(t, map[reflect.Type]*Type{})
+	types.Store(t, s)
+	return s
+}
+
+var (
+	timeType          = reflect.TypeFor[metav1.Time]()
+	microTimeType     = reflect.TypeFor[metav1.MicroTime]()
+	jsonUnmarshaler   = reflect.TypeFor[json.Unmarshaler]()
+	jsonMarshaler     = reflect.TypeFor[json.Marshaler]()
+	textUnmarshaler   = reflect.TypeFor[encoding.TextUnmarshaler]()
+	unstructuredWrite = reflect.TypeFor[runtime.Unstructured]()
+	toUnstructured    = reflect.TypeFor[interface{ ToUnstructured() any }]()
+)
+
+// custom: values of t decode or encode their own way.
+func custom(t reflect.Type) bool {
+	for _, i := range []reflect.Type{jsonUnmarshaler, jsonMarshaler, textUnmarshaler, unstructuredWrite, toUnstructured} {
+		if t.Implements(i) || reflect.PointerTo(t).Implements(i) {
+			return true
+		}
+	}
+	return false
+}
+
+func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
+	if s, ok := seen[t]; ok {
+		return s // a recursive type: filled in below
+	}
+	s := &Type{}
+	seen[t] = s
+	switch t {
+	case timeType:
+		s.kind, s.layout = shapeTime, time.RFC3339
+		return s
+	case microTimeType:
+		s.kind, s.layout = shapeTime, metav1.RFC3339Micro
+		return s
+	}
+	if custom(t) {
+		return s
+	}
+	switch t.Kind() {
+	case reflect.String:
+		s.kind = shapeString
+	case reflect.Bool:
+		s.kind = shapeBool
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		s.kind, s.bits = shapeInt, t.Bits()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		s.kind, s.bits, s.unsigned = shapeInt, t.Bits(), true
+	case reflect.Pointer:
+		s.kind, s.elem = shapePointer, buildShape(t.Elem(), seen)
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String && !custom(t.Key()) {
+			s.kind, s.elem = shapeMap, buildShape(t.Elem(), seen)
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() != reflect.Uint8 { // []byte is base64
+			s.kind, s.elem = shapeSlice, buildShape(t.Elem(), seen)
+		}
+	case reflect.Struct:
+		s.kind = shapeStruct
+		s.fields = map[string]goField{}
+		if !addFields(s, t, seen) {
+			*s = Type{}
+		}
+	}
+	return s
+}
+
+// addFields adds t's JSON fields to s, those of embedded structs too, as
+// encoding/json names them; false for anything it doesn't follow (tags
+// with ",string", embedded pointers, names that clash).
+func addFields(s *Type, t reflect.Type, seen map[reflect.Type]*Type) bool {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(","+opts+",", ",string,") {
+			return false
+		}
+		if f.Anonymous && name == "" {
+			if f.Type.Kind() != reflect.Struct || custom(f.Type) {
+				return false
+			}
+			if !addFields(s, f.Type, seen) {
+				return false
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := s.fields[name]; dup {
+			return false
+		}
+		gf := goField{
+			shape:     buildShape(f.Type, seen),
+			omitEmpty: strings.Contains(","+opts+",", ",omitempty,"),
+			omitZero:  strings.Contains(","+opts+",", ",omitzero,"),
+		}
+		switch {
+		case gf.omitZero && gf.shape.kind == shapeTime:
+			// The zero time is omitted: null is taken out below.
+		case gf.omitZero && gf.shape.kind != shapeString && gf.shape.kind != shapeBool && gf.shape.kind != shapeInt:
+			gf.shape = &Type{} // when is a struct zero? the full decode knows
+		case gf.omitZero:
+			gf.omitEmpty = true // a scalar's zero is its empty value
+		case !gf.omitEmpty || f.Type.Kind() == reflect.Struct:
+			// Written back when absent (a struct even when empty).
+			gf.required = true
+			s.required++
+		}
+		s.fields[name] = gf
+	}
+	return true
+}
+
+// Plain reports whether m, an object as JSON decoding makes it (maps,
+// slices, strings, int64s, float64s, booleans, nils), is what decoding its
+// JSON into t, a struct type, and converting that back to a map (the
+// unstructured converter) gives. It takes out of m the members that the
+// round trip drops and it can account for (a metav1.Time member that is
+// null and omitzero, as clients send creationTimestamp), so that m then
+// is that map. false: anything else, in which case m may have lost such
+// members already.
+func (s *Type) Plain(m map[string]any) bool {
+	if s.kind != shapeStruct {
+		return false
+	}
+	return s.value(m, false)
+}
+
+// value reports whether v is what decoding it into s's type and writing
+// that back gives, omitEmpty saying whether the field is omitted when
+// empty.
+func (s *Type) value(v any, omitEmpty bool) bool {
+	switch s.kind {
+	case shapeString:
+		x, ok := v.(string)
+		return ok && !(omitEmpty && x == "")
+	case shapeBool:
+		x, ok := v.(bool)
+		return ok && !(omitEmpty && !x)
+	case shapeInt:
+		x, ok := v.(int64)
+		if !ok || omitEmpty && x == 0 {
+			return false
+		}
+		if s.unsigned {
+			return x >= 0 && (s.bits == 64 || x < 1<<s.bits)
+		}
+		return s.bits == 64 || x >= -1<<(s.bits-1) && x < 1<<(s.bits-1)
+	case shapePointer:
+		return v != nil && s.elem.value(v, false)
+	case shapeTime:
+		// null is the zero time, which writes back as null; a time is
+		// written back in UTC, to the second or the microsecond.
+		if v == nil {
+			return true
+		}
+		x, ok := v.(string)
+		if !ok {
+			return false
+		}
+		t, err := time.Parse(s.layout, x)
+		return err == nil && t.UTC().Format(s.layout) == x
+	case shapeMap:
+		x, ok := v.(map[string]any)
+		if !ok || omitEmpty && len(x) == 0 {
+			return false
+		}
+		for _, e := range x {
+			if !s.elem.value(e, false) {
+				return false
+			}
+		}
+		return true
+	case shapeSlice:
+		x, ok := v.([]any)
+		if !ok || omitEmpty && len(x) == 0 {
+			return false
+		}
+		for _, e := range x {
+			if !s.elem.value(e, false) {
+				return false
+			}
+		}
+		return true
+	case shapeStruct:
+		x, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		required := 0
+		for k, e := range x {
+			f, ok := s.fields[k]
+			if !ok {
+				return false
+			}
+			if f.omitZero && f.shape.kind == shapeTime {
+				// The zero time, omitted when written back: clients
+				// send "creationTimestamp":null.
+				if e == nil {
+					delete(x, k)
+					continue
+				}
+				if t, ok := e.(string); !ok || t == "0001-01-01T00:00:00Z" {
+					return false
+				}
+			}
+			if !f.shape.value(e, f.omitEmpty) {
+				return false
+			}
+			if f.required {
+				required++
+			}
+		}
+		return required == s.required
+	}
+	return false
+}
