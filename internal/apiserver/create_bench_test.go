@@ -103,3 +103,58 @@ func TestCreateAnswerIsTheStoredObject(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCreateCustomResource is BenchmarkCreate for a custom resource
+// with a structural schema, as an operator creates one.
+func BenchmarkCreateCustomResource(b *testing.B) {
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer kvs.Close()
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	crds := &crd.Controller{Registry: reg}
+	crdKind := crd.Kind()
+	crdKind.Written = crds.Written
+	kinds := append(core.Kinds(), crdKind)
+	registry.SetTypeConverters(kinds...)
+	for _, k := range kinds {
+		if err := reg.Add(k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		b.Fatal(err)
+	}
+	go reg.Run(ctx)
+	go crds.Run(ctx)
+	h := apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
+	do := func(path, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json")
+		r.Header.Set("User-Agent", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	crdBody := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.bench.kplane.dev"},
+"spec":{"group":"bench.kplane.dev","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","properties":{
+"spec":{"type":"object","properties":{"replicas":{"type":"integer"},"image":{"type":"string"},"payload":{"type":"string"}}},
+"status":{"type":"object","properties":{"ready":{"type":"integer"}}}}}}}]}}`
+	if w := do("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crdBody); w.Code != http.StatusCreated {
+		b.Fatalf("CRD: %d %s", w.Code, w.Body)
+	}
+	payload := strings.Repeat("x", 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		body := fmt.Sprintf(`{"apiVersion":"bench.kplane.dev/v1","kind":"Widget","metadata":{"name":"w-%d","labels":{"app":"kplane-bench"}},"spec":{"replicas":3,"image":"nginx:1.27","payload":%q}}`, i, payload)
+		if w := do("/apis/bench.kplane.dev/v1/namespaces/default/widgets", body); w.Code != http.StatusCreated {
+			b.Fatalf("create: %d %s", w.Code, w.Body)
+		}
+	}
+}

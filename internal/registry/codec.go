@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"reflect"
 
@@ -11,6 +12,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/kplane-dev/kplane/internal/registry/plain"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -24,8 +26,30 @@ func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []erro
 		if m, ok := plainDecode(reflect.TypeOf(k.Typed()).Elem(), data); ok {
 			return &unstructured.Unstructured{Object: m}, nil, nil
 		}
+	} else if m, ok := storage.DecodeObjectNoDuplicates(data); ok && metadataDecodes(m["metadata"]) {
+		// A custom resource: the full decode's strict decode into a map
+		// only finds duplicate members, which this one refuses, and its
+		// metadata check passes for plain metadata.
+		if md, ok := m["metadata"]; ok && md == nil {
+			delete(m, "metadata")
+		}
+		return &unstructured.Unstructured{Object: m}, nil, nil
 	}
 	return decodeFull(k, data)
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+// metadataDecodes reports that md (absent, null or plain ObjectMeta)
+// decodes as ObjectMeta; false when it can't tell.
+func metadataDecodes(md any) bool {
+	switch x := md.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return plain.Of(objectMetaType).Plain(maps.Clone(x)) // Plain may take members out
+	}
+	return false
 }
 
 // decodeFull is Decode without plainDecode.

@@ -4,6 +4,8 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // DecodeFull is Decode without the one-pass decode of plain bodies.
@@ -14,4 +16,11 @@ func DecodeFull(k *Kind, data []byte) (*unstructured.Unstructured, []error, erro
 // PlainDecode is the one-pass decode of a body of k's Go type.
 func PlainDecode(k *Kind, data []byte) (map[string]any, bool) {
 	return plainDecode(reflect.TypeOf(k.Typed()).Elem(), data)
+}
+
+// CustomPlain reports whether Decode takes data, a custom resource's body,
+// in one pass.
+func CustomPlain(data []byte) bool {
+	m, ok := storage.DecodeObjectNoDuplicates(data)
+	return ok && metadataDecodes(m["metadata"])
 }

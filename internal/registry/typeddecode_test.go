@@ -86,6 +86,24 @@ func differences(path string, got, want any) []string {
 // whether or not the one-pass decode takes it.
 func TestPlainDecodeMatchesTheFullDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	// Every body is also decoded as a custom resource's (no Go type):
+	// one pass when it has no duplicate member and plain metadata.
+	widgets := &registry.Kind{Group: "x.io", Versions: []string{"v1"}, Kind: "Widget"}
+	customTaken := 0
+	check := func(t *testing.T, k *registry.Kind, body []byte) {
+		t.Helper()
+		checkDecode(t, k, body)
+		checkDecode(t, widgets, body)
+		if registry.CustomPlain(body) {
+			customTaken++
+		}
+	}
+	defer func() {
+		t.Logf("custom resources: the one-pass decode took %d bodies", customTaken)
+		if customTaken < 500 {
+			t.Errorf("custom resources: the one-pass decode took %d bodies, want more", customTaken)
+		}
+	}()
 	for _, k := range typedKinds() {
 		t.Run(k.Kind, func(t *testing.T) {
 			f := randfill.NewWithSeed(int64(len(k.Kind))).NilChance(0.6).NumElements(0, 2).MaxDepth(5)
@@ -97,7 +115,7 @@ func TestPlainDecodeMatchesTheFullDecode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkDecode(t, k, body)
+				check(t, k, body)
 				// As the API writes it back: mostly plain.
 				full, _, err := registry.DecodeFull(k, body)
 				if err != nil {
@@ -112,7 +130,7 @@ func TestPlainDecodeMatchesTheFullDecode(t *testing.T) {
 				if _, ok := registry.PlainDecode(k, canonical); ok {
 					taken++
 				}
-				checkDecode(t, k, canonical)
+				check(t, k, canonical)
 				for range 8 {
 					m := map[string]any{}
 					if err := json.Unmarshal(canonical, &m); err != nil {
@@ -123,7 +141,7 @@ func TestPlainDecodeMatchesTheFullDecode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					checkDecode(t, k, mutated)
+					check(t, k, mutated)
 				}
 			}
 			t.Logf("%s: the one-pass decode took %d of 150 canonical bodies", k.Kind, taken)

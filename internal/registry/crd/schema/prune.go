@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"maps"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/kplane-dev/kplane/internal/registry/plain"
 )
 
 // metaFields are kept at the root of a resource, and of an embedded
@@ -286,6 +290,23 @@ func checkEmbedded(pth *field.Path, x any, s *node, meta bool) *field.Error {
 // the unknown fields as "<pth>.metadata.<field>". Fields that do not
 // decode are dropped one by one (upstream's DropMalformedFields).
 func coerceMeta(obj map[string]any, pth *field.Path) []string {
+	// Plain metadata (every member an ObjectMeta field, of its type,
+	// written back the same) is what the round trip gives, less a null
+	// creationTimestamp: no need to make it.
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		cp := maps.Clone(md)
+		if plain.Of(objectMetaType).Plain(cp) {
+			obj["metadata"] = cp
+			return nil
+		}
+	}
+	return coerceMetaFull(obj, pth)
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+// coerceMetaFull is coerceMeta by the round trip itself.
+func coerceMetaFull(obj map[string]any, pth *field.Path) []string {
 	md, found := obj["metadata"]
 	if !found {
 		return nil

@@ -1,8 +1,19 @@
 package schema
 
 import (
+	"encoding/json"
+	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/randfill"
+
+	"github.com/kplane-dev/kplane/internal/registry/plain"
 )
 
 // Expected answers: kubernetes/kubernetes staging/src/k8s.io/
@@ -89,5 +100,63 @@ func TestCheckEmbedded(t *testing.T) {
 		if err := w.CheckEmbedded(parse(t, ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// coerceMeta gives what the round trip through ObjectMeta gives, whether
+// it takes the metadata as plain or makes the round trip: random
+// metadata, as clients send it and as the API writes it back, and with
+// one member changed (another type, null, empty, unknown).
+func TestCoerceMetaMatchesTheRoundTrip(t *testing.T) {
+	f := randfill.NewWithSeed(9).NilChance(0.5).NumElements(0, 2).MaxDepth(4)
+	rng := rand.New(rand.NewPCG(9, 10))
+	values := []any{"", "x", int64(0), int64(7), 1.5, true, false, nil, map[string]any{}, []any{"a"}, "2026-01-02T03:04:05Z"}
+	taken := 0
+	for range 400 {
+		var meta metav1.ObjectMeta
+		f.Fill(&meta)
+		raw, err := json.Marshal(&meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md map[string]any
+		if err := utiljson.Unmarshal(raw, &md); err != nil {
+			t.Fatal(err)
+		}
+		canonical := map[string]any{"metadata": runtime.DeepCopyJSONValue(md)}
+		coerceMetaFull(canonical, nil)
+		for i, m := range []any{md, canonical["metadata"], nil} {
+			m, _ := runtime.DeepCopyJSONValue(m).(map[string]any)
+			if m == nil {
+				// a changed member of the canonical form
+				m = runtime.DeepCopyJSONValue(canonical["metadata"]).(map[string]any)
+				keys := make([]string, 0, len(m))
+				for k := range m {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				if len(keys) > 0 && rng.IntN(4) > 0 {
+					m[keys[rng.IntN(len(keys))]] = values[rng.IntN(len(values))]
+				} else {
+					m["unknownField"] = values[rng.IntN(len(values))]
+				}
+			}
+			got := map[string]any{"metadata": runtime.DeepCopyJSONValue(m)}
+			want := map[string]any{"metadata": runtime.DeepCopyJSONValue(m)}
+			gotUnknown := coerceMeta(got, field.NewPath("spec"))
+			wantUnknown := coerceMetaFull(want, field.NewPath("spec"))
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotUnknown, wantUnknown) {
+				g, _ := json.Marshal(got)
+				w, _ := json.Marshal(want)
+				t.Fatalf("metadata %d %v:\ngot  %s %v\nwant %s %v", i, m, g, gotUnknown, w, wantUnknown)
+			}
+			if cp := runtime.DeepCopyJSONValue(m).(map[string]any); plain.Of(objectMetaType).Plain(cp) {
+				taken++
+			}
+		}
+	}
+	t.Logf("plain: %d of 1200", taken)
+	if taken < 300 {
+		t.Errorf("only %d of 1200 metadata taken as plain", taken)
 	}
 }
