@@ -14,20 +14,55 @@ import (
 // the same on the maps: it merges the patch into a copy of the object
 // the way the library merges the JSON, and keeps the result when the
 // Go type's round trip would leave it as it is (plain.Type.Plain), which
-// makes decoding its JSON give it back. Anything else (a float, a field
-// the type doesn't have, a value of another type) goes the library's
-// way. The patch library and the decode were half of a merge patch's
-// handling. A test holds the two paths equal.
+// makes decoding its JSON give it back; for a custom resource, when the
+// result holds no float and its metadata decodes. Anything else (a float,
+// a field the type doesn't have, a value of another type) goes the
+// library's way. The patch library and the decode were half of a merge
+// patch's handling. A test holds the two paths equal.
 
 // mergePlain returns the object that applying merge patch patch to cur
 // and decoding the result as k gives, when it can vouch for it.
 func mergePlain(k *Kind, cur, patch map[string]any) (map[string]any, bool) {
 	doc := runtime.DeepCopyJSON(cur)
 	mergeInto(doc, patch)
-	if !plain.Of(reflect.TypeOf(k.Typed()).Elem()).Plain(doc) {
+	if k.Typed != nil {
+		if !plain.Of(reflect.TypeOf(k.Typed()).Elem()).Plain(doc) {
+			return nil, false
+		}
+		return doc, true
+	}
+	// A custom resource's body decodes into the map its JSON gives, which
+	// is doc itself unless it holds a float (a whole one comes back an
+	// int; the library keeps a patch's number as it was written), and its
+	// metadata must decode as ObjectMeta (Decode).
+	if hasFloat(doc) || !metadataDecodes(doc["metadata"]) {
 		return nil, false
 	}
+	if md, ok := doc["metadata"]; ok && md == nil {
+		delete(doc, "metadata")
+	}
 	return doc, true
+}
+
+// hasFloat reports a float64 anywhere in v.
+func hasFloat(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if hasFloat(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasFloat(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mergeInto merges patch into doc as the library's mergeDocs does: a null

@@ -180,7 +180,7 @@ func (r *Resource) parsePatch(k *Kind, data []byte, opts PatchOptions) (*parsedP
 // applyPatch applies p to cur (in version) and decodes the result as k,
 // returning the strict errors (patch and result) to warn about.
 func (r *Resource) applyPatch(k *Kind, version string, cur *unstructured.Unstructured, p *parsedPatch, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
-	if p.typ == types.MergePatchType && k.Typed != nil && !(opts.Strict && len(p.strict) > 0) {
+	if p.typ == types.MergePatchType && !(opts.Strict && len(p.strict) > 0) {
 		if m, ok := mergePlain(k, cur.Object, p.fields); ok {
 			return &unstructured.Unstructured{Object: m}, append([]error(nil), p.strict...), nil
 		}
