@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/base64"
 	"fmt"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -124,17 +125,21 @@ const maxDataSize = 1 << 20
 
 func validateConfigMap(obj *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
-	data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
-	binary, _, _ := unstructured.NestedMap(obj.Object, "binaryData")
+	// Read in place: the Nested* helpers return deep copies. A body of
+	// the Go type has strings here; anything else was refused before.
+	data, _ := obj.Object["data"].(map[string]any)
+	binary, _ := obj.Object["binaryData"].(map[string]any)
 	size := 0
 	for key, v := range data {
-		for _, msg := range validation.IsConfigMapKey(key) {
+		for _, msg := range configMapKeyErrors(key) {
 			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, msg))
 		}
-		size += len(v)
+		if s, ok := v.(string); ok {
+			size += len(s)
+		}
 	}
 	for key, v := range binary {
-		for _, msg := range validation.IsConfigMapKey(key) {
+		for _, msg := range configMapKeyErrors(key) {
 			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(key), key, msg))
 		}
 		if _, dup := data[key]; dup {
@@ -148,6 +153,21 @@ func validateConfigMap(obj *unstructured.Unstructured) field.ErrorList {
 		errs = append(errs, field.TooLong(field.NewPath(""), "", maxDataSize))
 	}
 	return errs
+}
+
+// configMapKeyErrors is validation.IsConfigMapKey, without its regular
+// expression for the keys that plainly pass it: 1 to 253 characters of
+// [-._a-zA-Z0-9], not "." and not starting with "..".
+func configMapKeyErrors(key string) []string {
+	ok := len(key) > 0 && len(key) <= 253 && key != "." && !strings.HasPrefix(key, "..")
+	for i := 0; ok && i < len(key); i++ {
+		c := key[i]
+		ok = c == '-' || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	if ok {
+		return nil
+	}
+	return validation.IsConfigMapKey(key)
 }
 
 // normalizeSecret folds stringData into data (as the API's conversion
@@ -172,10 +192,10 @@ func normalizeSecret(obj *unstructured.Unstructured) {
 
 func validateSecret(obj *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
-	data, _, _ := unstructured.NestedMap(obj.Object, "data")
+	data, _ := obj.Object["data"].(map[string]any) // in place, not a deep copy
 	size := 0
 	for key, v := range data {
-		for _, msg := range validation.IsConfigMapKey(key) {
+		for _, msg := range configMapKeyErrors(key) {
 			errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, msg))
 		}
 		if s, ok := v.(string); ok {

@@ -1,0 +1,39 @@
+package core
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// configMapKeyErrors answers as validation.IsConfigMapKey for any key:
+// random keys over the allowed characters and a few others, of lengths
+// around the limit, and the dot cases.
+func TestConfigMapKeyErrorsMatchesTheLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	alphabet := "-._aZ09/ é\x00"
+	keys := []string{"", ".", "..", "...", "..a", ".a", "a..", "a.b", strings.Repeat("a", 253), strings.Repeat("a", 254), strings.Repeat(".", 3)}
+	for range 20000 {
+		n := rng.IntN(8)
+		if rng.IntN(50) == 0 {
+			n = 250 + rng.IntN(6)
+		}
+		var b strings.Builder
+		for range n {
+			if rng.IntN(4) == 0 {
+				b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+			} else {
+				b.WriteByte("abcXYZ789-._"[rng.IntN(12)])
+			}
+		}
+		keys = append(keys, b.String())
+	}
+	for _, k := range keys {
+		if got, want := configMapKeyErrors(k), validation.IsConfigMapKey(k); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %v, want %v", k, got, want)
+		}
+	}
+}
