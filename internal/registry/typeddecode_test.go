@@ -13,13 +13,14 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
+	"github.com/kplane-dev/kplane/internal/registry/crd"
 )
 
 // typedKinds are the built-in kinds, whose bodies decode through Go types.
 func typedKinds() []*registry.Kind {
 	var out []*registry.Kind
 	seen := map[string]bool{}
-	for _, k := range append(core.Kinds(), core.Namespace()) {
+	for _, k := range append(core.Kinds(), core.Namespace(), crd.Kind()) {
 		if k.Typed != nil && !seen[k.Kind] {
 			seen[k.Kind] = true
 			out = append(out, k)
