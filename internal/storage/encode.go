@@ -36,11 +36,7 @@ func AppendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return strconv.AppendInt(b, int64(x), 10), nil
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := sortedKeys(x)
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -185,11 +181,7 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 		b, err = AppendJSON(b, obj)
 		return b, -1, 0, err
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(obj)
 	at = -1
 	b = append(b, '{')
 	for i, k := range keys {
@@ -204,11 +196,7 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 			}
 			continue
 		}
-		mkeys := make([]string, 0, len(md))
-		for mk := range md {
-			mkeys = append(mkeys, mk)
-		}
-		slices.Sort(mkeys)
+		mkeys := sortedKeys(md)
 		b = append(b, '{')
 		for j, mk := range mkeys {
 			if j > 0 {
@@ -233,4 +221,14 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 		b = append(b, '}')
 	}
 	return append(b, '}'), at, sep, nil
+}
+
+// sortedKeys returns m's keys in order, as encoding/json writes them.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
