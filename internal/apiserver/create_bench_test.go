@@ -67,8 +67,8 @@ func newInProcess(tb testing.TB) http.Handler {
 	return apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
 }
 
-// The answer to a create, spliced from the stored bytes, is the object's
-// JSON: what a GET of it answers, byte for byte.
+// The answers to a create, a patch and an update, spliced from the stored
+// bytes, are the object's JSON: what a GET of it answers, byte for byte.
 func TestCreateAnswerIsTheStoredObject(t *testing.T) {
 	h := newInProcess(t)
 	do := func(method, path, body string) *httptest.ResponseRecorder {
@@ -100,6 +100,34 @@ func TestCreateAnswerIsTheStoredObject(t *testing.T) {
 		}
 		if ct := created.Header().Get("Content-Type"); ct != "application/json" {
 			t.Errorf("create %d: Content-Type %q", i, ct)
+		}
+		// The answers to a merge patch, a patch that changes nothing and
+		// an update are the object's JSON too.
+		path := "/api/v1/namespaces/default/configmaps/" + meta.Metadata.Name
+		for j, req := range []struct{ method, ctype, body string }{
+			{http.MethodPatch, "application/merge-patch+json", `{"metadata":{"labels":{"patched":"yes"}},"data":{"k2":"v2"}}`},
+			{http.MethodPatch, "application/merge-patch+json", `{"data":{"k2":"v2"}}`},
+			{http.MethodPatch, "application/json-patch+json", `[{"op":"add","path":"/data/k3","value":"v3"}]`},
+		} {
+			r := httptest.NewRequest(req.method, path, strings.NewReader(req.body))
+			r.Header.Set("Content-Type", req.ctype)
+			r.Header.Set("Accept", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("object %d, write %d: %d %s", i, j, w.Code, w.Body)
+			}
+			if got := do(http.MethodGet, path, ""); got.Body.String() != w.Body.String() {
+				t.Errorf("object %d, write %d answered\n%s\nGET answers\n%s", i, j, w.Body, got.Body)
+			}
+		}
+		cur := do(http.MethodGet, path, "")
+		updated := do(http.MethodPut, path, strings.Replace(cur.Body.String(), `"data":{`, `"data":{"k4":"v4",`, 1))
+		if updated.Code != http.StatusOK {
+			t.Fatalf("object %d, update: %d %s", i, updated.Code, updated.Body)
+		}
+		if again := do(http.MethodGet, path, ""); again.Body.String() != updated.Body.String() {
+			t.Errorf("object %d: update answered\n%s\nGET answers\n%s", i, updated.Body, again.Body)
 		}
 	}
 }

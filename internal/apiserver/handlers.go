@@ -224,12 +224,12 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wo.Subresource = h.ri.subresource
-	out, err := h.res.Update(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
+	out, enc, err := h.res.UpdateEncoded(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, out)
+	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusOK, out, enc)
 }
 
 // objectWrite reads a create or update request: its dryRun, its body,
@@ -295,7 +295,7 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 		Force: opts.Force != nil && *opts.Force,
 	}
 	fv.apply(w, &po.WriteOptions)
-	out, created, err := h.res.Patch(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
+	out, enc, created, err := h.res.PatchEncoded(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -304,7 +304,7 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	h.s.writeObject(w, r, h.kind, h.ri.version, code, out)
+	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, code, out, enc)
 }
 
 // scale serves the /scale subresource: GET, PUT and PATCH of an

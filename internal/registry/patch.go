@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // maxJSONPatchOperations bounds a JSON patch, as kube-apiserver does.
@@ -53,10 +55,17 @@ func PatchTypes(k *Kind) []string {
 // wins, so it never conflicts. Unknown or duplicate fields are refused
 // or reported as opts.Strict and opts.Warn say.
 func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (out *unstructured.Unstructured, created bool, err error) {
+	out, _, created, err = r.PatchEncoded(ctx, version, ns, name, data, opts)
+	return out, created, err
+}
+
+// PatchEncoded is Patch, and also returns the JSON of the object it
+// returns when it has it from the store (see CreateEncoded).
+func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (out *unstructured.Unstructured, enc *storage.Encoded, created bool, err error) {
 	k := r.Kind()
 	fm, err := r.fieldManager(k, version, opts.Subresource)
 	if err != nil {
-		return nil, false, apierrors.NewInternalError(err)
+		return nil, nil, false, apierrors.NewInternalError(err)
 	}
 	var strict []error // of the last attempt
 	var produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
@@ -64,7 +73,7 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
 		p, err := r.parsePatch(k, data, opts)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			obj, errs, err := r.applyPatch(k, version, cur, p, opts)
@@ -77,35 +86,35 @@ func (r *Resource) Patch(ctx context.Context, version, ns, name string, data []b
 	case types.ApplyYAMLPatchType:
 		applied, errs, err := parseApply(k, version, data, opts)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		strict = errs
 		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			return r.apply(k, version, cur, applied, fm, opts)
 		}
 	default:
-		return nil, false, unsupportedPatch(k)
+		return nil, nil, false, unsupportedPatch(k)
 	}
 
 	opts.patch = true
-	out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+	out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
 	if apierrors.IsNotFound(err) && opts.Type == types.ApplyYAMLPatchType && opts.Subresource == "" {
 		out, err = r.applyCreate(ctx, k, version, ns, name, produce, opts)
 		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			// Created meanwhile: apply to it.
 			opts.patch = true
-			out, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+			out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
 			created = false
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	for _, e := range strict {
 		opts.warn(e.Error())
 	}
-	return out, created, nil
+	return out, enc, created, nil
 }
 
 // unsupportedPatch is the 415 of a patch type k does not take.

@@ -98,7 +98,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	out, err := r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, _, err := r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		curScale, err := scaleOf(k.Scale, cur)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)

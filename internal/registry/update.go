@@ -21,15 +21,22 @@ import (
 // unconditional, for kinds that allow it, and 422 otherwise. An update
 // that changes nothing writes nothing and returns the object unchanged.
 func (r *Resource) Update(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	out, _, err := r.UpdateEncoded(ctx, version, ns, name, obj, opts)
+	return out, err
+}
+
+// UpdateEncoded is Update, and also returns the JSON of the object it
+// returns when it has it from the store (see CreateEncoded).
+func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, *storage.Encoded, error) {
 	k := r.Kind()
 	fm, err := r.fieldManager(k, version, opts.Subresource)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	// Checked before reading, so that a bad request fails the same way
 	// whether or not the object exists.
 	if err := r.checkUpdated(k, ns, name, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return updateManaged(fm, cur, obj.DeepCopy(), opts.FieldManager), nil
@@ -60,12 +67,12 @@ func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unst
 // computes the requested object (in version, with its managedFields) from
 // a private copy of the current one, again on every retry; its
 // resourceVersion, if set, must be the current one.
-func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, *storage.Encoded, error) {
 	gr := k.GroupResource()
 	key := r.key(k, ns, name)
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
-	out, err := r.cache.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		obj, err := produce(present(k, version, cur).DeepCopy())
 		if err != nil {
 			return nil, err
@@ -103,24 +110,27 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	})
 	if errors.Is(err, errDeleteNow) {
 		if opts.DryRun {
-			return nil, apierrors.NewNotFound(gr, name)
+			return nil, nil, apierrors.NewNotFound(gr, name)
 		}
 		deleted, err := r.cache.Delete(ctx, key, &storage.Preconditions{ResourceVersion: &deleteAt}, nil)
 		if err != nil {
-			return nil, interpret(err, gr, name)
+			return nil, nil, interpret(err, gr, name)
 		}
-		return convert(k, version, deleted), nil
+		return convert(k, version, deleted), nil, nil
 	}
 	if err != nil {
-		return nil, interpret(err, gr, name)
+		return nil, nil, interpret(err, gr, name)
 	}
 	if dry != nil {
 		dry.SetResourceVersion(out.GetResourceVersion())
-		out = dry
+		out, enc = dry, nil
 	} else if k.Written != nil {
 		k.Written(ctx, out)
 	}
-	return convert(k, version, out), nil
+	if version != k.StorageVersion() {
+		enc = nil
+	}
+	return convert(k, version, out), enc, nil
 }
 
 // prepareUpdate computes the object to store from the request's obj and

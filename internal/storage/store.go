@@ -200,7 +200,16 @@ type UpdateFunc func(current *unstructured.Unstructured) (*unstructured.Unstruct
 // returns the current object with its resourceVersion unchanged: no new
 // revision, no watch event.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, error) {
-	return s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured, t *turn) (*unstructured.Unstructured, *kv.KeyValue, error) {
+	out, _, err := s.GuaranteedUpdateEncoded(ctx, key, pre, tryUpdate)
+	return out, err
+}
+
+// GuaranteedUpdateEncoded is GuaranteedUpdate, and also returns the
+// object's JSON as stored, for the answer (nil when the stored form has no
+// place for it).
+func (s *Store) GuaranteedUpdateEncoded(ctx context.Context, key string, pre *Preconditions, tryUpdate UpdateFunc) (*unstructured.Unstructured, *Encoded, error) {
+	var enc *Encoded // of the last attempt
+	out, err := s.conditionally(ctx, key, pre, func(cur *kv.KeyValue, obj *unstructured.Unstructured, t *turn) (*unstructured.Unstructured, *kv.KeyValue, error) {
 		// obj is this attempt's own decode: tryUpdate may change it, and
 		// what it returns is what gets stored and handed back (with its
 		// resourceVersion), without decoding the bytes just written.
@@ -208,24 +217,32 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *Precondit
 		if err != nil {
 			return nil, nil, err
 		}
-		data, err := encode(key, next)
+		var data []byte
+		data, enc, err = encodeAt(key, next)
 		if err != nil {
 			return nil, nil, err
 		}
-		if bytes.Equal(data, cur.Value) {
-			next.SetResourceVersion(strconv.FormatInt(cur.ModRevision, 10))
-			return next, nil, nil
+		rev := cur.ModRevision
+		if !bytes.Equal(data, cur.Value) {
+			w, err := s.update(ctx, key, data, cur.ModRevision, t)
+			if err != nil {
+				return nil, nil, interpret(key, 0, err)
+			}
+			if !w.Succeeded {
+				return nil, w.Prev, nil
+			}
+			rev = w.Revision
 		}
-		w, err := s.update(ctx, key, data, cur.ModRevision, t)
-		if err != nil {
-			return nil, nil, interpret(key, 0, err)
+		next.SetResourceVersion(strconv.FormatInt(rev, 10))
+		if enc != nil {
+			enc.rev = rev
 		}
-		if !w.Succeeded {
-			return nil, w.Prev, nil
-		}
-		next.SetResourceVersion(strconv.FormatInt(w.Revision, 10))
 		return next, nil, nil
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, enc, nil
 }
 
 // update is kv.Update. On an engine that orders writes before making them

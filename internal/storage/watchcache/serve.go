@@ -36,6 +36,11 @@ func (c *Cache) GuaranteedUpdate(ctx context.Context, key string, pre *storage.P
 	return c.cfg.Store.GuaranteedUpdate(ctx, key, pre, tryUpdate)
 }
 
+// GuaranteedUpdateEncoded: see storage.Store.GuaranteedUpdateEncoded.
+func (c *Cache) GuaranteedUpdateEncoded(ctx context.Context, key string, pre *storage.Preconditions, tryUpdate storage.UpdateFunc) (*unstructured.Unstructured, *storage.Encoded, error) {
+	return c.cfg.Store.GuaranteedUpdateEncoded(ctx, key, pre, tryUpdate)
+}
+
 // Delete: see storage.Store.Delete.
 func (c *Cache) Delete(ctx context.Context, key string, pre *storage.Preconditions, validate storage.ValidateDeletion) (*unstructured.Unstructured, error) {
 	return c.cfg.Store.Delete(ctx, key, pre, validate)
