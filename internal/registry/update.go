@@ -135,7 +135,8 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 
 // prepareUpdate computes the object to store from the request's obj and
 // the current state, as kube-apiserver's BeforeUpdate and the kind's
-// strategy do, and validates it.
+// strategy do, and validates it. obj is this attempt's own (update's
+// produce makes it anew each time): the result may be obj itself.
 func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, subresource string) (*unstructured.Unstructured, error) {
 	var next *unstructured.Unstructured
 	switch {
@@ -157,7 +158,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 			delete(next.Object, "status")
 		}
 	default:
-		next = obj.DeepCopy()
+		next = obj
 		if k.Status {
 			if st, ok := cur.Object["status"]; ok {
 				next.Object["status"] = runtime.DeepCopyJSONValue(st)
