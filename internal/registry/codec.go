@@ -2,9 +2,9 @@ package registry
 
 import (
 	"errors"
-	"maps"
 	"math"
 	"reflect"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +23,7 @@ import (
 // or warn about according to the request's fieldValidation.
 func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
 	if k.Typed != nil {
-		if m, ok := plainDecode(reflect.TypeOf(k.Typed()).Elem(), data); ok {
+		if m, ok := plainDecode(goType(k), data); ok {
 			return &unstructured.Unstructured{Object: m}, nil, nil
 		}
 	} else if m, ok := storage.DecodeObjectNoDuplicates(data); ok && metadataDecodes(m["metadata"]) {
@@ -38,7 +38,18 @@ func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []erro
 	return decodeFull(k, data)
 }
 
-var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+// goTypes caches each kind's Go type (Typed makes an object to show it).
+var goTypes sync.Map // *Kind → reflect.Type
+
+// goType is the Go type of k's objects; k.Typed is not nil.
+func goType(k *Kind) reflect.Type {
+	if t, ok := goTypes.Load(k); ok {
+		return t.(reflect.Type)
+	}
+	t := reflect.TypeOf(k.Typed()).Elem()
+	goTypes.Store(k, t)
+	return t
+}
 
 // metadataDecodes reports that md (absent, null or plain ObjectMeta)
 // decodes as ObjectMeta; false when it can't tell.
@@ -47,7 +58,8 @@ func metadataDecodes(md any) bool {
 	case nil:
 		return true
 	case map[string]any:
-		return plain.Of(objectMetaType).Plain(maps.Clone(x)) // Plain may take members out
+		_, ok := plain.ObjectMeta(x)
+		return ok
 	}
 	return false
 }

@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"reflect"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -15,7 +13,7 @@ func DecodeFull(k *Kind, data []byte) (*unstructured.Unstructured, []error, erro
 
 // PlainDecode is the one-pass decode of a body of k's Go type.
 func PlainDecode(k *Kind, data []byte) (map[string]any, bool) {
-	return plainDecode(reflect.TypeOf(k.Typed()).Elem(), data)
+	return plainDecode(goType(k), data)
 }
 
 // CustomPlain reports whether Decode takes data, a custom resource's body,

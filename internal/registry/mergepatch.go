@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"reflect"
-
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kplane-dev/kplane/internal/registry/plain"
@@ -26,7 +24,7 @@ func mergePlain(k *Kind, cur, patch map[string]any) (map[string]any, bool) {
 	doc := runtime.DeepCopyJSON(cur)
 	mergeInto(doc, patch)
 	if k.Typed != nil {
-		if !plain.Of(reflect.TypeOf(k.Typed()).Elem()).Plain(doc) {
+		if !plain.Of(goType(k)).Plain(doc) {
 			return nil, false
 		}
 		return doc, true

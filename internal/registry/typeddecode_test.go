@@ -29,6 +29,17 @@ func typedKinds() []*registry.Kind {
 	return out
 }
 
+// typedKind is the built-in kind named kind.
+func typedKind(tb testing.TB, kind string) *registry.Kind {
+	for _, k := range typedKinds() {
+		if k.Kind == kind {
+			return k
+		}
+	}
+	tb.Fatalf("no kind %s", kind)
+	return nil
+}
+
 // checkDecode fails t when Decode's answer for data differs from the full
 // decode's: the object, the strict errors, the error.
 func checkDecode(t *testing.T, k *registry.Kind, data []byte) {
@@ -196,17 +207,7 @@ func mutate(rng *rand.Rand, m map[string]any) {
 // Hand-written bodies at the edges the one-pass decode must leave to the
 // full decode, or take with the same answer.
 func TestPlainDecodeEdges(t *testing.T) {
-	var configMap, lease, event *registry.Kind
-	for _, k := range typedKinds() {
-		switch k.Kind {
-		case "ConfigMap":
-			configMap = k
-		case "Lease":
-			lease = k
-		case "Event":
-			event = k
-		}
-	}
+	configMap, lease, event := typedKind(t, "ConfigMap"), typedKind(t, "Lease"), typedKind(t, "Event")
 	for _, tc := range []struct {
 		kind  *registry.Kind
 		body  string
@@ -254,15 +255,7 @@ func TestPlainDecodeEdges(t *testing.T) {
 // full decode makes of it (go test -fuzz FuzzPlainDecode for more than
 // the seeds).
 func FuzzPlainDecode(f *testing.F) {
-	var configMap, lease *registry.Kind
-	for _, k := range typedKinds() {
-		switch k.Kind {
-		case "ConfigMap":
-			configMap = k
-		case "Lease":
-			lease = k
-		}
-	}
+	configMap, lease := typedKind(f, "ConfigMap"), typedKind(f, "Lease")
 	for _, s := range []string{
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","creationTimestamp":null,"labels":{"app":"x"}},"data":{"k":"v"}}`,
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","generation":5,"creationTimestamp":"2026-01-02T03:04:05Z"},"immutable":false}`,

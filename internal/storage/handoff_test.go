@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,7 +87,7 @@ func TestUpdateStartsFromTheOrderedWriteAndWaitsForIt(t *testing.T) {
 	}()
 	waitRefs(t, &s.turns, key, 2) // the second writer waits for its turn
 	close(g.proceed)              // the first write is ordered: its turn ends
-	if got, want := <-seen, "1@"+itoa(rev); got != want {
+	if got, want := <-seen, "1@"+strconv.FormatInt(rev, 10); got != want {
 		t.Fatalf("the second writer started from %s, want %s", got, want)
 	}
 	if n := g.ranges.Load(); n != reads {
@@ -155,15 +156,5 @@ func TestHotKeyWritersShareTheirTurns(t *testing.T) {
 	t.Logf("%d reads for %d updates", reads, writers*each)
 	if reads > writers*each*3/4 {
 		t.Errorf("%d reads for %d updates: the writers do not hand over", reads, writers*each)
-	}
-}
-
-func itoa(n int64) string {
-	b := []byte{}
-	for {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		if n /= 10; n == 0 {
-			return string(b)
-		}
 	}
 }

@@ -3,7 +3,10 @@ package plain
 import (
 	"encoding"
 	"encoding/json"
+	"iter"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -228,26 +231,10 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 		return err == nil && t.UTC().Format(s.layout) == x
 	case shapeMap:
 		x, ok := v.(map[string]any)
-		if !ok || omitEmpty && len(x) == 0 {
-			return false
-		}
-		for _, e := range x {
-			if !s.elem.value(e, false) {
-				return false
-			}
-		}
-		return true
+		return ok && !(omitEmpty && len(x) == 0) && s.elem.all(maps.Values(x))
 	case shapeSlice:
 		x, ok := v.([]any)
-		if !ok || omitEmpty && len(x) == 0 {
-			return false
-		}
-		for _, e := range x {
-			if !s.elem.value(e, false) {
-				return false
-			}
-		}
-		return true
+		return ok && !(omitEmpty && len(x) == 0) && s.elem.all(slices.Values(x))
 	case shapeStruct:
 		x, ok := v.(map[string]any)
 		if !ok {
@@ -280,4 +267,27 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 		return required == s.required
 	}
 	return false
+}
+
+// all reports whether every element is what its round trip gives.
+func (s *Type) all(elems iter.Seq[any]) bool {
+	for e := range elems {
+		if !s.value(e, false) {
+			return false
+		}
+	}
+	return true
+}
+
+var objectMeta = reflect.TypeFor[metav1.ObjectMeta]()
+
+// ObjectMeta returns metadata md as its round trip through
+// metav1.ObjectMeta gives it (a copy: md is not changed), and false when
+// md is not plain ObjectMeta.
+func ObjectMeta(md map[string]any) (map[string]any, bool) {
+	cp := maps.Clone(md)
+	if !Of(objectMeta).Plain(cp) {
+		return nil, false
+	}
+	return cp, true
 }

@@ -1,8 +1,6 @@
 package schema
 
 import (
-	"maps"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -294,16 +292,13 @@ func coerceMeta(obj map[string]any, pth *field.Path) []string {
 	// written back the same) is what the round trip gives, less a null
 	// creationTimestamp: no need to make it.
 	if md, ok := obj["metadata"].(map[string]any); ok {
-		cp := maps.Clone(md)
-		if plain.Of(objectMetaType).Plain(cp) {
+		if cp, ok := plain.ObjectMeta(md); ok {
 			obj["metadata"] = cp
 			return nil
 		}
 	}
 	return coerceMetaFull(obj, pth)
 }
-
-var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 
 // coerceMetaFull is coerceMeta by the round trip itself.
 func coerceMetaFull(obj map[string]any, pth *field.Path) []string {
