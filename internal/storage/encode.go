@@ -77,7 +77,12 @@ const hexDigits = "0123456789abcdef"
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
-	for i := 0; i < len(s); {
+	i := plainRun(s)
+	if i == len(s) {
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {

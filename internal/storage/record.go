@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 	"unique"
 	"weak"
 
@@ -539,16 +538,6 @@ func (s *scanner) str() (string, error) {
 	return v, nil
 }
 
-// plainText reports whether b is valid UTF-8 without control bytes.
-func plainText(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return false
-		}
-	}
-	return utf8.Valid(b)
-}
-
 // strEnd moves past a string, reporting where it began and whether it
 // has escapes.
 func (s *scanner) strEnd() (start int, escaped bool, err error) {
@@ -556,23 +545,12 @@ func (s *scanner) strEnd() (start int, escaped bool, err error) {
 		return 0, false, errSyntax
 	}
 	start = s.pos
-	s.pos++
-	for {
-		i := bytes.IndexAny(s.data[s.pos:], "\"\\")
-		if i < 0 {
-			return 0, false, errSyntax
-		}
-		s.pos += i
-		if s.data[s.pos] == '"' {
-			s.pos++
-			return start, escaped, nil
-		}
-		escaped = true
-		s.pos += 2 // the backslash and the escaped byte
-		if s.pos > len(s.data) {
-			return 0, false, errSyntax
-		}
+	end, escaped := stringEnd(s.data[s.pos+1:])
+	if end < 0 {
+		return 0, false, errSyntax
 	}
+	s.pos += end + 2
+	return start, escaped, nil
 }
 
 // skip moves past one value.
