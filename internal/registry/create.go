@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -191,15 +190,6 @@ func generateName(base string) string {
 		base = base[:maxBase]
 	}
 	return base + utilrand.String(5)
-}
-
-// validateMeta checks the metadata every kind shares.
-func validateMeta(k *Kind, obj metav1.Object) field.ErrorList {
-	nameFn := k.ValidateName
-	if nameFn == nil {
-		nameFn = metavalidation.NameIsDNSSubdomain
-	}
-	return metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
 }
 
 // admitNamespace refuses writes into a namespace that is missing (404) or

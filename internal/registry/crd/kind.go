@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -148,7 +147,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		Group: s.Group, Kind: s.Names.Kind, ListKind: s.Names.ListKind, Resource: s.Names.Plural,
 		Singular: s.Names.Singular, ShortNames: s.Names.ShortNames, Categories: s.Names.Categories,
 		Namespaced: s.Scope == apiextensionsv1.NamespaceScoped, Generation: true,
-		ValidateName: metavalidation.NameIsDNSSubdomain,
+		// ValidateName nil: a DNS subdomain, as custom resource names are.
 	}
 	if k.ListKind == "" {
 		k.ListKind = k.Kind + "List"

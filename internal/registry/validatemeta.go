@@ -1,0 +1,277 @@
+package registry
+
+import (
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// validateMeta checks the metadata every kind shares, as
+// ValidateObjectMetaAccessor does. Metadata that plainly passes (metaPlain)
+// is not handed to it: the library reads each field through the
+// unstructured accessors, which copy labels and annotations and convert
+// managedFields to their Go type, and checks names with regular
+// expressions, about 3 % of a create's CPU. Anything else, and every
+// error, comes from the library.
+func validateMeta(k *Kind, obj metav1.Object) field.ErrorList {
+	if metaPlain(k, obj) {
+		return nil
+	}
+	nameFn := k.ValidateName
+	if nameFn == nil {
+		nameFn = metavalidation.NameIsDNSSubdomain
+	}
+	return metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
+}
+
+// The library's limits (k8s.io/apimachinery/pkg/api/validation and
+// pkg/util/validation), for the plain cases only.
+const (
+	dnsSubdomainMax   = 253
+	dnsLabelMax       = 63
+	labelPartMax      = 63
+	annotationsMax    = 256 * 1024
+	fieldManagerMax   = 128
+	subresourceMax    = 256
+	managedOpApply    = string(metav1.ManagedFieldsOperationApply)
+	managedOpUpdate   = string(metav1.ManagedFieldsOperationUpdate)
+	managedFieldsType = "FieldsV1"
+)
+
+// metaPlain reports whether obj's metadata passes ValidateObjectMetaAccessor
+// for k, by rules narrower than the library's: a name of the default
+// kind (a DNS subdomain) and no generateName, labels and annotation keys
+// of letters, digits, '-', '_' and '.', no ownerReferences or finalizers,
+// and managedFields of the two operations. false means "ask the library",
+// not "invalid". validatemeta_test.go holds it to the library.
+func metaPlain(k *Kind, obj metav1.Object) bool {
+	if k.ValidateName != nil {
+		return false
+	}
+	var (
+		u       *unstructured.Unstructured
+		entries []metav1.ManagedFieldsEntry
+		typed   bool
+	)
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		u = o
+	case metaView:
+		u, entries, typed = o.Unstructured, o.managed, true
+	default:
+		return false
+	}
+	md, ok := u.Object["metadata"].(map[string]any)
+	if !ok {
+		return false
+	}
+	for key, v := range md {
+		switch key {
+		case "name":
+			s, ok := v.(string)
+			if !ok || !dnsSubdomain(s) {
+				return false
+			}
+		case "namespace":
+			s, ok := v.(string)
+			if !ok {
+				return false
+			}
+			if k.Namespaced && !dnsLabel(s) || !k.Namespaced && s != "" {
+				return false
+			}
+		case "generation":
+			if g, ok := v.(int64); !ok || g < 0 {
+				return false
+			}
+		case "labels":
+			if !plainLabels(v) {
+				return false
+			}
+		case "annotations":
+			if !plainAnnotations(v) {
+				return false
+			}
+		case "managedFields":
+			if !typed && !plainManagedFields(v) {
+				return false
+			}
+		case "uid", "resourceVersion", "creationTimestamp", "selfLink":
+			// Not checked by the library on create; the registry sets them.
+		default:
+			// generateName, ownerReferences, finalizers, deletion fields
+			// and anything unknown: the library decides.
+			return false
+		}
+	}
+	if _, ok := md["name"]; !ok {
+		return false
+	}
+	if _, ok := md["namespace"]; !ok && k.Namespaced {
+		return false
+	}
+	for i := range entries {
+		e := &entries[i]
+		if !plainManagedEntry(string(e.Operation), e.FieldsType, e.Manager, e.Subresource) {
+			return false
+		}
+	}
+	return true
+}
+
+func plainLabels(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v == nil
+	}
+	for key, val := range m {
+		s, ok := val.(string)
+		if !ok || !labelKey(key, false) || (s != "" && !labelPart(s)) {
+			return false
+		}
+	}
+	return true
+}
+
+func plainAnnotations(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v == nil
+	}
+	size := 0
+	for key, val := range m {
+		s, ok := val.(string)
+		if !ok || !labelKey(key, true) {
+			return false
+		}
+		size += len(key) + len(s)
+	}
+	return size <= annotationsMax
+}
+
+func plainManagedFields(v any) bool {
+	items, ok := v.([]any)
+	if !ok {
+		return v == nil
+	}
+	for _, item := range items {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return false
+		}
+		var op, typ, manager, sub string
+		for key, val := range m {
+			s, isString := val.(string)
+			switch key {
+			case "operation":
+				op = s
+			case "fieldsType":
+				typ = s
+			case "manager":
+				manager = s
+			case "subresource":
+				sub = s
+			case "apiVersion", "time", "fieldsV1":
+				continue
+			default:
+				return false
+			}
+			if !isString {
+				return false
+			}
+		}
+		if !plainManagedEntry(op, typ, manager, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func plainManagedEntry(op, fieldsType, manager, subresource string) bool {
+	if op != managedOpApply && op != managedOpUpdate {
+		return false
+	}
+	if fieldsType != "" && fieldsType != managedFieldsType {
+		return false
+	}
+	if len(manager) > fieldManagerMax || len(subresource) > subresourceMax {
+		return false
+	}
+	for i := 0; i < len(manager); i++ {
+		if c := manager[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsSubdomain: dot-separated DNS labels, 253 bytes at most.
+func dnsSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > dnsSubdomainMax {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if !dnsLabelChars(s[start:i]) {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}
+
+// dnsLabel: lower-case letters, digits and '-', starting and ending with
+// a letter or digit, 63 bytes at most.
+func dnsLabel(s string) bool { return len(s) <= dnsLabelMax && dnsLabelChars(s) }
+
+func dnsLabelChars(s string) bool {
+	if len(s) == 0 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// labelKey: a name part, optionally after a DNS subdomain prefix and '/'.
+// anyCase takes upper-case letters in the prefix too, as annotation keys
+// are checked lower-cased.
+func labelKey(s string, anyCase bool) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '/' {
+			continue
+		}
+		prefix := s[:i]
+		if anyCase {
+			for j := 0; j < len(prefix); j++ {
+				if c := prefix[j]; c >= 'A' && c <= 'Z' {
+					return false // rare: left to the library
+				}
+			}
+		}
+		return dnsSubdomain(prefix) && labelPart(s[i+1:])
+	}
+	return labelPart(s)
+}
+
+// labelPart: letters, digits, '-', '_' and '.', starting and ending with a
+// letter or digit, 63 bytes at most.
+func labelPart(s string) bool {
+	if len(s) == 0 || len(s) > labelPartMax || !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
