@@ -71,11 +71,26 @@ func DecodeObjectNoDuplicates(data []byte) (map[string]any, bool) {
 	return m, true
 }
 
+// decodeObjectWithout is decodeObject leaving out the top-level member
+// drop, which it skips without building its value.
+func decodeObjectWithout(data []byte, drop string) (map[string]any, bool) {
+	d := jsonDecoder{scanner: scanner{data: data}, drop: drop}
+	if d.peek() != '{' {
+		return nil, false
+	}
+	m, err := d.object()
+	if d.peek(); err != nil || d.pos != len(data) {
+		return nil, false
+	}
+	return m, true
+}
+
 // jsonDecoder builds values on the scanner Record.scan reads with.
 type jsonDecoder struct {
 	scanner
 	depth int
-	dup   bool // an object had a member name twice
+	dup   bool   // an object had a member name twice
+	drop  string // a top-level member left out (decodeObjectWithout)
 }
 
 // maxDecodeDepth bounds the recursion; deeper documents go the library's
@@ -116,7 +131,11 @@ func (d *jsonDecoder) object() (map[string]any, error) {
 	}
 	defer func() { d.depth-- }()
 	m := map[string]any{}
+	top := d.depth == 1 && d.drop != ""
 	err := d.scanner.object(func(key string) error {
+		if top && key == d.drop {
+			return d.skip()
+		}
 		v, err := d.value()
 		n := len(m)
 		if m[key] = v; len(m) == n {

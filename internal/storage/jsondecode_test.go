@@ -26,6 +26,9 @@ func FuzzDecodeObject(f *testing.F) {
 		got, ok := decodeObject(data)
 		var want map[string]any
 		err := utiljson.Unmarshal(data, &want)
+		if _, withoutOK := decodeObjectWithout(data, "managedFields"); withoutOK && err != nil {
+			t.Fatalf("%q: taken without managedFields, but the library says %v", data, err)
+		}
 		if !ok {
 			return
 		}
@@ -34,6 +37,11 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 		if !equality.Semantic.DeepEqual(got, want) {
 			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
+		}
+		without, ok := decodeObjectWithout(data, "managedFields")
+		delete(want, "managedFields")
+		if !ok || !equality.Semantic.DeepEqual(without, want) {
+			t.Fatalf("%q without managedFields:\n got %#v, %v\nwant %#v", data, without, ok, want)
 		}
 	})
 }

@@ -234,42 +234,6 @@ func TypeMeta(data []byte) (apiVersion, kind string, ok bool) {
 	return apiVersion, kind, true
 }
 
-// withoutMember returns the JSON object obj without its member key, or obj
-// itself when it has none (or does not scan: the decode reports that).
-func withoutMember(obj []byte, key string) []byte {
-	s := scanner{data: obj}
-	cut, end := -1, -1
-	prevEnd := -1 // where the member before key ends
-	var last int  // where the last member read ends
-	err := s.object(func(k string) error {
-		start := s.keyStart
-		if err := s.skip(); err != nil {
-			return err
-		}
-		if k == key && cut < 0 {
-			cut, end, prevEnd = start, s.pos, last
-		}
-		last = s.pos
-		return nil
-	})
-	if err != nil || cut < 0 {
-		return obj
-	}
-	out := make([]byte, 0, len(obj)-(end-cut))
-	if prevEnd > 0 {
-		// {"a":1,"key":2,"b":3} → {"a":1 + ,"b":3}
-		out = append(out, obj[:prevEnd]...)
-		return append(out, obj[end:]...)
-	}
-	// The first member: {"key":2,"b":3} → { + "b":3}, skipping the comma.
-	s = scanner{data: obj, pos: end}
-	if s.peek() == ',' {
-		s.pos++
-	}
-	out = append(out, '{')
-	return append(out, obj[s.pos:]...)
-}
-
 // APIVersion is the object's apiVersion as stored.
 func (r *Record) APIVersion() string {
 	var zero unique.Handle[string]
@@ -292,12 +256,13 @@ func (r *Record) DecodeMetadata(rev int64) (*unstructured.Unstructured, error) {
 		}
 		return obj, err
 	}
-	data := withoutMember(r.Value[r.metaStart:r.metaEnd], "managedFields")
-	meta, ok := decodeObject(data)
+	data := r.Value[r.metaStart:r.metaEnd]
+	meta, ok := decodeObjectWithout(data, "managedFields")
 	if !ok {
 		if err := utiljson.Unmarshal(data, &meta); err != nil {
 			return nil, &Error{Code: CodeInvalidObj, Key: r.Key, ResourceVersion: r.Rev, Msg: "decoding the stored object's metadata", Err: err}
 		}
+		delete(meta, "managedFields")
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
 	var zero unique.Handle[string]
