@@ -36,7 +36,8 @@ func AppendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return strconv.AppendInt(b, int64(x), 10), nil
 	case map[string]any:
-		keys := sortedKeys(x)
+		var buf [16]string
+		keys := appendSortedKeys(buf[:0], x)
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -186,7 +187,8 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 		b, err = AppendJSON(b, obj)
 		return b, -1, 0, err
 	}
-	keys := sortedKeys(obj)
+	var buf, mbuf [16]string
+	keys := appendSortedKeys(buf[:0], obj)
 	at = -1
 	b = append(b, '{')
 	for i, k := range keys {
@@ -201,7 +203,7 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 			}
 			continue
 		}
-		mkeys := sortedKeys(md)
+		mkeys := appendSortedKeys(mbuf[:0], md)
 		b = append(b, '{')
 		for j, mk := range mkeys {
 			if j > 0 {
@@ -228,9 +230,10 @@ func appendStored(b []byte, obj map[string]any) (out []byte, at int, sep byte, e
 	return append(b, '}'), at, sep, nil
 }
 
-// sortedKeys returns m's keys in order, as encoding/json writes them.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
+// appendSortedKeys appends m's keys to keys in order, as encoding/json
+// writes them. The callers pass a small array on their stack, which holds
+// the keys of most maps without an allocation.
+func appendSortedKeys(keys []string, m map[string]any) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
