@@ -273,8 +273,9 @@ func (c *Cache) endWatchers(err *apierrors.StatusError) {
 // watch for progress so an idle cache learns it is current. It reports
 // false after the wait timeout.
 func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
-	deadline := time.NewTimer(c.cfg.WaitTimeout)
-	defer deadline.Stop()
+	// The timer only once there is something to wait for: most reads find
+	// the cache there already.
+	var deadline <-chan time.Time
 	asked := false
 	for {
 		c.mu.RLock()
@@ -287,9 +288,14 @@ func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
 			progress.RequestProgress(ctx)
 			asked = true
 		}
+		if deadline == nil {
+			t := time.NewTimer(c.cfg.WaitTimeout)
+			defer t.Stop()
+			deadline = t.C
+		}
 		select {
 		case <-changed:
-		case <-deadline.C:
+		case <-deadline:
 			return false
 		case <-ctx.Done():
 			return false
