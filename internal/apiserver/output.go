@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,6 +144,12 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry
 
 // writeObjectEncoded is writeObject, with the object's JSON from the store
 // when enc is not nil: the answer to a write, in JSON, needs no encode.
+// answerBuffers hold the JSON of single-object answers while they are
+// written; buffers that grew past maxPooledAnswer are left to the GC.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledAnswer = 64 << 10
+
 func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured, enc *storage.Encoded) {
 	f, err := negotiateFor(r, protoCapable(k, v))
 	if err != nil {
@@ -152,7 +159,13 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 	if f == formJSON && enc != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
-		w.Write(append(enc.AppendJSON(make([]byte, 0, 2048)), '\n'))
+		bp := answerBuffers.Get().(*[]byte)
+		b := append(enc.AppendJSON((*bp)[:0]), '\n')
+		w.Write(b) // the server copies it: the buffer can go back
+		if cap(b) <= maxPooledAnswer {
+			*bp = b
+			answerBuffers.Put(bp)
+		}
 		return
 	}
 	switch f {
