@@ -275,25 +275,50 @@ func (c *Collector) list(ctx context.Context, res *registry.Resource, v string) 
 
 // apply puts w's events into the graph until it ends.
 func (c *Collector) apply(ctx context.Context, k *registry.Kind, w watch.Interface) {
+	if q, ok := w.(storage.EventQueue); ok {
+		// The cache's queue, read in batches: no goroutine between the
+		// cache and the graph.
+		var batch []watch.Event
+		for {
+			if batch, ok = q.Next(ctx, batch); !ok {
+				return
+			}
+			for _, ev := range batch {
+				if !c.observe(k, ev) {
+					return
+				}
+			}
+			clear(batch) // let the events' objects go
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
+			if !ok || !c.observe(k, ev) {
 				return
-			}
-			obj, ok := ev.Object.(metav1.Object)
-			if !ok || ev.Type == watch.Bookmark {
-				continue
-			}
-			if ev.Type == watch.Deleted {
-				c.enqueue(c.graph.forget(obj.GetUID()))
-			} else {
-				c.enqueue(c.graph.observe(newNode(k, obj)))
 			}
 		}
 	}
+}
+
+// observe puts one watch event into the graph; false when the watch ended
+// with an error.
+func (c *Collector) observe(k *registry.Kind, ev watch.Event) bool {
+	if ev.Type == watch.Error {
+		return false
+	}
+	obj, ok := ev.Object.(metav1.Object)
+	if !ok || ev.Type == watch.Bookmark {
+		return true
+	}
+	if ev.Type == watch.Deleted {
+		c.enqueue(c.graph.forget(obj.GetUID()))
+	} else {
+		c.enqueue(c.graph.observe(newNode(k, obj)))
+	}
+	return true
 }
 
 func (c *Collector) pause(ctx context.Context) {
