@@ -56,9 +56,11 @@ type Store struct {
 		seq        uint64
 		flushedSeq uint64
 		// changed is closed, and replaced, whenever committed, flushedSeq or
-		// err changes: writers waiting for durability and idle watchers wait
-		// on it.
+		// err changes: writers waiting for durability wait on it.
 		changed chan struct{}
+		// watchers are the open watches. A commit wakes only those it
+		// concerns (publishLocked); anything else wakes them all.
+		watchers map[*watcher]struct{}
 	}
 
 	flushReq chan struct{} // capacity 1: wakes the flusher
@@ -83,6 +85,7 @@ func Open(cfg Config) (*Store, error) {
 	s.mu.lastRev = 1 // a fresh store is at revision 1, as etcd is
 	s.mu.histBase = 2
 	s.mu.changed = make(chan struct{})
+	s.mu.watchers = map[*watcher]struct{}{}
 	if !cfg.InMemory {
 		lock, err := lockDir(cfg.Dir)
 		if err != nil {
@@ -276,16 +279,53 @@ func (s *Store) applyLocked(ki *keyIndex, e kv.KeyValue) {
 // publishLocked makes revisions up to committed visible and records seq as
 // flushed, then wakes everyone waiting on a change. seq 0 leaves flushedSeq.
 func (s *Store) publishLocked(committed int64, seq uint64) {
+	from := s.mu.committed
 	s.mu.committed = committed
 	if seq > s.mu.flushedSeq {
 		s.mu.flushedSeq = seq
 	}
-	s.broadcastLocked()
+	close(s.mu.changed)
+	s.mu.changed = make(chan struct{})
+	s.notifyWatchersLocked(from, committed)
 }
 
+// notifyWatchersLocked tells the watchers about the revisions from+1 to
+// to, just committed. A watcher waiting at the head of the history is
+// woken only if one of them is a key in its range; otherwise its cursor
+// moves past them here, so that it neither wakes for every commit (every
+// resource's cache has a watch: most commits concern one of them) nor
+// falls behind a later compaction it has nothing under. A watcher still
+// reading older revisions gets a wake-up it may not need.
+func (s *Store) notifyWatchersLocked(from, to int64) {
+	for w := range s.mu.watchers {
+		if w.next <= from {
+			w.wake()
+			continue
+		}
+		concerned := false
+		for rev := max(w.next, from+1); rev <= to; rev++ {
+			i := rev - s.mu.histBase
+			if i < 0 || i >= int64(len(s.mu.history)) || kv.InRange(s.mu.history[i].key, w.key, w.end) {
+				concerned = true // (outside the history: let it look)
+				break
+			}
+		}
+		if concerned {
+			w.wake()
+		} else if to >= w.next {
+			w.next = to + 1
+		}
+	}
+}
+
+// broadcastLocked wakes everyone waiting on a change: the durability
+// waiters and every watcher.
 func (s *Store) broadcastLocked() {
 	close(s.mu.changed)
 	s.mu.changed = make(chan struct{})
+	for w := range s.mu.watchers {
+		w.wake()
+	}
 }
 
 // Compact implements kv.Store. It records the compaction point durably,

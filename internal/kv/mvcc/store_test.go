@@ -321,3 +321,45 @@ func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
 		}
 	}
 }
+
+// A watcher waiting at the head of the history is not woken by commits
+// outside its range: the committer moves its cursor past them, so a
+// compaction of them does not end its watch, and it still sees its own
+// keys after.
+func TestIdleWatcherFollowsOtherKeys(t *testing.T) {
+	for _, cfg := range []Config{{InMemory: true}, {Dir: t.TempDir()}} {
+		s := open(t, cfg)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		kw, err := s.Watch(wctx, "/a/", kv.WatchOptions{End: kv.PrefixEnd("/a/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := kw.(*watcher)
+		var last kv.WriteResponse
+		for i := range 200 {
+			last = mustCreate(t, s, fmt.Sprintf("/b/%d", i), "v")
+		}
+		s.mu.RLock()
+		next, committed := w.next, s.mu.committed
+		s.mu.RUnlock()
+		if next != committed+1 || committed != last.Revision {
+			t.Fatalf("cursor %d after 200 writes elsewhere up to %d (committed %d): not moved past them", next, last.Revision, committed)
+		}
+		if len(w.wakeup) != 0 {
+			t.Fatalf("a wake-up is pending after writes outside the watched range")
+		}
+		if err := s.Compact(ctx, last.Revision); err != nil {
+			t.Fatal(err)
+		}
+		mine := mustCreate(t, s, "/a/x", "v")
+		select {
+		case resp := <-kw.Responses():
+			if resp.Err != nil || len(resp.Events) != 1 || resp.Events[0].KV.Key != "/a/x" || resp.Events[0].KV.ModRevision != mine.Revision {
+				t.Fatalf("after the compaction: %+v, want the event of /a/x at %d", resp, mine.Revision)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event for /a/x")
+		}
+	}
+}

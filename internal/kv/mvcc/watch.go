@@ -15,6 +15,11 @@ import (
 // bounded batch at a time, and sends them on its channel. When it has caught
 // up with the committed revision it waits for the next commit.
 //
+// A commit wakes the watchers whose range it touches; the others, waiting
+// at the head of the history, have their cursor moved past it by the
+// committer (Store.notifyWatchersLocked), which costs a key comparison
+// per watcher instead of a goroutine switch.
+//
 // So a slow watcher costs writers nothing: nobody pushes to it, and when its
 // channel is full it simply stops reading ahead. When its reader drains the
 // channel it resumes from its cursor, which is a revision in the history:
@@ -28,12 +33,15 @@ import (
 const maxScan = 16 << 10
 
 type watcher struct {
-	s          *Store
-	key, end   string
-	next       int64 // the next revision to look at; owned by run
-	progress   bool  // periodic progress notifications
+	s        *Store
+	key, end string
+	// next is the next revision to look at: moved by run under the read
+	// lock, and by committers under the write lock while run waits.
+	next       int64
+	progress   bool // periodic progress notifications
 	out        chan kv.WatchResponse
 	requests   chan struct{} // progress requests; capacity 1
+	wakeup     chan struct{} // capacity 1: something may be there to read
 	ctx        context.Context
 	cancel     context.CancelFunc
 	lastActive time.Time
@@ -52,6 +60,7 @@ func (s *Store) Watch(ctx context.Context, key string, opts kv.WatchOptions) (kv
 		progress: opts.ProgressNotify,
 		out:      make(chan kv.WatchResponse, s.cfg.WatchBuffer),
 		requests: make(chan struct{}, 1),
+		wakeup:   make(chan struct{}, 1),
 		ctx:      wctx,
 		cancel:   cancel,
 	}
@@ -67,6 +76,7 @@ func (s *Store) Watch(ctx context.Context, key string, opts kv.WatchOptions) (kv
 	}
 	// Added under mu, before Close can set closed, so Close's Wait sees it.
 	s.wg.Add(1)
+	s.mu.watchers[w] = struct{}{}
 	s.mu.Unlock()
 	go w.run()
 	return w, nil
@@ -91,6 +101,11 @@ func (w *watcher) run() {
 	defer w.s.wg.Done()
 	defer close(w.out)
 	defer w.cancel()
+	defer func() {
+		w.s.mu.Lock()
+		delete(w.s.mu.watchers, w)
+		w.s.mu.Unlock()
+	}()
 
 	var tick <-chan time.Time
 	if w.progress {
@@ -127,7 +142,7 @@ func (w *watcher) run() {
 			continue
 		}
 		select {
-		case <-r.changed:
+		case <-w.wakeup:
 		case <-w.requests:
 			wantProgress = true
 		case now := <-tick:
@@ -145,8 +160,15 @@ type readResult struct {
 	events    []kv.Event
 	caughtUp  bool // the cursor passed the committed revision
 	committed int64
-	changed   <-chan struct{}
 	final     *kv.WatchResponse
+}
+
+// wake tells the watcher to read again; it never blocks.
+func (w *watcher) wake() {
+	select {
+	case w.wakeup <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // read collects the next batch of events from the history.
@@ -179,7 +201,6 @@ func (w *watcher) read() readResult {
 		events:    events,
 		caughtUp:  w.next > s.mu.committed,
 		committed: s.mu.committed,
-		changed:   s.mu.changed,
 	}
 }
 
