@@ -185,8 +185,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		next.SetGeneration(cur.GetGeneration() + 1)
 	}
 	path := field.NewPath("metadata")
-	errs := metavalidation.ValidateObjectMetaAccessorUpdate(next, cur, path)
-	errs = append(errs, validateMeta(k, next)...)
+	errs := validateMetaUpdate(k, next, cur)
 	if cur.GetDeletionTimestamp() != nil {
 		errs = append(errs, metavalidation.ValidateNoNewFinalizers(next.GetFinalizers(), cur.GetFinalizers(), path.Child("finalizers"))...)
 	}

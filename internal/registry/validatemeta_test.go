@@ -226,3 +226,64 @@ func TestValidateMetaPlainCases(t *testing.T) {
 		}
 	}
 }
+
+// An update's metadata checks give what the library's give: next is cur
+// with its resourceVersion and some of the changes an update may or may
+// not make.
+func TestValidateMetaUpdateMatchesTheLibrary(t *testing.T) {
+	kinds := []*Kind{{Kind: "Namespaced", Namespaced: true}, {Kind: "ClusterScoped"}}
+	g := metaGen{rand.New(rand.NewPCG(13, 17))}
+	mutations := []func(md map[string]any){
+		func(md map[string]any) {},
+		func(md map[string]any) {},
+		func(md map[string]any) {},
+		func(md map[string]any) { md["name"] = g.word(8) },
+		func(md map[string]any) { md["namespace"] = g.word(8) },
+		func(md map[string]any) { md["uid"] = "other" },
+		func(md map[string]any) { delete(md, "uid") },
+		func(md map[string]any) { md["creationTimestamp"] = "2026-11-25T04:00:00Z" },
+		func(md map[string]any) { md["creationTimestamp"] = int64(5) },
+		func(md map[string]any) { delete(md, "resourceVersion") },
+		func(md map[string]any) { md["resourceVersion"] = "" },
+		func(md map[string]any) { md["generation"] = int64(0) },
+		func(md map[string]any) { md["generation"] = int64(9) },
+		func(md map[string]any) { md["deletionTimestamp"] = "2026-11-25T04:00:00Z" },
+		func(md map[string]any) { md["deletionGracePeriodSeconds"] = int64(30) },
+		func(md map[string]any) { md["labels"] = g.stringMap() },
+		func(md map[string]any) { md["finalizers"] = []any{"example.com/f"} },
+	}
+	plain := 0
+	const n = 20000
+	for i := range n {
+		k := kinds[i%len(kinds)]
+		cmd := g.metadata()
+		delete(cmd, "generateName")
+		cmd["resourceVersion"] = "41"
+		if g.r.IntN(2) == 0 {
+			cmd["uid"] = "0b6c6d5e"
+			cmd["creationTimestamp"] = "2026-11-25T03:00:00Z"
+		}
+		cur := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "X", "metadata": cmd}}
+		next := cur.DeepCopy()
+		nmd := next.Object["metadata"].(map[string]any)
+		mutations[g.r.IntN(len(mutations))](nmd)
+		if g.r.IntN(4) == 0 {
+			mutations[g.r.IntN(len(mutations))](cmd)
+		}
+		want := libraryMeta(k, next)
+		want = append(metavalidation.ValidateObjectMetaAccessorUpdate(next, cur, field.NewPath("metadata")), want...)
+		if metaPlain(k, next) && unchangedPlain(next, cur) {
+			plain++
+			if len(want) != 0 {
+				t.Fatalf("plain update the library refuses: %v\ncur  %#v\nnext %#v", want, cmd, nmd)
+			}
+		}
+		if got := validateMetaUpdate(k, next, cur); !slices.Equal(errorStrings(got), errorStrings(want)) {
+			t.Fatalf("validateMetaUpdate = %v, library %v", got, want)
+		}
+	}
+	if plain < n/40 {
+		t.Fatalf("only %d of %d updates took the plain path", plain, n)
+	}
+	t.Logf("%d of %d updates took the plain path", plain, n)
+}
