@@ -277,7 +277,8 @@ func (s *Store) applyLocked(ki *keyIndex, e kv.KeyValue) {
 }
 
 // publishLocked makes revisions up to committed visible and records seq as
-// flushed, then wakes everyone waiting on a change. seq 0 leaves flushedSeq.
+// flushed, then wakes the writers waiting for durability and the watchers
+// the new revisions concern. seq 0 leaves flushedSeq.
 func (s *Store) publishLocked(committed int64, seq uint64) {
 	from := s.mu.committed
 	s.mu.committed = committed
@@ -297,6 +298,14 @@ func (s *Store) publishLocked(committed int64, seq uint64) {
 // falls behind a later compaction it has nothing under. A watcher still
 // reading older revisions gets a wake-up it may not need.
 func (s *Store) notifyWatchersLocked(from, to int64) {
+	if (to-from)*int64(len(s.mu.watchers)) > maxNotifyScan {
+		// Comparing every key with every watcher would hold the write
+		// lock too long: let them all look, under the read lock.
+		for w := range s.mu.watchers {
+			w.wake()
+		}
+		return
+	}
 	for w := range s.mu.watchers {
 		if w.next <= from {
 			w.wake()
@@ -317,6 +326,10 @@ func (s *Store) notifyWatchersLocked(from, to int64) {
 		}
 	}
 }
+
+// maxNotifyScan bounds the key comparisons a commit makes to pick the
+// watchers it wakes (new revisions × watchers).
+const maxNotifyScan = 1 << 16
 
 // broadcastLocked wakes everyone waiting on a change: the durability
 // waiters and every watcher.

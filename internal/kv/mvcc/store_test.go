@@ -322,6 +322,18 @@ func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
 	}
 }
 
+// idleWatcher registers a watcher of prefix that no goroutine runs, so
+// that a test can see what commits do to it: its wake-ups stay in its
+// channel and only committers move its cursor.
+func idleWatcher(s *Store, prefix string) *watcher {
+	w := &watcher{s: s, key: prefix, end: kv.PrefixEnd(prefix), wakeup: make(chan struct{}, 1)}
+	s.mu.Lock()
+	w.next = s.mu.committed + 1
+	s.mu.watchers[w] = struct{}{}
+	s.mu.Unlock()
+	return w
+}
+
 // A watcher waiting at the head of the history is not woken by commits
 // outside its range: the committer moves its cursor past them, so a
 // compaction of them does not end its watch, and it still sees its own
@@ -329,30 +341,34 @@ func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
 func TestIdleWatcherFollowsOtherKeys(t *testing.T) {
 	for _, cfg := range []Config{{InMemory: true}, {Dir: t.TempDir()}} {
 		s := open(t, cfg)
+		idle := idleWatcher(s, "/a/")
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		kw, err := s.Watch(wctx, "/a/", kv.WatchOptions{End: kv.PrefixEnd("/a/")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := kw.(*watcher)
 		var last kv.WriteResponse
 		for i := range 200 {
 			last = mustCreate(t, s, fmt.Sprintf("/b/%d", i), "v")
 		}
 		s.mu.RLock()
-		next, committed := w.next, s.mu.committed
+		next, committed := idle.next, s.mu.committed
 		s.mu.RUnlock()
 		if next != committed+1 || committed != last.Revision {
 			t.Fatalf("cursor %d after 200 writes elsewhere up to %d (committed %d): not moved past them", next, last.Revision, committed)
 		}
-		if len(w.wakeup) != 0 {
+		if len(idle.wakeup) != 0 {
 			t.Fatalf("a wake-up is pending after writes outside the watched range")
 		}
+		mine := mustCreate(t, s, "/a/x", "v")
+		if len(idle.wakeup) != 1 {
+			t.Fatalf("no wake-up after a write in the watched range")
+		}
+		// The running watcher, through a compaction of the other keys.
 		if err := s.Compact(ctx, last.Revision); err != nil {
 			t.Fatal(err)
 		}
-		mine := mustCreate(t, s, "/a/x", "v")
 		select {
 		case resp := <-kw.Responses():
 			if resp.Err != nil || len(resp.Events) != 1 || resp.Events[0].KV.Key != "/a/x" || resp.Events[0].KV.ModRevision != mine.Revision {
@@ -361,5 +377,22 @@ func TestIdleWatcherFollowsOtherKeys(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no event for /a/x")
 		}
+	}
+}
+
+// A commit of more revisions than a key-by-watcher comparison should
+// hold the lock for wakes every watcher instead, to read under the read
+// lock, and moves no cursor.
+func TestLargeCommitWakesEveryWatcher(t *testing.T) {
+	s := open(t, Config{InMemory: true})
+	w := idleWatcher(s, "/a/")
+	mustCreate(t, s, "/b/1", "v")
+	s.mu.Lock()
+	next := w.next
+	s.notifyWatchersLocked(s.mu.committed, s.mu.committed+maxNotifyScan+1)
+	moved := w.next != next
+	s.mu.Unlock()
+	if len(w.wakeup) != 1 || moved {
+		t.Fatalf("after a large commit: %d wake-ups, cursor moved %v; want one, not moved", len(w.wakeup), moved)
 	}
 }
