@@ -173,10 +173,15 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 		if u, ok := ev.Object.(metav1.Object); ok && ev.Type != watch.Bookmark && ev.Type != watch.Error {
-			if s, ok := u.(*storage.Shared); ok {
-				ev.Object = present(k, version, s.Unstructured)
-			} else if uu, ok := u.(*unstructured.Unstructured); ok {
-				ev.Object = present(k, version, uu)
+			switch o := u.(type) {
+			case *storage.Shared:
+				ev.Object = present(k, version, o.Unstructured)
+			case *unstructured.Unstructured:
+				ev.Object = present(k, version, o)
+			case *metav1.PartialObjectMetadata: // MetadataOnly: shared, so a copy
+				p := *o
+				p.APIVersion = k.GroupVersionKind(version).GroupVersion().String()
+				ev.Object = &p
 			}
 		}
 		return ev, true

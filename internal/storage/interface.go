@@ -71,17 +71,6 @@ func SharedRecord(rec *Record, rev int64) (*Shared, error) {
 	return s, nil
 }
 
-// SharedRecordMetadata is SharedRecord for watchers that asked for
-// metadata only (WatchOptions.MetadataOnly): the object's apiVersion, kind
-// and metadata without managedFields, decoded once for them.
-func SharedRecordMetadata(rec *Record, rev int64) (*Shared, error) {
-	obj, err := rec.DecodeMetadata(rev)
-	if err != nil {
-		return nil, err
-	}
-	return &Shared{Unstructured: obj}, nil
-}
-
 // MarshalJSON returns the object's JSON, encoding it at most once.
 func (s *Shared) MarshalJSON() ([]byte, error) {
 	s.once.Do(func() {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -340,5 +343,82 @@ func TestTypeMeta(t *testing.T) {
 		if a != probe.APIVersion || k != probe.Kind {
 			t.Errorf("%s: got %q %q, encoding/json %q %q", body, a, k, probe.APIVersion, probe.Kind)
 		}
+	}
+}
+
+// PartialMetadata holds what the unstructured accessors read from
+// DecodeMetadata's object, whether it scans or decodes: over random
+// objects and metadata of every member's plain and odd forms.
+func TestRecordPartialMetadata(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	odd := []any{nil, "s", int64(3), 1.5, -2.0, true, []any{}, []any{"a", "b"}, []any{"a", int64(1)},
+		map[string]any{}, map[string]any{"k": "v"}, map[string]any{"k": nil}, map[string]any{"k": int64(1)},
+		"2026-11-23T10:00:00Z", "2026-11-23T10:00:00.5+02:00", "", "not a time",
+		[]any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u", "controller": true}}}
+	members := []string{"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+		"ownerReferences", "finalizers", "managedFields", "unknown"}
+	scanned := 0
+	for i := range 3000 {
+		var obj *unstructured.Unstructured
+		if i%2 == 0 {
+			obj = randomObject(rnd)
+		} else {
+			md := map[string]any{}
+			for _, k := range members {
+				if rnd.IntN(3) == 0 {
+					continue
+				}
+				if rnd.IntN(6) == 0 {
+					md[k] = odd[rnd.IntN(len(odd))]
+					continue
+				}
+				switch k { // the member's plain form
+				case "generation", "deletionGracePeriodSeconds":
+					md[k] = int64(rnd.IntN(100))
+				case "creationTimestamp", "deletionTimestamp":
+					md[k] = "2026-11-23T10:00:00Z"
+				case "labels", "annotations":
+					md[k] = map[string]any{"a": "x", "é/b": "y<z>"}
+				case "finalizers":
+					md[k] = []any{"example.com/f", "orphan"}
+				case "managedFields":
+					md[k] = []any{map[string]any{"manager": "m", "fieldsV1": map[string]any{"f:data": map[string]any{}}}}
+				case "ownerReferences":
+					continue
+				default:
+					md[k] = "v-" + strconv.Itoa(rnd.IntN(10))
+				}
+			}
+			obj = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}}
+		}
+		value, err := encode("/k", obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := NewRecord("/k", value, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rec.PartialMetadata(11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := rec.DecodeMetadata(11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: dec.GetAPIVersion(), Kind: dec.GetKind()}, ObjectMeta: metaFromUnstructured(dec)}
+		if !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%d: %s\n got %#v\nwant %#v", i, value, got.ObjectMeta, want.ObjectMeta)
+		}
+		var m metav1.ObjectMeta
+		if rec.metaEnd != 0 && scanMeta(rec.Value[rec.metaStart:rec.metaEnd], &m) {
+			scanned++
+		}
+	}
+	t.Logf("%d of 3000 scanned", scanned)
+	if scanned < 400 {
+		t.Fatalf("only %d of 3000 metadata took the scan", scanned)
 	}
 }

@@ -38,10 +38,11 @@ type WatchOptions struct {
 	// annotated InitialEventsEndAnnotation. It requires AllowBookmarks, as
 	// the API does.
 	SendInitialEvents bool
-	// MetadataOnly lets the events' objects carry only apiVersion, kind
-	// and metadata without managedFields (the watch cache sends them so;
-	// the Store sends whole objects), for in-process watchers that read
-	// nothing else.
+	// MetadataOnly lets the events' objects be *metav1.PartialObjectMetadata:
+	// apiVersion, kind and metadata without managedFields, as the
+	// unstructured accessors read it (the watch cache sends them so, read
+	// by a scan of the stored metadata; the Store sends whole objects),
+	// for in-process watchers that read nothing else.
 	MetadataOnly bool
 }
 

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -210,12 +211,8 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 				return false
 			}
 			if match(r.Key) && opts.Predicate.MatchesRecord(r) {
-				var obj *storage.Shared
-				if opts.MetadataOnly {
-					obj, err = storage.SharedRecordMetadata(r, r.Rev)
-				} else {
-					obj, err = storage.SharedRecord(r, r.Rev)
-				}
+				var obj runtime.Object
+				obj, err = recordObject(r, r.Rev, opts.MetadataOnly)
 				if err != nil {
 					return false
 				}

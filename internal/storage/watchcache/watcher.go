@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -180,7 +181,7 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 	priorOK := e.prior != nil && w.pred.MatchesRecord(e.prior)
 	var (
 		typ watch.EventType
-		obj *storage.Shared
+		obj runtime.Object
 		err error
 	)
 	switch {
@@ -203,39 +204,45 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 }
 
 // eventObjects are an event's objects as watchers are sent them, decoded
-// on first use: whole, or metadata only, for the watchers that asked.
+// on first use: whole (a *storage.Shared), or metadata only (a
+// *metav1.PartialObjectMetadata), for the watchers that asked.
 type eventObjects struct {
 	e     event
-	decs  [2][2]*storage.Shared // [metadata only][0: current, 1: last]
+	decs  [2][2]runtime.Object // [metadata only][0: current, 1: last]
 	errs  [2][2]error
 	tried [2][2]bool
 }
 
 // current is the new state.
-func (o *eventObjects) current(metaOnly bool) (*storage.Shared, error) {
+func (o *eventObjects) current(metaOnly bool) (runtime.Object, error) {
 	return o.get(metaOnly, 0, o.e.cur, o.e.cur.Rev)
 }
 
 // last is the state before, with the event's resourceVersion, as
 // kube-apiserver reports a DELETED object.
-func (o *eventObjects) last(metaOnly bool) (*storage.Shared, error) {
+func (o *eventObjects) last(metaOnly bool) (runtime.Object, error) {
 	return o.get(metaOnly, 1, o.e.prior, o.e.rev)
 }
 
-func (o *eventObjects) get(metaOnly bool, which int, r *storage.Record, rev int64) (*storage.Shared, error) {
+func (o *eventObjects) get(metaOnly bool, which int, r *storage.Record, rev int64) (runtime.Object, error) {
 	m := 0
 	if metaOnly {
 		m = 1
 	}
 	if !o.tried[m][which] {
 		o.tried[m][which] = true
-		if metaOnly {
-			o.decs[m][which], o.errs[m][which] = storage.SharedRecordMetadata(r, rev)
-		} else {
-			o.decs[m][which], o.errs[m][which] = storage.SharedRecord(r, rev)
-		}
+		o.decs[m][which], o.errs[m][which] = recordObject(r, rev, metaOnly)
 	}
 	return o.decs[m][which], o.errs[m][which]
+}
+
+// recordObject is r at rev as a watcher is sent it: whole, shared by
+// every watcher, or its metadata (storage.WatchOptions.MetadataOnly).
+func recordObject(r *storage.Record, rev int64, metaOnly bool) (runtime.Object, error) {
+	if metaOnly {
+		return r.PartialMetadata(rev)
+	}
+	return storage.SharedRecord(r, rev)
 }
 
 func errorEvent(err *apierrors.StatusError) watch.Event {
