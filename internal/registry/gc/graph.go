@@ -90,7 +90,9 @@ type graph struct {
 		sync.Mutex
 		nodes      map[types.UID]*node
 		dependents map[types.UID]map[types.UID]bool
-		byResource map[schema.GroupResource]map[types.UID]bool
+		// No index by resource: only relists and dropped resources ask,
+		// rarely, and a walk of nodes serves them; an index cost a map
+		// insert per observed object and ~50 bytes per object.
 	}
 }
 
@@ -98,7 +100,6 @@ func newGraph() *graph {
 	g := &graph{}
 	g.mu.nodes = map[types.UID]*node{}
 	g.mu.dependents = map[types.UID]map[types.UID]bool{}
-	g.mu.byResource = map[schema.GroupResource]map[types.UID]bool{}
 	return g
 }
 
@@ -121,10 +122,6 @@ func (g *graph) observeLocked(n *node) []types.UID {
 		g.unlinkLocked(old)
 	}
 	g.mu.nodes[n.id.uid] = n
-	if g.mu.byResource[n.id.gr] == nil {
-		g.mu.byResource[n.id.gr] = map[types.UID]bool{}
-	}
-	g.mu.byResource[n.id.gr][n.id.uid] = true
 	for _, ref := range n.owners {
 		if g.mu.dependents[ref.UID] == nil {
 			g.mu.dependents[ref.UID] = map[types.UID]bool{}
@@ -156,7 +153,6 @@ func (g *graph) forgetLocked(u types.UID) []types.UID {
 	}
 	g.unlinkLocked(n)
 	delete(g.mu.nodes, u)
-	delete(g.mu.byResource[n.id.gr], u)
 	var out []types.UID
 	for d := range g.mu.dependents[u] {
 		out = append(out, d)
@@ -175,8 +171,8 @@ func (g *graph) replace(gr schema.GroupResource, nodes []*node) []types.UID {
 		seen[n.id.uid] = true
 		out = append(out, g.observeLocked(n)...)
 	}
-	for u := range g.mu.byResource[gr] {
-		if !seen[u] {
+	for u, n := range g.mu.nodes {
+		if n.id.gr == gr && !seen[u] {
 			out = append(out, g.forgetLocked(u)...)
 		}
 	}
@@ -190,10 +186,11 @@ func (g *graph) drop(gr schema.GroupResource) []types.UID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []types.UID
-	for u := range g.mu.byResource[gr] {
-		out = append(out, g.forgetLocked(u)...)
+	for u, n := range g.mu.nodes {
+		if n.id.gr == gr {
+			out = append(out, g.forgetLocked(u)...)
+		}
 	}
-	delete(g.mu.byResource, gr)
 	return out
 }
 
