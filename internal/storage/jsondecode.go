@@ -45,44 +45,36 @@ func UnmarshalMap(data []byte, v *map[string]any) error {
 // nesting): the caller decodes it the library's way, which gives the
 // library's result or error. A fuzz test holds the two equal.
 func decodeObject(data []byte) (map[string]any, bool) {
-	d := jsonDecoder{scanner: scanner{data: data}}
-	if d.peek() != '{' {
-		return nil, false
-	}
-	m, err := d.object()
-	if d.peek(); err != nil || d.pos != len(data) {
-		return nil, false
-	}
-	return m, true
+	m, _, ok := decodeTop(jsonDecoder{scanner: scanner{data: data}})
+	return m, ok
 }
 
 // DecodeObjectNoDuplicates is decodeObject for a request body: false
 // also when an object in data has a member name twice, which a strict
 // decode reports.
 func DecodeObjectNoDuplicates(data []byte) (map[string]any, bool) {
-	d := jsonDecoder{scanner: scanner{data: data}}
-	if d.peek() != '{' {
-		return nil, false
-	}
-	m, err := d.object()
-	if d.peek(); err != nil || d.pos != len(data) || d.dup {
-		return nil, false
-	}
-	return m, true
+	m, dup, ok := decodeTop(jsonDecoder{scanner: scanner{data: data}})
+	return m, ok && !dup
 }
 
 // decodeObjectWithout is decodeObject leaving out the top-level member
 // drop, which it skips without building its value.
 func decodeObjectWithout(data []byte, drop string) (map[string]any, bool) {
-	d := jsonDecoder{scanner: scanner{data: data}, drop: drop}
+	m, _, ok := decodeTop(jsonDecoder{scanner: scanner{data: data}, drop: drop})
+	return m, ok
+}
+
+// decodeTop decodes d's data, which must be one object, and reports
+// whether a member name was given twice in it.
+func decodeTop(d jsonDecoder) (m map[string]any, dup, ok bool) {
 	if d.peek() != '{' {
-		return nil, false
+		return nil, false, false
 	}
 	m, err := d.object()
-	if d.peek(); err != nil || d.pos != len(data) {
-		return nil, false
+	if d.peek(); err != nil || d.pos != len(d.data) {
+		return nil, false, false
 	}
-	return m, true
+	return m, d.dup, true
 }
 
 // jsonDecoder builds values on the scanner Record.scan reads with.
