@@ -166,7 +166,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok {
 			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
-			data, err := recs.AppendJSON(make([]byte, 0, 256+listSize(recs)), gv, h.kind.ListKind)
+			data, err := recs.AppendJSON(make([]byte, 0, 256+listSize(recs)), gv, h.kind.ListKind, bareItems(h.kind))
 			if err != nil {
 				writeError(w, err)
 				return

@@ -215,9 +215,22 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 		if list.Items == nil {
 			list.Items = []unstructured.Unstructured{}
 		}
+		if bareItems(k) {
+			for i := range list.Items {
+				delete(list.Items[i].Object, "apiVersion")
+				delete(list.Items[i].Object, "kind")
+			}
+		}
 		write(w, f, http.StatusOK, list)
 	}
 }
+
+// bareItems reports whether the items of k's lists go without their
+// apiVersion and kind: kube-apiserver leaves them out of a built-in
+// kind's list (its items are Go values converted for the list, which
+// alone gets a type), and keeps them in a custom resource's (stored
+// objects, each with its own).
+func bareItems(k *registry.Kind) bool { return k != nil && k.Typed != nil }
 
 func listMeta(list *unstructured.UnstructuredList) metav1.ListMeta {
 	return metav1.ListMeta{

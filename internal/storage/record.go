@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ type Record struct {
 	// AppendJSON goes the slow way, through a decode.
 	at  int
 	sep byte
+	// typeMeta holds where the top-level apiVersion and kind members are
+	// in Value, each with the comma after it, for AppendItemJSON; a zero
+	// span: not there as one string member followed by another member.
+	typeMeta [2]span
 	// deleting: metadata.deletionTimestamp is set.
 	deleting bool
 
@@ -70,6 +75,9 @@ func (r *Record) Alt() []byte {
 
 // SetAlt keeps b as the record's other encoding; b must not be modified.
 func (r *Record) SetAlt(b []byte) { r.alt.Store(&b) }
+
+// span is [start, end) of Value.
+type span struct{ start, end int32 }
 
 const (
 	sepNone   = 0
@@ -98,15 +106,31 @@ func NewRecord(key string, value []byte, rev int64) (*Record, error) {
 func (r *Record) scan() error {
 	s := scanner{data: r.Value}
 	found := false
+	var seen [2]int // how often apiVersion and kind came
 	err := s.object(func(key string) error {
-		if (key == "apiVersion" || key == "kind") && s.peek() == '"' {
-			v, err := s.str()
+		if key == "apiVersion" || key == "kind" {
+			i := 0
 			if key == "kind" {
+				i = 1
+			}
+			seen[i]++
+			if s.peek() != '"' {
+				return s.skip()
+			}
+			start := s.keyStart
+			v, err := s.str()
+			if err != nil {
+				return err
+			}
+			if i == 1 {
 				r.kind = unique.Make(v)
 			} else {
 				r.apiVersion = unique.Make(v)
 			}
-			return err
+			if s.peek() == ',' && s.pos < math.MaxInt32 {
+				r.typeMeta[i] = span{int32(start), int32(s.pos + 1)}
+			}
+			return nil
 		}
 		if key != "metadata" || found || s.peek() != '{' {
 			return s.skip()
@@ -188,6 +212,9 @@ func (r *Record) scan() error {
 	}
 	if !found {
 		r.at = -1
+	}
+	if seen != [2]int{1, 1} {
+		r.typeMeta = [2]span{}
 	}
 	return nil
 }
@@ -290,6 +317,27 @@ func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
 		return AppendJSON(b, obj.Object)
 	}
 	return spliceRV(b, bytes.TrimSuffix(r.Value, []byte("\n")), r.at, r.sep, rev), nil
+}
+
+// AppendItemJSON is AppendJSON without the object's apiVersion and kind:
+// an item of a built-in kind's list, as kube-apiserver writes it (the
+// list's own apiVersion and kind say what its items are; client-go's
+// unstructured decoder puts them back into items that lack them).
+func (r *Record) AppendItemJSON(b []byte, rev int64) ([]byte, error) {
+	av, k := r.typeMeta[0], r.typeMeta[1]
+	if r.at < 0 || av.end == 0 || k.end == 0 || av.end > k.start || int(k.end) > r.metaStart || int(k.end) > r.at {
+		obj, err := r.Decode(rev)
+		if err != nil {
+			return nil, err
+		}
+		delete(obj.Object, "apiVersion")
+		delete(obj.Object, "kind")
+		return AppendJSON(b, obj.Object)
+	}
+	v := bytes.TrimSuffix(r.Value, []byte("\n"))
+	b = append(b, v[:av.start]...)
+	b = append(b, v[av.end:k.start]...)
+	return spliceRV(b, v[k.end:], r.at-int(k.end), r.sep, rev), nil
 }
 
 // Decode returns the object with resourceVersion rev; the caller owns it.
@@ -607,8 +655,10 @@ func (l *RecordList) decode(metadataOnly bool) (*unstructured.UnstructuredList, 
 }
 
 // AppendJSON appends the list as apiVersion and kind: the bytes AppendList
-// gives for the decoded list, written from the records' JSON.
-func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string) ([]byte, error) {
+// gives for the decoded list, written from the records' JSON. With
+// bareItems, the items go without their apiVersion and kind
+// (AppendItemJSON), as a built-in kind's list does upstream.
+func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string, bareItems bool) ([]byte, error) {
 	b = append(b, `{"apiVersion":`...)
 	b = appendString(b, apiVersion)
 	b = append(b, `,"items":[`...)
@@ -617,7 +667,12 @@ func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string) ([]byte, erro
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = r.AppendJSON(b, r.Rev); err != nil {
+		if bareItems {
+			b, err = r.AppendItemJSON(b, r.Rev)
+		} else {
+			b, err = r.AppendJSON(b, r.Rev)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -56,6 +56,12 @@ func randomObject(rnd *rand.Rand) *unstructured.Unstructured {
 	if rnd.IntN(2) == 0 {
 		obj["zdata"] = map[string]any{"payload": "some\nlines\u2028"}
 	}
+	if rnd.IntN(2) == 0 { // between apiVersion and kind
+		obj["data"] = map[string]any{"kind": "not this one"}
+	}
+	if rnd.IntN(2) == 0 { // between kind and metadata, as an Event's
+		obj["lastTimestamp"] = "2026-11-23T10:00:00Z"
+	}
 	return &unstructured.Unstructured{Object: obj}
 }
 
@@ -92,6 +98,18 @@ func TestRecordMatchesDecode(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("%d: got\n%s\nwant\n%s", i, got, want)
 			}
+			item, err := rec.AppendItemJSON(nil, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(dec.Object, "apiVersion")
+			delete(dec.Object, "kind")
+			if want, _ := AppendJSON(nil, dec.Object); !bytes.Equal(item, want) {
+				t.Fatalf("%d: item got\n%s\nwant\n%s", i, item, want)
+			}
+		}
+		if rec.typeMeta[0].end == 0 || rec.typeMeta[1].end == 0 {
+			t.Fatalf("%d: a value as the store writes it took the slow path for a list item:\n%s", i, value)
 		}
 		dec, _ := rec.Decode(rev)
 		if rec.Name != dec.GetName() || rec.Namespace != dec.GetNamespace() || rec.APIVersion() != dec.GetAPIVersion() {
@@ -141,6 +159,49 @@ func TestRecordForeignValues(t *testing.T) {
 			t.Fatalf("%s: served %s: %v", v, got, err)
 		}
 		if !equality.Semantic.DeepEqual(served.Object, dec.Object) {
+			t.Fatalf("%s: served %s, want %v", v, got, dec.Object)
+		}
+	}
+}
+
+// A list item leaves out apiVersion and kind however the value has them:
+// repeated, of another type, after metadata, among spaces, or not at all.
+func TestRecordItemForeignValues(t *testing.T) {
+	for _, v := range []string{
+		`{"apiVersion":"v1","kind":"A","kind":"B","metadata":{"name":"a"}}`,
+		`{"apiVersion":"v1","apiVersion":"v2","kind":"A","metadata":{"name":"a"}}`,
+		`{"apiVersion":1,"kind":"A","metadata":{"name":"a"}}`,
+		`{"apiVersion":"v1","kind":null,"metadata":{"name":"a"}}`,
+		`{"metadata":{"name":"a"},"kind":"A","apiVersion":"v1"}`,
+		`{"kind":"A","apiVersion":"v1","metadata":{"name":"a"}}`,
+		`{ "apiVersion" : "v1" , "kind" : "A" , "metadata" : { "name" : "a" } }`,
+		`{"apiVersion":"v1","metadata":{"name":"a"}}`,
+		`{"metadata":{"name":"a"}}`,
+		`{"apiVersion":"v1","kind":"A","metadata":{"resourceVersion":"5","name":"a"}}`,
+		`{"apiVersion":"v\u0031","kind":"A","metadata":{}}`,
+	} {
+		rec, err := NewRecord("/k", []byte(v), 9)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		dec, err := rec.Decode(9)
+		if err != nil {
+			if _, err := rec.AppendItemJSON(nil, 9); err == nil {
+				t.Errorf("%s: no error serving an object that does not decode", v)
+			}
+			continue
+		}
+		got, err := rec.AppendItemJSON(nil, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(dec.Object, "apiVersion")
+		delete(dec.Object, "kind")
+		var served map[string]any
+		if err := json.Unmarshal(got, &served); err != nil {
+			t.Fatalf("%s: served %s: %v", v, got, err)
+		}
+		if !equality.Semantic.DeepEqual(served, dec.Object) {
 			t.Fatalf("%s: served %s, want %v", v, got, dec.Object)
 		}
 	}
@@ -204,6 +265,19 @@ func FuzzRecord(f *testing.F) {
 		d2, err := again.Decode(3)
 		if err != nil || fmt.Sprint(d2.Object) != fmt.Sprint(dec.Object) {
 			t.Fatalf("served JSON decodes differently: %v\n%s\n%v\n%v", err, got, d2, dec)
+		}
+		item, err := rec.AppendItemJSON(nil, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bare map[string]any
+		if err := utiljson.Unmarshal(item, &bare); err != nil {
+			t.Fatalf("served item does not decode: %v\n%s", err, item)
+		}
+		delete(dec.Object, "apiVersion")
+		delete(dec.Object, "kind")
+		if fmt.Sprint(bare) != fmt.Sprint(dec.Object) {
+			t.Fatalf("served item decodes differently:\n%s\n%v\n%v", item, bare, dec.Object)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
@@ -67,6 +68,25 @@ func TestListFromStoredJSON(t *testing.T) {
 		all := same(base)
 		if n := len(all["items"].([]any)); n != 30 {
 			t.Fatalf("%d items, want 30", n)
+		}
+		// A built-in kind's items go without apiVersion and kind, as
+		// kube-apiserver writes them; kubectl and client-go's dynamic
+		// client give them back from the list's.
+		for _, it := range all["items"].([]any) {
+			if m := it.(map[string]any); m["apiVersion"] != nil || m["kind"] != nil {
+				t.Fatalf("a ConfigMap list item with apiVersion %v, kind %v", m["apiVersion"], m["kind"])
+			}
+		}
+		var printed struct{ Items []metav1.TypeMeta }
+		if err := json.Unmarshal([]byte(s.mustKubectl(t, "get", "configmaps", "-n", "lists", "-o", "json")), &printed); err != nil {
+			t.Fatal(err)
+		}
+		if len(printed.Items) != 30 || printed.Items[0] != (metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}) {
+			t.Fatalf("kubectl get -o json: %d items, the first %+v", len(printed.Items), printed.Items[0])
+		}
+		dyn, err := dynamic.NewForConfigOrDie(s.config()).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("lists").List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(dyn.Items) != 30 || dyn.Items[0].GetKind() != "ConfigMap" || dyn.Items[0].GetAPIVersion() != "v1" {
+			t.Fatalf("dynamic list: %v, %d items", err, len(dyn.Items))
 		}
 		rv := all["metadata"].(map[string]any)["resourceVersion"].(string)
 		if n := len(same(base + "?labelSelector=tier%3Da")["items"].([]any)); n != 10 {

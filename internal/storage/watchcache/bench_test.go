@@ -144,7 +144,7 @@ func BenchmarkList(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := list.AppendJSON(make([]byte, 0, 2048*(1+len(list.Items))), "v1", "ConfigMapList"); err != nil {
+		if _, err := list.AppendJSON(make([]byte, 0, 2048*(1+len(list.Items))), "v1", "ConfigMapList", true); err != nil {
 			b.Fatal(err)
 		}
 		return list.Continue, len(list.Items)
