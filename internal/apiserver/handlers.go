@@ -129,6 +129,25 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
 	opts := metav1.GetOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
+	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f == formJSON {
+		// The common case, served from the stored JSON as it is.
+		rec, asStored, err := h.res.GetRecord(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if asStored {
+			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return rec.AppendJSON(b, rec.Rev) })
+			return
+		}
+		obj, err := h.res.Present(h.ri.version, rec)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, obj)
+		return
+	}
 	obj, err := h.res.Get(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
 	if err != nil {
 		writeError(w, err)

@@ -157,15 +157,7 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 		return
 	}
 	if f == formJSON && enc != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		bp := answerBuffers.Get().(*[]byte)
-		b := append(enc.AppendJSON((*bp)[:0]), '\n')
-		w.Write(b) // the server copies it: the buffer can go back
-		if cap(b) <= maxPooledAnswer {
-			*bp = b
-			answerBuffers.Put(bp)
-		}
+		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return enc.AppendJSON(b), nil })
 		return
 	}
 	switch f {
@@ -177,6 +169,26 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 		writeProtoObject(w, k, v, code, obj)
 	default:
 		write(w, f, code, obj)
+	}
+}
+
+// writeJSONFrom answers code with the JSON object that appendJSON
+// appends, assembled in a pooled buffer.
+func writeJSONFrom(w http.ResponseWriter, code int, appendJSON func([]byte) ([]byte, error)) {
+	bp := answerBuffers.Get().(*[]byte)
+	b, err := appendJSON((*bp)[:0])
+	if err != nil {
+		answerBuffers.Put(bp)
+		writeError(w, err)
+		return
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(b) // the server copies it: the buffer can go back
+	if cap(b) <= maxPooledAnswer {
+		*bp = b
+		answerBuffers.Put(bp)
 	}
 }
 

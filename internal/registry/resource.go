@@ -102,6 +102,31 @@ func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav
 	return present(k, version, obj), nil
 }
 
+// GetRecord reads ns/name as stored, for a caller that serves its JSON
+// as it is: no decode, no encode. asStored is false when version v of the
+// object is not the stored bytes (another version than the stored one is
+// asked for, or the schema has defaults to apply on read); Present gives
+// what Get would then.
+func (r *Resource) GetRecord(ctx context.Context, version, ns, name string, opts metav1.GetOptions) (rec *storage.Record, asStored bool, err error) {
+	k := r.Kind()
+	rec, err = r.cache.GetRecord(ctx, r.key(k, ns, name), storage.GetOptions{ResourceVersion: opts.ResourceVersion})
+	if err != nil {
+		return nil, false, interpret(err, k.GroupResource(), name)
+	}
+	asStored = defaulter(k, version) == nil && rec.APIVersion() == k.GroupVersionKind(version).GroupVersion().String()
+	return rec, asStored, nil
+}
+
+// Present decodes a record of GetRecord as version v of its object: what
+// Get returns.
+func (r *Resource) Present(version string, rec *storage.Record) (*unstructured.Unstructured, error) {
+	obj, err := rec.Decode(rec.Rev)
+	if err != nil {
+		return nil, interpret(err, r.Kind().GroupResource(), rec.Name)
+	}
+	return present(r.Kind(), version, obj), nil
+}
+
 // ListOptions are what a list or watch request asks for, parsed.
 type ListOptions struct {
 	storage.ListOptions

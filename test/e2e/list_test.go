@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,12 +20,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// JSON lists are written from the stored JSON as it is (storage.Record);
-// YAML lists go through decoded objects. The two must be the same list,
-// for every shape of list: whole, selected, paged (from the cache's
+// JSON lists and GETs are written from the stored JSON as it is
+// (storage.Record); YAML goes through decoded objects. The two must be the
+// same, for every shape of list: whole, selected, paged (from the cache's
 // history while writes land between pages), at an exact resourceVersion,
 // and for a custom resource read at a version other than its stored one
-// (whose items must be presented, not served as stored).
+// (whose items must be presented, not served as stored); and for GETs,
+// consistent and from the cache, of built-in kinds and custom resources.
 func TestListFromStoredJSON(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *server) {
 		s.mustKubectl(t, "create", "namespace", "lists")
@@ -133,6 +135,23 @@ func TestListFromStoredJSON(t *testing.T) {
 			if len(items) != 1 || items[0].(map[string]any)["apiVersion"] != "example.kplane.dev/"+v {
 				t.Fatalf("widgets in %s: %v", v, items)
 			}
+		}
+
+		// GETs: consistent and at resourceVersion 0, built-in and custom.
+		for _, rv := range []string{"", "?resourceVersion=0"} {
+			cm := same(base + "/cm-07" + rv)
+			if cm["kind"] != "ConfigMap" || cm["apiVersion"] != "v1" || cm["metadata"].(map[string]any)["name"] != "cm-07" {
+				t.Fatalf("GET cm-07%s: %v", rv, cm)
+			}
+			same("/apis/webapp.my.domain/v1/namespaces/default/foos/foo-sample" + rv)
+			for _, v := range []string{"v1", "v1alpha1"} {
+				if w := same("/apis/example.kplane.dev/" + v + "/namespaces/default/widgets/w" + rv); w["apiVersion"] != "example.kplane.dev/"+v {
+					t.Fatalf("widget in %s: %v", v, w)
+				}
+			}
+		}
+		if code, _, body := s.call(t, "GET", base+"/absent", "", nil, "Accept", "application/json"); code != 404 || !strings.Contains(string(body), `configmaps \"absent\" not found`) {
+			t.Fatalf("GET absent: %d %s", code, body)
 		}
 	})
 }
