@@ -186,3 +186,37 @@ func BenchmarkCreateCustomResource(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGet is the server's part of a GET of a 1 KiB ConfigMap as
+// client-go asks for it (JSON, a consistent read), without the network.
+func BenchmarkGet(b *testing.B) {
+	h := newInProcess(b)
+	payload := strings.Repeat("x", 1024)
+	const objects = 100
+	for i := range objects {
+		body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"bench-%d","labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, i, payload)
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("create: %d %s", w.Code, w.Body)
+		}
+	}
+	paths := make([]string, objects)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("/api/v1/namespaces/default/configmaps/bench-%d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r := httptest.NewRequest(http.MethodGet, paths[i%objects], nil)
+		r.Header.Set("Accept", "application/json, */*")
+		r.Header.Set("User-Agent", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("get: %d %s", w.Code, w.Body)
+		}
+	}
+}
