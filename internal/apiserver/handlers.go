@@ -129,15 +129,27 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
 	opts := metav1.GetOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
-	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f == formJSON {
-		// The common case, served from the stored JSON as it is.
+	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && (f == formJSON || f == formProtobuf) {
+		// The common case, served from the stored JSON as it is (or from
+		// the protobuf form kept with the record).
 		rec, asStored, err := h.res.GetRecord(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		if asStored {
+		if asStored && f == formJSON {
 			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return rec.AppendJSON(b, rec.Rev) })
+			return
+		}
+		if asStored {
+			data, err := recordProtoObject(h.kind, h.ri.version, rec)
+			if err != nil {
+				writeError(w, apierrors.NewInternalError(err))
+				return
+			}
+			w.Header().Set("Content-Type", protobufType)
+			w.WriteHeader(http.StatusOK)
+			w.Write(data)
 			return
 		}
 		obj, err := h.res.Present(h.ri.version, rec)

@@ -205,10 +205,24 @@ func recordsProtoList(k *registry.Kind, v string, l *storage.RecordList) ([]byte
 		body = protowire.AppendTag(body, 2, protowire.BytesType)
 		body = protowire.AppendBytes(body, it)
 	}
-	unk := runtime.Unknown{
-		TypeMeta: runtime.TypeMeta{APIVersion: k.GroupVersionKind(v).GroupVersion().String(), Kind: k.ListKind},
-		Raw:      body,
+	return protoEnvelope(k.GroupVersionKind(v).GroupVersion().String(), k.ListKind, body)
+}
+
+// recordProtoObject is a record's object in protobuf, as writeProto
+// writes it: the message of recordProto in its envelope.
+func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
+	msg, err := recordProto(k, v, r)
+	if err != nil {
+		return nil, err
 	}
+	gvk := k.GroupVersionKind(v)
+	return protoEnvelope(gvk.GroupVersion().String(), gvk.Kind, msg)
+}
+
+// protoEnvelope wraps a message of kind and apiVersion as Kubernetes'
+// protobuf serializer does: a magic prefix, then a runtime.Unknown.
+func protoEnvelope(apiVersion, kind string, msg []byte) ([]byte, error) {
+	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind}, Raw: msg}
 	env, err := unk.Marshal()
 	if err != nil {
 		return nil, err
