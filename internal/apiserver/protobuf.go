@@ -239,11 +239,11 @@ func recordProto(k *registry.Kind, v string, r *storage.Record) ([]byte, error) 
 			return b, nil
 		}
 	}
-	data, err := r.AppendJSON(nil, r.Rev)
+	obj, err := r.Decode(r.Rev)
 	if err != nil {
 		return nil, err
 	}
-	typed, err := typedFromJSON(k, v, data)
+	typed, err := typedFromObject(k, v, obj.Object)
 	if err != nil {
 		return nil, err
 	}
