@@ -45,7 +45,8 @@ const (
 	shapeMap
 	shapeSlice
 	shapePointer
-	shapeTime // metav1.Time, metav1.MicroTime
+	shapeTime   // metav1.Time, metav1.MicroTime
+	shapeFields // metav1.FieldsV1: JSON kept as it is
 )
 
 var types sync.Map // reflect.Type → *Type
@@ -63,6 +64,7 @@ func Of(t reflect.Type) *Type {
 var (
 	timeType          = reflect.TypeFor[metav1.Time]()
 	microTimeType     = reflect.TypeFor[metav1.MicroTime]()
+	fieldsV1Type      = reflect.TypeFor[metav1.FieldsV1]()
 	jsonUnmarshaler   = reflect.TypeFor[json.Unmarshaler]()
 	jsonMarshaler     = reflect.TypeFor[json.Marshaler]()
 	textUnmarshaler   = reflect.TypeFor[encoding.TextUnmarshaler]()
@@ -93,6 +95,15 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
 	case microTimeType:
 		s.kind, s.layout = shapeTime, metav1.RFC3339Micro
 		return s
+	case fieldsV1Type:
+		s.kind = shapeFields
+		return s
+	}
+	if t.Kind() == reflect.Pointer {
+		// What a pointer holds decides, custom or not (a *Time is a
+		// json.Unmarshaler through Time's methods).
+		s.kind, s.elem = shapePointer, buildShape(t.Elem(), seen)
+		return s
 	}
 	if custom(t) {
 		return s
@@ -106,8 +117,6 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
 		s.kind, s.bits = shapeInt, t.Bits()
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		s.kind, s.bits, s.unsigned = shapeInt, t.Bits(), true
-	case reflect.Pointer:
-		s.kind, s.elem = shapePointer, buildShape(t.Elem(), seen)
 	case reflect.Map:
 		if t.Key().Kind() == reflect.String && !custom(t.Key()) {
 			s.kind, s.elem = shapeMap, buildShape(t.Elem(), seen)
@@ -228,7 +237,14 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 			return false
 		}
 		t, err := time.Parse(s.layout, x)
-		return err == nil && t.UTC().Format(s.layout) == x
+		// (The zero time is written back as null.)
+		return err == nil && !t.IsZero() && t.UTC().Format(s.layout) == x
+	case shapeFields:
+		// A managedFields entry's fieldsV1 keeps its JSON as it is, and
+		// the converter decodes that back: a tree of objects, which is
+		// all a field set is, comes back the same. (Other values do too,
+		// but through number conversions not worth following here.)
+		return objectTree(v)
 	case shapeMap:
 		x, ok := v.(map[string]any)
 		return ok && !(omitEmpty && len(x) == 0) && s.elem.all(maps.Values(x))
@@ -267,6 +283,21 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 		return required == s.required
 	}
 	return false
+}
+
+// objectTree reports whether v is an object whose members are all
+// objects, at every depth.
+func objectTree(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, e := range m {
+		if !objectTree(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // all reports whether every element is what its round trip gives.
