@@ -39,6 +39,12 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 		return nil, nil, err
 	}
 	return r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		// A stale resourceVersion is a conflict whatever the field
+		// manager makes of the object (update checks it again after), so
+		// the writers that lose a race skip its work.
+		if want := obj.GetResourceVersion(); want != "" && want != cur.GetResourceVersion() {
+			return nil, apierrors.NewConflict(k.GroupResource(), name, errors.New(msgModified))
+		}
 		return updateManaged(fm, cur, obj.DeepCopy(), opts.FieldManager), nil
 	})
 }
