@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,6 +103,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
 	mode := fs.String("mode", "external", "label of the run in the output")
 	pids := fs.String("server-pid", "", "the server's process ids, comma-separated, for server CPU and RSS (default n/a)")
+	cpuProfile := fs.String("cpuprofile", "", "write the bench's own CPU profile (client-go and the load loops) over the scenarios to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -155,7 +157,17 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
 		return 1
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		cleanup()
+		closeOut()
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+		return 1
+	}
 	results := r.run(ctx, list, func(res Result) { writeJSONLine(out, res) })
+	if err := stopProfile(); err != nil {
+		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
+	}
 	cleanup()
 	if err := closeOut(); err != nil {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
@@ -168,6 +180,29 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile profiles this process into path until stop; an empty
+// path profiles nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // ctxNote says why ctx ended, or nothing.

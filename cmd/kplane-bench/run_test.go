@@ -140,5 +140,19 @@ func TestCompareMemoryTiny(t *testing.T) {
 				checkSane(t, r, "external", pid != "")
 			}
 		}
+		// --cpuprofile writes a profile of the bench itself (gzipped
+		// protobuf, as runtime/pprof writes it).
+		prof := filepath.Join(t.TempDir(), "client.pprof")
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "create", "--cpuprofile", prof, "--json", filepath.Join(t.TempDir(), "p.json")}, tiny...)
+		if code := run(ctx, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+		}
+		if data, err := os.ReadFile(prof); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+			t.Errorf("--cpuprofile wrote %d bytes (%v), not a gzipped profile", len(data), err)
+		}
+		if code := run(ctx, []string{"--kubeconfig", kubeconfig, "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir")}, &stdout, &stderr); code != 1 {
+			t.Errorf("an unwritable --cpuprofile: exit %d, want 1", code)
+		}
 	})
 }
