@@ -220,3 +220,31 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMergePatch is the server's part of a merge patch of one key of
+// a 1 KiB ConfigMap, as kplane-bench's merge-patch scenario sends it:
+// the patch, the field manager, validation, the store and the answer.
+func BenchmarkMergePatch(b *testing.B) {
+	h := newInProcess(b)
+	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"target"},"data":{"payload":%q}}`, strings.Repeat("x", 1024))
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusCreated {
+		b.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/configmaps/target", strings.NewReader(fmt.Sprintf(`{"data":{"n":"%d"}}`, i)))
+		r.Header.Set("Content-Type", "application/merge-patch+json")
+		r.Header.Set("Accept", "application/json, */*")
+		r.Header.Set("User-Agent", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("patch: %d %s", w.Code, w.Body)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/kplane-dev/kplane/internal/registry/plain"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -205,6 +207,79 @@ func (o *managedObject) SetManagedFields(entries []metav1.ManagedFieldsEntry) {
 	}
 	md["managedFields"] = items
 	o.written, o.known = entries, true
+}
+
+// GetManagedFields reads the entries as Unstructured.GetManagedFields
+// does (a test holds the two equal), without its deep copy of the list
+// and its reflection per entry: the field manager reads the written
+// object's entries on every update and patch, and that was 12 % of a
+// merge patch's CPU. Entries it can't read directly go to Unstructured's.
+func (o *managedObject) GetManagedFields() []metav1.ManagedFieldsEntry {
+	if entries, ok := managedFieldsEntries(o.Object); ok {
+		return entries
+	}
+	return o.Unstructured.GetManagedFields()
+}
+
+// managedFieldsEntries is obj's metadata.managedFields as
+// runtime.DefaultUnstructuredConverter reads them, for entries of the
+// form the field manager writes: strings, a time in RFC 3339 and a
+// fieldsV1 that is a tree of objects; false for anything else.
+func managedFieldsEntries(obj map[string]any) ([]metav1.ManagedFieldsEntry, bool) {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	items, ok := md["managedFields"].([]any)
+	if !ok {
+		return nil, false
+	}
+	entries := make([]metav1.ManagedFieldsEntry, len(items))
+	for i, item := range items {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		e := &entries[i]
+		for k, v := range m {
+			if k == "fieldsV1" {
+				if !plain.ObjectTree(v) {
+					return nil, false
+				}
+				raw, err := storage.AppendJSON(nil, v.(map[string]any))
+				if err != nil {
+					return nil, false
+				}
+				e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+				continue
+			}
+			str, ok := v.(string)
+			if !ok {
+				return nil, false
+			}
+			switch k {
+			case "manager":
+				e.Manager = str
+			case "operation":
+				e.Operation = metav1.ManagedFieldsOperationType(str)
+			case "apiVersion":
+				e.APIVersion = str
+			case "fieldsType":
+				e.FieldsType = str
+			case "subresource":
+				e.Subresource = str
+			case "time":
+				t, err := time.Parse(time.RFC3339, str)
+				if err != nil {
+					return nil, false
+				}
+				e.Time = &metav1.Time{Time: t.Local()} // as Time.UnmarshalJSON
+			default:
+				return nil, false
+			}
+		}
+	}
+	return entries, true
 }
 
 // metaView is an object for metadata validation with its managedFields

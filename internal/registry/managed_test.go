@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,72 @@ func sameTimes(t *testing.T, got, want *unstructured.Unstructured) {
 		if err := unstructured.SetNestedSlice(got.Object, g, "metadata", "managedFields"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// managedObject.GetManagedFields reads what Unstructured.GetManagedFields
+// reads, for entries as the field manager writes them and for odd ones
+// (which it leaves to Unstructured's): random lists of entries with field
+// sets, awkward keys, times in and out of UTC, values of other types.
+func TestGetManagedFieldsMatchesUnstructured(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := []string{"f:data", ".", "f:metadata", `k:{"name":"a<&>"}`, "v:5", "i:0", "f:é", "f:\u2028"}
+	var tree func(depth int) any
+	tree = func(depth int) any {
+		if depth > 0 && rng.IntN(50) == 0 {
+			return []any{"x", int64(1), 1.5, nil, true}[rng.IntN(5)]
+		}
+		m := map[string]any{}
+		if depth < 4 {
+			for range rng.IntN(4) {
+				m[keys[rng.IntN(len(keys))]] = tree(depth + 1)
+			}
+		}
+		return m
+	}
+	odd := []any{nil, int64(3), true, []any{}, map[string]any{}}
+	fast := 0
+	for i := range 3000 {
+		var items []any
+		for range rng.IntN(4) {
+			e := map[string]any{}
+			for _, k := range []string{"manager", "operation", "apiVersion", "fieldsType", "subresource"} {
+				if rng.IntN(3) > 0 {
+					e[k] = []string{"m", "Update", "Apply", "v1", "FieldsV1", "status", ""}[rng.IntN(7)]
+				}
+			}
+			if rng.IntN(3) > 0 {
+				e["time"] = []any{"2026-11-25T05:06:39Z", "2026-11-25T05:06:39Z", "2026-11-25T06:06:39+01:00", "2026-11-25T05:06:39.5Z", "", "x"}[rng.IntN(6)]
+			}
+			if rng.IntN(4) > 0 {
+				e["fieldsV1"] = tree(0)
+			}
+			if rng.IntN(30) == 0 {
+				e[[]string{"manager", "time", "fieldsV1", "unknown"}[rng.IntN(4)]] = odd[rng.IntN(len(odd))]
+			}
+			items = append(items, e)
+		}
+		md := map[string]any{"name": "a", "managedFields": items}
+		switch rng.IntN(40) {
+		case 0:
+			delete(md, "managedFields")
+		case 1:
+			md["managedFields"] = nil
+		case 2:
+			md["managedFields"] = append(items, "not an entry")
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}}
+		want := u.DeepCopy().GetManagedFields()
+		got := (&managedObject{Unstructured: u}).GetManagedFields()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d: %v\ngot  %#v\nwant %#v", i, items, got, want)
+		}
+		if _, ok := managedFieldsEntries(u.Object); ok {
+			fast++
+		}
+	}
+	t.Logf("read directly: %d of 3000", fast)
+	if fast < 1000 {
+		t.Errorf("read directly: %d of 3000, want more", fast)
 	}
 }

@@ -244,7 +244,7 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 		// the converter decodes that back: a tree of objects, which is
 		// all a field set is, comes back the same. (Other values do too,
 		// but through number conversions not worth following here.)
-		return objectTree(v)
+		return ObjectTree(v)
 	case shapeMap:
 		x, ok := v.(map[string]any)
 		return ok && !(omitEmpty && len(x) == 0) && s.elem.all(maps.Values(x))
@@ -285,15 +285,15 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 	return false
 }
 
-// objectTree reports whether v is an object whose members are all
-// objects, at every depth.
-func objectTree(v any) bool {
+// ObjectTree reports whether v is an object whose members are all
+// objects, at every depth: the form of a managedFields entry's fieldsV1.
+func ObjectTree(v any) bool {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return false
 	}
 	for _, e := range m {
-		if !objectTree(e) {
+		if !ObjectTree(e) {
 			return false
 		}
 	}
