@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,14 +271,17 @@ func strategicPatchError(err error) error {
 // parseApply decodes an apply configuration (YAML or JSON).
 func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
 	applied := &unstructured.Unstructured{Object: map[string]any{}}
-	if err := yaml.Unmarshal(data, &applied.Object); err != nil {
+	m, plainJSON := applyJSON(data)
+	if plainJSON {
+		applied.Object = m
+	} else if err := yaml.Unmarshal(data, &applied.Object); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
 	}
 	if applied.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
 	}
 	var strict []error
-	if opts.Strict || opts.Warn != nil {
+	if (opts.Strict || opts.Warn != nil) && !plainJSON { // applyJSON's have no repeated key
 		if err := yaml.UnmarshalStrict(data, &map[string]any{}); err != nil {
 			if opts.Strict {
 				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
@@ -292,6 +296,81 @@ func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstr
 			applied.GetAPIVersion(), applied.GetKind(), gv, k.Kind))
 	}
 	return applied, strict, nil
+}
+
+// applyJSON decodes an apply configuration sent as JSON, as client-go and
+// kubectl send it, to what yaml.Unmarshal makes of it (numbers as
+// float64), when the JSON is of a form that YAML reads exactly as JSON
+// does: printable ASCII (spaces and newlines between tokens), strings
+// without escapes, integers of up to 15 digits (no "-0"), no repeated
+// member and no "<<" key (YAML's merge key). false leaves the body to
+// YAML; a test holds the two equal over random bodies. YAML parsing was
+// 30 % of a server-side apply's CPU.
+func applyJSON(data []byte) (map[string]any, bool) {
+	if len(data) == 0 || data[0] != '{' {
+		return nil, false
+	}
+	inString, depth := false, 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\\', c == '\n' && inString, c != '\n' && (c < 0x20 || c > 0x7e):
+			return nil, false
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			if depth++; depth > 64 {
+				return nil, false // YAML's parser has limits of its own
+			}
+		case c == '}' || c == ']':
+			depth--
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(data) && (data[j] == '-' || data[j] >= '0' && data[j] <= '9' || data[j] == '.' || data[j] == 'e' || data[j] == 'E' || data[j] == '+') {
+				j++
+			}
+			tok := data[i:j]
+			if j-i > 15 || bytes.ContainsAny(tok, ".eE+") || bytes.HasPrefix(tok, []byte("-0")) || tok[0] == '-' && len(tok) == 1 {
+				return nil, false
+			}
+			i = j - 1
+		}
+	}
+	m, ok := storage.DecodeObjectNoDuplicates(data)
+	if !ok || !yamlPlain(m) {
+		return nil, false
+	}
+	return m, true
+}
+
+// yamlPlain converts v's integers to float64 in place, as encoding/json
+// decodes numbers into an interface, and reports false for a "<<" key.
+func yamlPlain(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "<<" {
+				return false
+			}
+			if n, ok := e.(int64); ok {
+				x[k] = float64(n)
+			} else if !yamlPlain(e) {
+				return false
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if n, ok := e.(int64); ok {
+				x[i] = float64(n)
+			} else if !yamlPlain(e) {
+				return false
+			}
+		}
+	case float64:
+		return false // a fraction or an exponent: the scan lets none through
+	}
+	return true
 }
 
 // apply merges the applied configuration into cur for its manager.
