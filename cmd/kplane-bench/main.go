@@ -26,7 +26,7 @@ Usage:
                                  on it, and report start-up, RSS, list pages and watch delivery
 
 Scenarios (--scenario, comma-separated; default all):
-  create, get, update-conflicts, merge-patch, list (consistent, rv0, paged),
+  create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged),
   watch, informer-sync. compare adds start-to-ready and memory.
 
 Flags:
@@ -59,6 +59,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Updates, "updates", d.Updates, "read-modify-write updates in all")
 	fs.IntVar(&s.PatchWorkers, "patch-workers", d.PatchWorkers, "clients merge-patching one ConfigMap")
 	fs.IntVar(&s.Patches, "patches", d.Patches, "merge patches in all")
+	fs.IntVar(&s.ApplyWorkers, "apply-workers", d.ApplyWorkers, "server-side apply clients, each on a ConfigMap of its own")
+	fs.IntVar(&s.Applies, "applies", d.Applies, "server-side applies in all")
 	fs.IntVar(&s.Objects, "objects", d.Objects, "ConfigMaps listed and synced by an informer (topped up to this)")
 	fs.IntVar(&s.ListRepeat, "list-repeat", d.ListRepeat, "lists of each kind")
 	fs.IntVar(&s.PageSize, "page-size", d.PageSize, "limit of the paged list")

@@ -13,7 +13,7 @@ import (
 )
 
 // tiny are sizes that run every scenario in a few seconds.
-var tiny = []string{"--workers", "4", "--creates", "50", "--gets", "50", "--updates", "40", "--patches", "40",
+var tiny = []string{"--workers", "4", "--creates", "50", "--gets", "50", "--updates", "40", "--patches", "40", "--apply-workers", "2", "--applies", "20",
 	"--objects", "60", "--list-repeat", "2", "--page-size", "25", "--watchers", "5", "--watch-updates", "20",
 	"--scenario-timeout", "60s"}
 
@@ -95,7 +95,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			got[r.Name] = r
 			checkSane(t, r, "memory", true)
 		}
-		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch",
+		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply",
 			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)

@@ -26,6 +26,8 @@ type Sizes struct {
 	Updates       int
 	PatchWorkers  int // merge-patch clients on one ConfigMap
 	Patches       int
+	ApplyWorkers  int // server-side apply clients, each on a ConfigMap of its own
+	Applies       int
 	Objects       int // ConfigMaps in the namespace for list and informer-sync
 	ListRepeat    int // lists of each kind
 	PageSize      int
@@ -39,6 +41,7 @@ func DefaultSizes() Sizes {
 		Workers: 16, Creates: 5000, Gets: 5000,
 		UpdateWorkers: 8, Updates: 2000,
 		PatchWorkers: 8, Patches: 2000,
+		ApplyWorkers: 8, Applies: 2000,
 		Objects: 10000, ListRepeat: 5, PageSize: 500,
 		Watchers: 100, WatchUpdates: 1000,
 	}
@@ -48,7 +51,7 @@ func DefaultSizes() Sizes {
 func (s Sizes) Validate() error {
 	for name, v := range map[string]int{"workers": s.Workers, "creates": s.Creates, "gets": s.Gets,
 		"update-workers": s.UpdateWorkers, "updates": s.Updates, "patch-workers": s.PatchWorkers,
-		"patches": s.Patches, "objects": s.Objects, "list-repeat": s.ListRepeat, "page-size": s.PageSize,
+		"patches": s.Patches, "apply-workers": s.ApplyWorkers, "applies": s.Applies, "objects": s.Objects, "list-repeat": s.ListRepeat, "page-size": s.PageSize,
 		"watchers": s.Watchers, "watch-updates": s.WatchUpdates} {
 		if v <= 0 {
 			return fmt.Errorf("--%s must be positive, not %d", name, v)
@@ -70,6 +73,7 @@ var scenarios = []scenario{
 	{"get", (*runner).get},
 	{"update-conflicts", (*runner).updateConflicts},
 	{"merge-patch", (*runner).mergePatch},
+	{"apply", (*runner).apply},
 	{"list", (*runner).list},
 	{"watch", (*runner).watch},
 	{"informer-sync", (*runner).informerSync},

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -163,6 +164,50 @@ func (r *runner) mergePatch(ctx context.Context) ([]Result, error) {
 	for w := range last {
 		if v := last[w].Load(); v > 0 && cm.Data[fmt.Sprintf("w%d", w)] != strconv.FormatInt(v-1, 10) {
 			return []Result{res}, fmt.Errorf("worker %d's last patch (%d) is not in the object: %q", w, v-1, cm.Data[fmt.Sprintf("w%d", w)])
+		}
+	}
+	return []Result{res}, nil
+}
+
+// apply: ApplyWorkers clients server-side apply a 1 KiB ConfigMap each
+// (applied-<worker>, force, as a controller applies what it owns), with
+// a key that changes every time, Applies in all. At the end each object
+// holds its worker's last value and one Apply entry for the bench.
+func (r *runner) apply(ctx context.Context) ([]Result, error) {
+	cms := r.cs.CoreV1().ConfigMaps(r.ns)
+	last := make([]atomic.Int64, r.sizes.ApplyWorkers)
+	name := func(w int) string { return fmt.Sprintf("applied-%d", w) }
+	opts := metav1.ApplyOptions{FieldManager: "kplane-bench", Force: true}
+	s := r.begin()
+	lat, err := parallel(ctx, r.sizes.ApplyWorkers, r.sizes.Applies, func(ctx context.Context, w, i int) error {
+		cm := corev1ac.ConfigMap(name(w), r.ns).
+			WithLabels(map[string]string{"app": "kplane-bench"}).
+			WithData(map[string]string{"payload": payload, "n": strconv.Itoa(i)})
+		_, err := cms.Apply(ctx, cm, opts)
+		if err == nil {
+			last[w].Store(int64(i) + 1)
+		}
+		return err
+	})
+	res := s.end("apply", len(lat), lat)
+	res.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": len(payload)})
+	if err != nil {
+		return []Result{res}, err
+	}
+	for w := range last {
+		v := last[w].Load()
+		if v == 0 {
+			continue
+		}
+		cm, err := cms.Get(ctx, name(w), metav1.GetOptions{})
+		if err != nil {
+			return []Result{res}, err
+		}
+		if cm.Data["n"] != strconv.FormatInt(v-1, 10) {
+			return []Result{res}, fmt.Errorf("worker %d's last apply (%d) is not in the object: %q", w, v-1, cm.Data["n"])
+		}
+		if len(cm.ManagedFields) != 1 || cm.ManagedFields[0].Manager != "kplane-bench" || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
+			return []Result{res}, fmt.Errorf("%s: managedFields %+v, want one Apply entry of kplane-bench", name(w), cm.ManagedFields)
 		}
 	}
 	return []Result{res}, nil
