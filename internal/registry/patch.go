@@ -3,7 +3,6 @@ package registry
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -201,17 +200,21 @@ func (r *Resource) applyPatch(k *Kind, version string, cur *unstructured.Unstruc
 // applyPatchFull is applyPatch on JSON: the patch applied to the current
 // object's JSON by the patch libraries, the result decoded as a body is.
 func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
-	curJSON, err := cur.MarshalJSON()
-	if err != nil {
-		return nil, nil, apierrors.NewInternalError(err)
-	}
 	var patched []byte
 	switch p.typ {
 	case types.JSONPatchType:
+		curJSON, err := storage.AppendJSON(nil, cur.Object)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
 		if patched, err = p.ops.Apply(curJSON); err != nil {
 			return nil, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
 	case types.MergePatchType:
+		curJSON, err := storage.AppendJSON(nil, cur.Object)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
 		if patched, err = jsonpatch.MergePatch(curJSON, p.raw); err != nil {
 			if errors.Is(err, jsonpatch.ErrBadJSONPatch) {
 				return nil, nil, apierrors.NewBadRequest(err.Error())
@@ -223,7 +226,9 @@ func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opt
 		if err != nil {
 			return nil, nil, strategicPatchError(err)
 		}
-		if patched, err = json.Marshal(m); err != nil {
+		// The same bytes as encoding/json's Marshal (a test in storage
+		// holds the two equal), at several times its speed.
+		if patched, err = storage.AppendJSON(nil, m); err != nil {
 			return nil, nil, apierrors.NewInternalError(err)
 		}
 	}
