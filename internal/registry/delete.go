@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,21 +227,58 @@ func (r *Resource) DeleteCollection(ctx context.Context, version, ns string, opt
 	if err != nil {
 		return nil, err
 	}
+	// The items are deleted by a few workers at once (kube-apiserver's
+	// --delete-collection-workers), so that their writes share the
+	// engine's commits: one at a time, each delete waited for an fsync
+	// of its own. The first error stops the handing out of items; those
+	// already deleted stay deleted, as with upstream's workers.
+	deleted := make([]runtime.Object, len(list.Items))
+	done := make([]bool, len(list.Items)) // deleted here (not gone already)
+	var (
+		next     atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+		failed   atomic.Bool
+	)
+	for range min(deleteCollectionWorkers, len(list.Items)) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= len(list.Items) {
+					return
+				}
+				item := &list.Items[i]
+				obj, _, err := r.Delete(ctx, version, item.GetNamespace(), item.GetName(), del, w)
+				switch {
+				case apierrors.IsNotFound(err):
+				case err != nil:
+					errOnce.Do(func() { firstErr = err })
+					failed.Store(true)
+				default:
+					deleted[i], done[i] = obj, true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
 	out := &unstructured.UnstructuredList{Object: list.Object}
-	for i := range list.Items {
-		item := &list.Items[i]
-		obj, _, err := r.Delete(ctx, version, item.GetNamespace(), item.GetName(), del, w)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
+	for i, obj := range deleted {
+		if !done[i] {
+			continue // gone already
 		}
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			out.Items = append(out.Items, *u)
 		} else {
-			out.Items = append(out.Items, *item)
+			out.Items = append(out.Items, list.Items[i])
 		}
 	}
 	return out, nil
 }
+
+// deleteCollectionWorkers is how many deletes of a DeleteCollection run
+// at once.
+const deleteCollectionWorkers = 8

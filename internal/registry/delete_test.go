@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -261,5 +263,61 @@ func TestDeleteWithPolicyThenFinalizerRemoved(t *testing.T) {
 	}
 	if got[0] != watch.Modified || got[1] != watch.Deleted {
 		t.Fatalf("events %v, want MODIFIED, DELETED", got)
+	}
+}
+
+// DeleteCollection deletes what the list selects with several workers and
+// answers in list order: the deleted objects, and those its finalizers
+// keep, marked for deletion; the rest of the kind stays.
+func TestDeleteCollection(t *testing.T) {
+	ctx, res := newWidgets(t)
+	var want []string
+	for i := range 60 {
+		name := fmt.Sprintf("w-%02d", i)
+		var fins []string
+		if i%10 == 0 {
+			fins = []string{"example.kplane.dev/hold"}
+		}
+		u := createWidget(t, ctx, res, name, fins...)
+		if i%3 != 0 { // the others are left alone
+			labels := map[string]string{"batch": "yes"}
+			u.SetLabels(labels)
+			if _, err := res.Update(ctx, "v1", "", name, u, registry.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, name)
+		}
+	}
+	sel, _ := labels.Parse("batch=yes")
+	out, err := res.DeleteCollection(ctx, "v1", "", registry.ListOptions{ListOptions: storage.ListOptions{Predicate: storage.Predicate{Label: sel}}}, metav1.DeleteOptions{}, registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range out.Items {
+		got = append(got, it.GetName())
+		held := slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold")
+		if held != (it.GetDeletionTimestamp() != nil) {
+			t.Errorf("%s: finalizers %v, deletionTimestamp %v", it.GetName(), it.GetFinalizers(), it.GetDeletionTimestamp())
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("answered %v,\nwant %v", got, want)
+	}
+	left, err := res.List(ctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remaining := 0
+	for _, it := range left.Items {
+		if it.GetLabels()["batch"] == "yes" && !slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold") {
+			t.Errorf("%s is still there", it.GetName())
+		}
+		remaining++
+	}
+	// The 20 not selected, and the four selected ones their finalizer
+	// holds (10, 20, 40, 50).
+	if remaining != 24 {
+		t.Errorf("%d widgets remain, want 24", remaining)
 	}
 }
