@@ -143,13 +143,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		}
 		if asStored {
 			data, err := recordProtoObject(h.kind, h.ri.version, rec)
-			if err != nil {
-				writeError(w, apierrors.NewInternalError(err))
-				return
-			}
-			w.Header().Set("Content-Type", protobufType)
-			w.WriteHeader(http.StatusOK)
-			w.Write(data)
+			writeProtoData(w, http.StatusOK, data, err)
 			return
 		}
 		obj, err := h.res.Present(h.ri.version, rec)
@@ -186,13 +180,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok && f == formProtobuf {
 			data, err := recordsProtoList(h.kind, h.ri.version, recs)
-			if err != nil {
-				writeError(w, apierrors.NewInternalError(err))
-				return
-			}
-			w.Header().Set("Content-Type", protobufType)
-			w.WriteHeader(http.StatusOK)
-			w.Write(data)
+			writeProtoData(w, http.StatusOK, data, err)
 			return
 		}
 		if ok {

@@ -112,6 +112,18 @@ func typedFromObject(k *registry.Kind, v string, obj map[string]any) (runtime.Ob
 	return typedFromJSON(k, v, data)
 }
 
+// writeProtoData answers code with data, a protobuf body the caller
+// built, or with the error building it gave.
+func writeProtoData(w http.ResponseWriter, code int, data []byte, err error) {
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", protobufType)
+	w.WriteHeader(code)
+	w.Write(data)
+}
+
 // writeProtoObject writes an object of kind k in protobuf.
 func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
 	typed, err := typedFromObject(k, v, obj.Object)
