@@ -122,7 +122,9 @@ func (r *Resource) prepareDelete(k *Kind, cur *unstructured.Unstructured, opts *
 	// markAsDeleting in kube-apiserver's generic registry: the first
 	// deletion sets the timestamp and, for kinds that track it, bumps the
 	// generation; the grace period of a kind without graceful deletion
-	// is 0.
+	// is 0. A kind whose own pending work defers its deletion (a
+	// namespace) is marked as upstream's REST of its own marks it: the
+	// timestamp, and no grace period.
 	if next.GetDeletionTimestamp() == nil {
 		now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 		next.SetDeletionTimestamp(&now)
@@ -130,8 +132,10 @@ func (r *Resource) prepareDelete(k *Kind, cur *unstructured.Unstructured, opts *
 			next.SetGeneration(g + 1)
 		}
 	}
-	zero := int64(0)
-	next.SetDeletionGracePeriodSeconds(&zero)
+	if k.Pending == nil {
+		zero := int64(0)
+		next.SetDeletionGracePeriodSeconds(&zero)
+	}
 	return next
 }
 

@@ -214,8 +214,19 @@ func TestGCNamespaceDeletion(t *testing.T) {
 		if out := s.mustKubectl(t, "get", "namespace", "doomed"); !strings.Contains(out, "Terminating") {
 			t.Fatalf("kubectl get namespace:\n%s", out)
 		}
+		// As upstream: the namespace is marked with a timestamp only (its
+		// REST of its own sets no grace period); an object its finalizer
+		// holds gets the generic registry's grace period of 0.
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		if err != nil || ns.DeletionTimestamp == nil || ns.DeletionGracePeriodSeconds != nil {
+			t.Fatalf("namespace: %v, deletionTimestamp %v, deletionGracePeriodSeconds %v", err, ns.DeletionTimestamp, ns.DeletionGracePeriodSeconds)
+		}
+		held, err := cs.CoreV1().ConfigMaps("doomed").Get(ctx, "held", metav1.GetOptions{})
+		if err != nil || held.DeletionTimestamp == nil || held.DeletionGracePeriodSeconds == nil || *held.DeletionGracePeriodSeconds != 0 {
+			t.Fatalf("held configmap: %v, %+v", err, held.ObjectMeta)
+		}
 		// NamespaceLifecycle: nothing new goes into a terminating namespace.
-		_, err := cs.CoreV1().ConfigMaps("doomed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
+		_, err = cs.CoreV1().ConfigMaps("doomed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "unable to create new content in namespace doomed because it is being terminated") {
 			t.Fatalf("create in a terminating namespace: %v", err)
 		}
