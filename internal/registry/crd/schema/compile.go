@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,6 +41,11 @@ type node struct {
 	listType string
 	listKeys []string
 	src      *apiextensionsv1.JSONSchemaProps // for validating defaults
+
+	// What the node or a node below it has: an embedded resource, a
+	// list-type set or map. The checks for those skip subtrees without.
+	hasEmbedded, hasSetOrMap bool
+	propKeys                 []string // the keys of props, sorted
 }
 
 // decodeJSON decodes a v1.JSON as upstream's conversion to the internal
@@ -95,6 +102,7 @@ func compile(s *apiextensionsv1.JSONSchemaProps) (*node, error) {
 				return nil, err
 			}
 			n.props[k] = c
+			n.propKeys = append(n.propKeys, k)
 		}
 	}
 	if s.AdditionalProperties != nil {
@@ -104,7 +112,36 @@ func compile(s *apiextensionsv1.JSONSchemaProps) (*node, error) {
 		}
 	}
 	n.src = s
+	n.hasEmbedded = n.embedded
+	n.hasSetOrMap = n.listType == "set" || n.listType == "map"
+	for _, c := range append([]*node{n.items, n.addl}, slices.Collect(maps.Values(n.props))...) {
+		if c != nil {
+			n.hasEmbedded = n.hasEmbedded || c.hasEmbedded
+			n.hasSetOrMap = n.hasSetOrMap || c.hasSetOrMap
+		}
+	}
 	return n, nil
+}
+
+// eachField calls fn for every field of x that has a schema of its own
+// below n (a property, or any field under an additionalProperties
+// schema), in the order of the field names, with the field's node.
+func (n *node) eachField(x map[string]any, fn func(k string, v any, c *node, isProp bool)) {
+	if n.addl == nil {
+		for _, k := range n.propKeys {
+			if v, ok := x[k]; ok {
+				fn(k, v, n.props[k], true)
+			}
+		}
+		return
+	}
+	for _, k := range sortedKeys(x) {
+		if c, ok := n.props[k]; ok {
+			fn(k, x[k], c, true)
+		} else {
+			fn(k, x[k], n.addl, false)
+		}
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

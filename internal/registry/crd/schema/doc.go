@@ -14,6 +14,10 @@
 // validate). Validation runs k8s.io/kube-openapi's validator, the
 // library upstream runs, so keyword messages match byte for byte; the
 // list-type, embedded-resource and ratcheting checks are written here.
+// Before it, an acceptor compiled once per schema (accept.go) walks the
+// value without allocating and passes it when it is surely valid (the
+// common case), calling kube-openapi's own keyword checks; everything
+// else goes to the validator, which writes the errors.
 //
 // x-kubernetes-validations are refused under allOf, anyOf, oneOf and not,
 // with the other extensions and defaults, as upstream refuses them for

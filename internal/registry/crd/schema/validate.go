@@ -27,6 +27,7 @@ import (
 type Schema struct {
 	root    *node
 	openapi *spec.Schema
+	accept  *acceptor // answers "valid" for most objects without kube-openapi
 }
 
 // New compiles s. It fails only on a schema ValidateCRD refuses (items
@@ -44,7 +45,7 @@ func New(s *apiextensionsv1.JSONSchemaProps) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{root: root, openapi: o}, nil
+	return &Schema{root: root, openapi: o, accept: newAcceptor(o)}, nil
 }
 
 // Validate checks obj against the schema as kube-apiserver's custom
@@ -66,13 +67,18 @@ func New(s *apiextensionsv1.JSONSchemaProps) (*Schema, error) {
 // run only if old passes them.
 func (s *Schema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
 	var errs field.ErrorList
-	var res *validate.Result
-	if old == nil {
-		res = validate.NewSchemaValidator(s.openapi, nil, "", strfmt.Default).Validate(obj)
-	} else {
-		res = newRatchet(s.openapi, "", &correlation{value: obj, old: old, schema: s.openapi}).Validate(obj)
+	// A value the acceptor passes has no OpenAPI error (and ratcheting
+	// only ever removes errors); any other value goes to kube-openapi,
+	// which reports the errors or finds it valid after all.
+	if !s.accept.accept(obj) {
+		var res *validate.Result
+		if old == nil {
+			res = validate.NewSchemaValidator(s.openapi, nil, "", strfmt.Default).Validate(obj)
+		} else {
+			res = newRatchet(s.openapi, "", &correlation{value: obj, old: old, schema: s.openapi}).Validate(obj)
+		}
+		errs = append(errs, resultToFieldErrors(nil, res)...)
 	}
-	errs = append(errs, resultToFieldErrors(nil, res)...)
 	errs = append(errs, validateEmbedded(ctx, nil, obj, s.root)...)
 	if old == nil || len(validateLists(nil, s.root, old)) == 0 {
 		errs = append(errs, validateLists(nil, s.root, obj)...)
@@ -143,7 +149,7 @@ func asInt64(x any) int64 {
 // and kind are required strings of the right shape, and metadata is
 // valid ObjectMeta (a missing name is allowed; path-segment names).
 func validateEmbedded(ctx context.Context, pth *field.Path, x any, s *node) field.ErrorList {
-	if s == nil {
+	if s == nil || !s.hasEmbedded {
 		return nil
 	}
 	var errs field.ErrorList
@@ -152,13 +158,16 @@ func validateEmbedded(ctx context.Context, pth *field.Path, x any, s *node) fiel
 		if s.embedded {
 			errs = append(errs, validateEmbeddedResource(ctx, pth, x)...)
 		}
-		for _, k := range sortedKeys(x) {
-			if c, ok := s.props[k]; ok {
-				errs = append(errs, validateEmbedded(ctx, pth.Child(k), x[k], c)...)
-			} else if s.hasAddl {
-				errs = append(errs, validateEmbedded(ctx, pth.Key(k), x[k], s.addl)...)
+		s.eachField(x, func(k string, v any, c *node, isProp bool) {
+			if !c.hasEmbedded {
+				return
 			}
-		}
+			if isProp {
+				errs = append(errs, validateEmbedded(ctx, pth.Child(k), v, c)...)
+			} else {
+				errs = append(errs, validateEmbedded(ctx, pth.Key(k), v, c)...)
+			}
+		})
 	case []any:
 		for i, v := range x {
 			errs = append(errs, validateEmbedded(ctx, pth.Index(i), v, s.items)...)
@@ -223,21 +232,27 @@ func pathSegmentName(name string, prefix bool) []string {
 // after the first is a "Duplicate value" at its index, with the value (a
 // set) or the key fields (a map) as the value.
 func validateLists(pth *field.Path, s *node, obj map[string]any) field.ErrorList {
-	if s == nil || obj == nil {
+	if s == nil || obj == nil || !s.hasSetOrMap {
 		return nil
 	}
 	var errs field.ErrorList
-	for _, k := range sortedKeys(obj) {
-		if c, ok := s.props[k]; ok {
-			errs = append(errs, validateListsIn(pth.Child(k), c, obj[k])...)
-		} else if s.hasAddl && s.addl != nil {
-			errs = append(errs, validateListsIn(pth.Key(k), s.addl, obj[k])...)
+	s.eachField(obj, func(k string, v any, c *node, isProp bool) {
+		if !c.hasSetOrMap {
+			return
 		}
-	}
+		if isProp {
+			errs = append(errs, validateListsIn(pth.Child(k), c, v)...)
+		} else {
+			errs = append(errs, validateListsIn(pth.Key(k), c, v)...)
+		}
+	})
 	return errs
 }
 
 func validateListsIn(pth *field.Path, s *node, x any) field.ErrorList {
+	if s == nil || !s.hasSetOrMap {
+		return nil
+	}
 	switch x := x.(type) {
 	case map[string]any:
 		return validateLists(pth, s, x)
