@@ -149,6 +149,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	case subresource == "finalize":
 		// A namespace's /finalize changes spec.finalizers only.
 		next = cur.DeepCopy()
+		keepManagedFields(next, obj)
 		fins, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
 		if len(fins) == 0 {
 			unstructured.RemoveNestedField(next.Object, "spec", "finalizers")
@@ -156,10 +157,14 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 			unstructured.SetNestedStringSlice(next.Object, fins, "spec", "finalizers")
 		}
 	case subresource == "status":
-		// /status changes the status and nothing else (metadata included).
+		// /status changes the status and nothing else in the object: the
+		// metadata stays, but for the managedFields the field manager
+		// computed for this write (upstream's status strategies keep them
+		// "to track changed fields in the status update").
 		next = cur.DeepCopy()
+		keepManagedFields(next, obj)
 		if st, ok := obj.Object["status"]; ok {
-			next.Object["status"] = runtime.DeepCopyJSONValue(st)
+			next.Object["status"] = st // obj is this attempt's own
 		} else {
 			delete(next.Object, "status")
 		}
@@ -204,6 +209,21 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		return nil, apierrors.NewInvalid(k.GroupKind(), next.GetName(), errs)
 	}
 	return next, nil
+}
+
+// keepManagedFields gives next (a copy of the current object) the
+// managedFields of obj, the request's object after the field manager.
+func keepManagedFields(next, obj *unstructured.Unstructured) {
+	meta, _ := next.Object["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		next.Object["metadata"] = meta
+	}
+	if mf, ok := obj.Object["metadata"].(map[string]any)["managedFields"]; ok {
+		meta["managedFields"] = mf
+	} else {
+		delete(meta, "managedFields")
+	}
 }
 
 // specChanged reports a change outside metadata (and status, for kinds

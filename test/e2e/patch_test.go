@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -411,4 +413,96 @@ func TestDefaultsOnRead(t *testing.T) {
 			t.Fatalf("reading with defaults rewrote the object: resourceVersion %s, want %s", got, rv)
 		}
 	})
+}
+
+// TestStatusWritesRecordTheirOwner: a write through /status records its
+// manager in managedFields with subresource "status" (upstream's status
+// strategies keep the field manager's managedFields while resetting the
+// rest of the metadata), so server-side apply on status works as for
+// controllers upstream: an applier that stops applying a status field
+// removes it. Checked on a custom resource and a built-in kind.
+func TestStatusWritesRecordTheirOwner(t *testing.T) {
+	s := startServer(t, "--storage", "memory")
+	installGadgetCRD(t, s)
+	ctx := t.Context()
+	dc := dynamic.NewForConfigOrDie(s.config())
+	gadgets := dc.Resource(gadgetGVR).Namespace("default")
+	entry := func(t *testing.T, u *unstructured.Unstructured, manager string) *metav1.ManagedFieldsEntry {
+		t.Helper()
+		for _, e := range u.GetManagedFields() {
+			if e.Manager == manager {
+				return &e
+			}
+		}
+		t.Fatalf("no managedFields entry of %s in %v", manager, u.GetManagedFields())
+		return nil
+	}
+	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "e2e.kplane.dev/v1", "kind": "Gadget",
+		"metadata": map[string]any{"name": "owned"}, "spec": map[string]any{"a": "1"}}}
+	g, err := gadgets.Create(ctx, g, metav1.CreateOptions{FieldManager: "creator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// UpdateStatus (PUT /status).
+	g.Object["status"] = map[string]any{"happy": true}
+	g, err = gadgets.UpdateStatus(ctx, g, metav1.UpdateOptions{FieldManager: "updater"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(t, g, "updater"); e.Subresource != "status" || e.Operation != metav1.ManagedFieldsOperationUpdate ||
+		string(e.FieldsV1.Raw) != `{"f:status":{".":{},"f:happy":{}}}` {
+		t.Fatalf("PUT /status entry: %+v %s", e, e.FieldsV1.Raw)
+	}
+	if e := entry(t, g, "creator"); e.Subresource != "" || string(e.FieldsV1.Raw) != `{"f:spec":{".":{},"f:a":{}}}` {
+		t.Fatalf("the creator's entry changed: %+v %s", e, e.FieldsV1.Raw)
+	}
+
+	// Server-side apply on /status: the applier owns what it applies; a
+	// field it stops applying goes (the updater's happy stays).
+	apply := func(status map[string]any) *unstructured.Unstructured {
+		t.Helper()
+		a := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "e2e.kplane.dev/v1", "kind": "Gadget",
+			"metadata": map[string]any{"name": "owned"}, "status": status}}
+		got, err := gadgets.ApplyStatus(ctx, "owned", a, metav1.ApplyOptions{FieldManager: "controller", Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := apply(map[string]any{"note": "reconciled"})
+	if e := entry(t, got, "controller"); e.Subresource != "status" || e.Operation != metav1.ManagedFieldsOperationApply ||
+		string(e.FieldsV1.Raw) != `{"f:status":{"f:note":{}}}` {
+		t.Fatalf("apply /status entry: %+v %s", e, e.FieldsV1.Raw)
+	}
+	got = apply(map[string]any{})
+	if _, found, _ := unstructured.NestedString(got.Object, "status", "note"); found {
+		t.Fatalf("a status field the applier no longer applies stayed: %v", got.Object["status"])
+	}
+	if happy, _, _ := unstructured.NestedBool(got.Object, "status", "happy"); !happy {
+		t.Fatalf("the updater's field went: %v", got.Object["status"])
+	}
+
+	// A built-in kind: a Namespace's status through a merge patch.
+	cs := kubernetes.NewForConfigOrDie(s.config())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "owned"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patched, err := cs.CoreV1().Namespaces().Patch(ctx, "owned", types.MergePatchType,
+		[]byte(`{"status":{"conditions":[{"type":"Checked","status":"True"}]}}`), metav1.PatchOptions{FieldManager: "ns-controller"}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range patched.ManagedFields {
+		if e.Manager == "ns-controller" {
+			found = e.Subresource == "status" && strings.Contains(string(e.FieldsV1.Raw), `"k:{\"type\":\"Checked\"}"`)
+			if !found {
+				t.Fatalf("Namespace status entry: %+v %s", e, e.FieldsV1.Raw)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no entry of ns-controller: %+v", patched.ManagedFields)
+	}
 }
