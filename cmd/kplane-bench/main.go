@@ -27,7 +27,8 @@ Usage:
 
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged),
-  watch, informer-sync. compare adds start-to-ready and memory.
+  watch, informer-sync, custom-resources (cr-create and cr-status). compare adds
+  start-to-ready and memory.
 
 Flags:
 `
@@ -66,6 +67,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.PageSize, "page-size", d.PageSize, "limit of the paged list")
 	fs.IntVar(&s.Watchers, "watchers", d.Watchers, "watchers of one ConfigMap")
 	fs.IntVar(&s.WatchUpdates, "watch-updates", d.WatchUpdates, "updates the watchers receive")
+	fs.IntVar(&s.CustomResources, "custom-resources", d.CustomResources, "custom resources (Widgets of a CRD the bench creates) created, then given a status")
 	fs.StringVar(&o.scenario, "scenario", "all", "scenarios to run, comma-separated")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace to use (default: a fresh kplane-bench-<random>, deleted at the end)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the JSON lines to this file instead of stdout")

@@ -15,7 +15,7 @@ import (
 // tiny are sizes that run every scenario in a few seconds.
 var tiny = []string{"--workers", "4", "--creates", "50", "--gets", "50", "--updates", "40", "--patches", "40", "--apply-workers", "2", "--applies", "20",
 	"--objects", "60", "--list-repeat", "2", "--page-size", "25", "--watchers", "5", "--watch-updates", "20",
-	"--scenario-timeout", "60s"}
+	"--custom-resources", "30", "--scenario-timeout", "60s"}
 
 // readLines parses a file of JSON lines.
 func readLines(t *testing.T, path string) []Result {
@@ -96,13 +96,19 @@ func TestCompareMemoryTiny(t *testing.T) {
 			checkSane(t, r, "memory", true)
 		}
 		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply",
-			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "memory"} {
+			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "cr-create", "cr-status", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)
 			}
 		}
 		if r := got["watch"]; r.Ops != 5*20 || r.Extra["lost"] != 0.0 || r.Extra["duplicated"] != 0.0 {
 			t.Errorf("watch: %d deliveries, extra %v; want 100, none lost or duplicated", r.Ops, r.Extra)
+		}
+		if r := got["cr-create"]; r.Ops != 30 {
+			t.Errorf("cr-create: %d ops, want 30", r.Ops)
+		}
+		if r := got["cr-status"]; r.Ops != 30 || r.Conflicts != 0 {
+			t.Errorf("cr-status: %d ops, %d conflicts; want 30, none", r.Ops, r.Conflicts)
 		}
 		if r := got["merge-patch"]; r.Conflicts != 0 {
 			t.Errorf("merge-patch: %d conflicts", r.Conflicts)

@@ -33,6 +33,8 @@ type Sizes struct {
 	PageSize      int
 	Watchers      int
 	WatchUpdates  int
+	// Custom resources created, then given a status, by Workers clients.
+	CustomResources int
 }
 
 // DefaultSizes are issue 6's loads.
@@ -44,6 +46,7 @@ func DefaultSizes() Sizes {
 		ApplyWorkers: 8, Applies: 2000,
 		Objects: 10000, ListRepeat: 5, PageSize: 500,
 		Watchers: 100, WatchUpdates: 1000,
+		CustomResources: 2000,
 	}
 }
 
@@ -52,7 +55,7 @@ func (s Sizes) Validate() error {
 	for name, v := range map[string]int{"workers": s.Workers, "creates": s.Creates, "gets": s.Gets,
 		"update-workers": s.UpdateWorkers, "updates": s.Updates, "patch-workers": s.PatchWorkers,
 		"patches": s.Patches, "apply-workers": s.ApplyWorkers, "applies": s.Applies, "objects": s.Objects, "list-repeat": s.ListRepeat, "page-size": s.PageSize,
-		"watchers": s.Watchers, "watch-updates": s.WatchUpdates} {
+		"watchers": s.Watchers, "watch-updates": s.WatchUpdates, "custom-resources": s.CustomResources} {
 		if v <= 0 {
 			return fmt.Errorf("--%s must be positive, not %d", name, v)
 		}
@@ -77,6 +80,7 @@ var scenarios = []scenario{
 	{"list", (*runner).list},
 	{"watch", (*runner).watch},
 	{"informer-sync", (*runner).informerSync},
+	{"custom-resources", (*runner).customResources},
 }
 
 // selectScenarios parses --scenario: "all" or a comma-separated list.
