@@ -79,7 +79,13 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		obj, err := produce(present(k, version, cur).DeepCopy())
+		// present copies when it changes anything; produce gets a copy
+		// of its own either way.
+		mine := present(k, version, cur)
+		if mine == cur {
+			mine = cur.DeepCopy()
+		}
+		obj, err := produce(mine)
 		if err != nil {
 			return nil, err
 		}
