@@ -88,7 +88,7 @@ type schemaGen struct {
 }
 
 func (g *schemaGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
-func (g *schemaGen) chance(p float64) bool     { return g.r.Float64() < p }
+func (g *schemaGen) chance(p float64) bool    { return g.r.Float64() < p }
 
 func (g *schemaGen) i64p(lo, hi int64) *int64 {
 	v := lo + g.r.Int64N(hi-lo+1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -286,10 +287,12 @@ func duplicates(list []any) []int {
 	var dup []int
 	for i, x := range list {
 		var key string
-		switch x.(type) {
+		switch x := x.(type) {
 		case map[string]any, []any:
 			b, _ := json.Marshal(x)
 			key = "c" + string(b)
+		case string:
+			key = "sstring:" + x // what the Sprintf below makes of it
 		default:
 			key = fmt.Sprintf("s%T:%v", x, x)
 		}
@@ -310,6 +313,9 @@ func validateListMap(pth *field.Path, s *node, list []any) field.ErrorList {
 	if len(list) <= 1 {
 		return nil
 	}
+	if !scalarKeysRepeat(list, s.listKeys) {
+		return nil
+	}
 	keys := make([]any, len(list))
 	for i, x := range list {
 		key := map[string]any{}
@@ -327,6 +333,45 @@ func validateListMap(pth *field.Path, s *node, list []any) field.ErrorList {
 		errs = append(errs, field.Duplicate(pth.Index(i), keys[i]))
 	}
 	return errs
+}
+
+// scalarKeysRepeat is false when the items of a list-type=map list,
+// all objects, surely have distinct keys: every key field is absent, a
+// string or an int64 (so JSON equality, which duplicates uses, is equality
+// of type and value) and no two items have the same ones. Otherwise it
+// is true, and the caller looks closer.
+func scalarKeysRepeat(list []any, keys []string) bool {
+	seen := make(map[string]struct{}, len(list))
+	var b []byte
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		b = b[:0]
+		for _, k := range keys {
+			switch v := m[k].(type) {
+			case nil:
+				if _, ok := m[k]; ok {
+					return true // null: JSON equality's business
+				}
+				b = append(b, 'a') // absent
+			case string:
+				b = append(b, 's')
+				b = strconv.AppendInt(b, int64(len(v)), 10)
+				b = append(b, ':')
+				b = append(b, v...)
+			case int64:
+				b = append(b, 'i')
+				b = strconv.AppendInt(b, v, 10)
+				b = append(b, ';')
+			default:
+				return true
+			}
+		}
+		if _, ok := seen[string(b)]; ok {
+			return true
+		}
+		seen[string(b)] = struct{}{}
+	}
+	return false
 }
 
 // correlation pairs a value of the new object with the value at the same

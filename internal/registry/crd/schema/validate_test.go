@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -299,5 +300,48 @@ ref: {type: string, format: uri-reference}, n: {type: integer, format: uint8}}}}
 				t.Errorf("got  %q\nwant %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestScalarKeysRepeat: when scalarKeysRepeat says a list-type=map list's
+// keys are distinct, the JSON comparison upstream's check uses finds no
+// duplicate either (random lists over keys that are absent, null,
+// strings, int64s, float64s and bools).
+func TestScalarKeysRepeat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	values := []any{"1", int64(1), float64(1), "a", "", true, nil, int64(-2), "a\"b"}
+	keys := []string{"name", "port"}
+	distinct := 0
+	for range 20000 {
+		list := make([]any, 2+rng.IntN(3))
+		for i := range list {
+			m := map[string]any{"other": rng.IntN(2)}
+			for _, k := range keys {
+				if rng.IntN(5) > 0 {
+					m[k] = values[rng.IntN(len(values))]
+				}
+			}
+			list[i] = m
+		}
+		if scalarKeysRepeat(list, keys) {
+			continue
+		}
+		distinct++
+		byJSON := make([]any, len(list))
+		for i, x := range list {
+			key := map[string]any{}
+			for _, k := range keys {
+				if v, ok := x.(map[string]any)[k]; ok {
+					key[k] = v
+				}
+			}
+			byJSON[i] = key
+		}
+		if d := duplicates(byJSON); len(d) > 0 {
+			t.Fatalf("distinct by scalarKeysRepeat, duplicates by JSON at %v: %v", d, list)
+		}
+	}
+	if distinct < 1000 {
+		t.Fatalf("only %d lists judged distinct", distinct)
 	}
 }
