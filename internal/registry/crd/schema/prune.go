@@ -76,8 +76,9 @@ func (p *pruner) prune(x any, s *node) {
 	n := len(p.path)
 	switch x := x.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			v := x[k]
+		// Any order: Prune sorts what is recorded (and a map may lose
+		// entries while ranged over).
+		for k, v := range x {
 			if s != nil && s.embedded && metaFields[k] {
 				continue
 			}
@@ -125,7 +126,7 @@ func (p *pruner) skip(x any, s *node) {
 	n := len(p.path)
 	switch x := x.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for k, v := range x {
 			if s.embedded && metaFields[k] {
 				continue
 			}
@@ -138,7 +139,7 @@ func (p *pruner) skip(x any, s *node) {
 				continue
 			}
 			p.push(k)
-			p.prune(x[k], sub)
+			p.prune(v, sub)
 			p.path = p.path[:n]
 		}
 	case []any:
@@ -195,7 +196,7 @@ func pruneNulls(x any, s *node) {
 // reported), and a zero creationTimestamp is removed. A non-string
 // apiVersion or kind is left for Validate to report.
 func coerceEmbedded(pth *field.Path, x any, s *node, unknown *[]string) {
-	if s == nil {
+	if s == nil || !s.hasEmbedded {
 		return
 	}
 	switch x := x.(type) {
@@ -237,7 +238,7 @@ func (s *Schema) CheckEmbedded(obj map[string]any) error {
 // (below the root: pth not nil) whose apiVersion or kind is not a string
 // or, when meta is set, whose metadata does not decode as ObjectMeta.
 func checkEmbedded(pth *field.Path, x any, s *node, meta bool) *field.Error {
-	if s == nil {
+	if s == nil || !s.hasEmbedded {
 		return nil
 	}
 	switch x := x.(type) {

@@ -56,3 +56,18 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrune is the pruning of a valid Widget (nothing to remove, the
+// common case) as a create's body goes through it.
+func BenchmarkPrune(b *testing.B) {
+	s := widget(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		obj := parse(b, validWidget)
+		b.StartTimer()
+		if unknown := s.Prune(obj); len(unknown) > 0 {
+			b.Fatal(unknown)
+		}
+	}
+}
