@@ -198,7 +198,10 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	if k.PrepareForUpdate != nil && subresource != "finalize" {
 		k.PrepareForUpdate(next, cur)
 	}
-	if k.Generation && specChanged(k, next, cur) {
+	// Through /status, next is cur but for its status (and, with a hook,
+	// what the hook changed).
+	statusOnly := subresource == "status" && k.Status && k.PrepareForUpdate == nil
+	if k.Generation && !statusOnly && specChanged(k, next, cur) {
 		next.SetGeneration(cur.GetGeneration() + 1)
 	}
 	path := field.NewPath("metadata")
