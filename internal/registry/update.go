@@ -165,8 +165,8 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	case subresource == "status":
 		// /status changes the status and nothing else in the object: the
 		// metadata stays, but for the managedFields the field manager
-		// computed for this write (upstream's status strategies keep them
-		// "to track changed fields in the status update").
+		// computed for this write, as upstream's status strategies keep
+		// them: they record who changed which status fields.
 		next = cur.DeepCopy()
 		keepManagedFields(next, obj)
 		if st, ok := obj.Object["status"]; ok {
