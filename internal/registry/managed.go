@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/kplane-dev/kplane/internal/registry/plain"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -71,6 +72,7 @@ func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, er
 	if tc == nil {
 		tc = deduced
 	}
+	tc = unwrapping{tc}
 	gvk := k.GroupVersionKind(v)
 	hub := k.GroupVersionKind(k.StorageVersion()).GroupVersion()
 	reset := resetFields(k, subresource)
@@ -155,7 +157,9 @@ func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstr
 
 func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) (out *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry, known bool) {
 	mo := &managedObject{Unstructured: obj}
-	switch o := fm.UpdateNoErrors(live, mo, manager).(type) {
+	// live too: a write through a subresource, or a body without
+	// managedFields, takes the live object's entries.
+	switch o := fm.UpdateNoErrors(&managedObject{Unstructured: live}, mo, manager).(type) {
 	case *managedObject:
 		return o.Unstructured, o.written, o == mo && o.known
 	case *unstructured.Unstructured:
@@ -163,6 +167,19 @@ func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructure
 	default:
 		panic(fmt.Sprintf("field manager returned %T", o))
 	}
+}
+
+// unwrapping is a type converter that sees a managedObject as the
+// Unstructured in it: the field manager hands some objects to its type
+// converter as it got them, and the converters tell Unstructured content
+// from Go structs by type.
+type unwrapping struct{ managedfields.TypeConverter }
+
+func (u unwrapping) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	if m, ok := obj.(*managedObject); ok {
+		obj = m.Unstructured
+	}
+	return u.TypeConverter.ObjectToTyped(obj, opts...)
 }
 
 // managedObject is an Unstructured whose SetManagedFields builds the

@@ -380,7 +380,8 @@ func yamlPlain(v any) bool {
 
 // apply merges the applied configuration into cur for its manager.
 func (r *Resource) apply(k *Kind, version string, cur, applied *unstructured.Unstructured, fm *managedfields.FieldManager, opts PatchOptions) (*unstructured.Unstructured, error) {
-	out, err := fm.Apply(cur, applied.DeepCopy(), opts.FieldManager, opts.Force)
+	// cur as a managedObject: the field manager reads its entries.
+	out, err := fm.Apply(&managedObject{Unstructured: cur}, applied.DeepCopy(), opts.FieldManager, opts.Force)
 	if err != nil {
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
