@@ -232,33 +232,8 @@ func TestValidateRefusesInvalidWidgets(t *testing.T) {
 
 func TestValidateAcceptsValidWidget(t *testing.T) {
 	s := widget(t)
-	obj := parse(t, `
-apiVersion: example.com/v1
-kind: Widget
-metadata: {name: w, namespace: default, labels: {app: w}}
-spec:
-  image: registry.example.com/widget:1.0
-  replicas: 3
-  tier: cache
-  ratio: 0.5
-  batch: 10
-  email: ops@example.com
-  ports: [{name: http, port: 80}, {name: https, port: 443, protocol: TCP}]
-  tags: [a, b]
-  selector: {app: w}
-  limits: {cpu: {max: 4, min: 1}}
-  maxUnavailable: 25%
-  cpu: 500m
-  note: null
-  schedule: {start: "2024-01-02T03:04:05Z", timeout: 1h}
-  template: {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: []}}
-  claim: {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {}, spec: {size: 1Gi}}
-  config: {level: 2, anything: {goes: here}}
-status:
-  readyReplicas: 3
-  phase: Running
-  conditions: [{type: Ready, status: "True", lastTransitionTime: "2024-01-02T03:04:05Z"}]
-`)
+	obj := parse(t, validWidget)
+	obj["spec"].(map[string]any)["claim"] = parse(t, `{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {}, spec: {size: 1Gi}}`)
 	if errs := s.Validate(context.Background(), obj, nil); len(errs) > 0 {
 		t.Fatalf("valid widget refused: %q", errorStrings(errs))
 	}
