@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -155,11 +156,34 @@ func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstr
 	return out
 }
 
+// updateStatusManaged is updateManaged for a write through /status of a
+// kind with a status subresource. That field manager ignores spec (and
+// metadata: resetFields), so the live object and obj are handed over
+// without spec, and the typed conversion and comparison skip it; only
+// obj's metadata (its managedFields) changes. The difference: a body whose
+// spec does not fit the schema would fail the conversion, which drops the
+// managedFields, as upstream then does; here they are recorded.
+func updateStatusManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+	withoutSpec := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		if _, ok := u.Object["spec"]; !ok {
+			return u
+		}
+		top := maps.Clone(u.Object)
+		delete(top, "spec")
+		return &unstructured.Unstructured{Object: top}
+	}
+	out := updateManaged(fm, withoutSpec(live), withoutSpec(obj), manager)
+	if md, ok := out.Object["metadata"]; ok {
+		obj.Object["metadata"] = md
+	} else {
+		delete(obj.Object, "metadata")
+	}
+	return obj
+}
+
 func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) (out *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry, known bool) {
 	mo := &managedObject{Unstructured: obj}
-	// live too: a write through a subresource, or a body without
-	// managedFields, takes the live object's entries.
-	switch o := fm.UpdateNoErrors(&managedObject{Unstructured: live}, mo, manager).(type) {
+	switch o := fm.UpdateNoErrors(newLiveObject(live), mo, manager).(type) {
 	case *managedObject:
 		return o.Unstructured, o.written, o == mo && o.known
 	case *unstructured.Unstructured:
@@ -169,6 +193,42 @@ func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructure
 	}
 }
 
+// liveObject is the current object as the field manager's Update takes
+// it. Its managedFields are read from the whole object, directly (a write
+// through a subresource, or a body without managedFields, takes the live
+// object's entries). Its structure, which the field manager converts to a
+// typed value and compares with the new object's, has no
+// metadata.managedFields: the field manager removes the new object's
+// before comparing, so the live object's would only come out as removed
+// fields, and removed fields only leave the owners' sets, which never
+// hold metadata.managedFields (the field manager strips it). A test runs
+// the field manager both ways and compares.
+type liveObject struct {
+	*unstructured.Unstructured // without metadata.managedFields
+	full                       *unstructured.Unstructured
+}
+
+func newLiveObject(live *unstructured.Unstructured) *liveObject {
+	o := &liveObject{Unstructured: live, full: live}
+	if md, ok := live.Object["metadata"].(map[string]any); ok {
+		if _, ok := md["managedFields"]; ok {
+			md = maps.Clone(md)
+			delete(md, "managedFields")
+			top := maps.Clone(live.Object)
+			top["metadata"] = md
+			o.Unstructured = &unstructured.Unstructured{Object: top}
+		}
+	}
+	return o
+}
+
+func (o *liveObject) GetManagedFields() []metav1.ManagedFieldsEntry {
+	if entries, ok := managedFieldsEntries(o.full.Object); ok {
+		return entries
+	}
+	return o.full.GetManagedFields()
+}
+
 // unwrapping is a type converter that sees a managedObject as the
 // Unstructured in it: the field manager hands some objects to its type
 // converter as it got them, and the converters tell Unstructured content
@@ -176,10 +236,18 @@ func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructure
 type unwrapping struct{ managedfields.TypeConverter }
 
 func (u unwrapping) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
-	if m, ok := obj.(*managedObject); ok {
-		obj = m.Unstructured
+	return u.TypeConverter.ObjectToTyped(unwrap(obj), opts...)
+}
+
+// unwrap is the Unstructured in a managedObject or liveObject.
+func unwrap(obj runtime.Object) runtime.Object {
+	switch o := obj.(type) {
+	case *managedObject:
+		return o.Unstructured
+	case *liveObject:
+		return o.Unstructured
 	}
-	return u.TypeConverter.ObjectToTyped(obj, opts...)
+	return obj
 }
 
 // managedObject is an Unstructured whose SetManagedFields builds the
@@ -360,10 +428,7 @@ func (relabel) Convert(in, out, _ any) error {
 // kube-apiserver's unsafe converter does: the field manager only reads
 // what it converts, or converts objects it has just made.
 func (relabel) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
-	if m, ok := in.(*managedObject); ok {
-		in = m.Unstructured
-	}
-	u, ok := in.(*unstructured.Unstructured)
+	u, ok := unwrap(in).(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("cannot convert %T", in)
 	}

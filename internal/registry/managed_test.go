@@ -233,3 +233,135 @@ func TestGetManagedFieldsMatchesUnstructured(t *testing.T) {
 		t.Errorf("read directly: %d of 3000, want more", fast)
 	}
 }
+
+// TestUpdateManagedHistories runs random histories of writes (updates of
+// the main resource and through /status, by three managers, bodies with
+// and without managedFields, a reset to []) through updateManagedEntries
+// (updateStatusManaged for /status) and through the field manager called
+// with the objects as they are, and requires the same object after every
+// write: the live object handed over without its managedFields, and both
+// without spec through /status, change nothing.
+func TestUpdateManagedHistories(t *testing.T) {
+	services := &Kind{Versions: []string{"v1"}, Kind: "Service", Status: true, Typed: func() runtime.Object { return &corev1.Service{} }}
+	configMaps := &Kind{Versions: []string{"v1"}, Kind: "ConfigMap", Typed: func() runtime.Object { return &corev1.ConfigMap{} }}
+	gadgets := &Kind{Group: "x.io", Versions: []string{"v1"}, Kind: "Gadget", Status: true}
+	SetTypeConverters(services, configMaps)
+	rng := rand.New(rand.NewPCG(11, 12))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	// mutate changes, adds or removes a few fields of the body.
+	mutate := func(k *Kind, obj map[string]any) {
+		md := obj["metadata"].(map[string]any)
+		for range 1 + rng.IntN(3) {
+			switch rng.IntN(4) {
+			case 0:
+				labels, _ := md["labels"].(map[string]any)
+				if labels == nil {
+					labels = map[string]any{}
+				}
+				if rng.IntN(3) == 0 {
+					delete(labels, pick("a", "b"))
+				} else {
+					labels[pick("a", "b", "c")] = pick("1", "2")
+				}
+				md["labels"] = labels
+			case 1, 2:
+				switch k.Kind {
+				case "ConfigMap":
+					data, _ := obj["data"].(map[string]any)
+					if data == nil {
+						data = map[string]any{}
+					}
+					if rng.IntN(3) == 0 {
+						delete(data, pick("x", "y"))
+					} else {
+						data[pick("x", "y", "z")] = pick("1", "2", "3")
+					}
+					obj["data"] = data
+				case "Service":
+					spec := obj["spec"].(map[string]any)
+					spec["selector"] = map[string]any{"app": pick("a", "b")}
+					ports := []any{map[string]any{"name": "http", "port": int64(80), "protocol": "TCP"}}
+					if rng.IntN(2) == 0 {
+						ports = append(ports, map[string]any{"name": "dns", "port": int64(53), "protocol": "UDP"})
+					}
+					spec["ports"] = ports
+				default:
+					spec := obj["spec"].(map[string]any)
+					spec[pick("a", "b")] = pick("1", "2")
+				}
+			case 3:
+				switch k.Kind {
+				case "Service":
+					obj["status"] = map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": pick("10.0.0.1", "10.0.0.2")}}}}
+				case "Gadget":
+					st, _ := obj["status"].(map[string]any)
+					if st == nil {
+						st = map[string]any{}
+					}
+					st[pick("happy", "note")] = pick("yes", "no")
+					obj["status"] = st
+				}
+			}
+		}
+	}
+	initial := map[string]string{
+		"ConfigMap": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1"},"data":{"x":"1"}}`,
+		"Service":   `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","namespace":"n","uid":"u","resourceVersion":"1"},"spec":{"ports":[{"name":"http","port":80,"protocol":"TCP"}]}}`,
+		"Gadget":    `{"apiVersion":"x.io/v1","kind":"Gadget","metadata":{"name":"g","namespace":"n","uid":"u","resourceVersion":"1"},"spec":{"a":"1"}}`,
+	}
+	writes := 0
+	shared := 0 // writes after which two managers or more own fields
+	for range 150 {
+		k := []*Kind{configMaps, services, gadgets}[rng.IntN(3)]
+		// Created through the field manager: an object without
+		// managedFields never gets any from an update (upstream's too).
+		empty, _ := creater{}.New(k.GroupVersionKind("v1"))
+		fm, err := (&Resource{}).fieldManager(k, "v1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := fm.UpdateNoErrors(empty, parseObject(t, initial[k.Kind]), "creator").(*unstructured.Unstructured)
+		for range 6 {
+			sub := ""
+			if k.Status && rng.IntN(2) == 0 {
+				sub = "status"
+			}
+			fm, err := (&Resource{}).fieldManager(k, "v1", sub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := cur.DeepCopy()
+			mutate(k, body.Object)
+			switch rng.IntN(12) {
+			case 0, 1, 2:
+				unstructured.RemoveNestedField(body.Object, "metadata", "managedFields")
+			case 3:
+				body.SetManagedFields([]metav1.ManagedFieldsEntry{}) // a reset
+			}
+			manager := pick("alpha", "beta", "gamma")
+			var got *unstructured.Unstructured
+			if sub == "status" {
+				got = updateStatusManaged(fm, cur.DeepCopy(), body.DeepCopy(), manager)
+			} else {
+				got, _, _ = updateManagedEntries(fm, cur.DeepCopy(), body.DeepCopy(), manager)
+			}
+			want := fm.UpdateNoErrors(cur.DeepCopy(), body.DeepCopy(), manager).(*unstructured.Unstructured)
+			sameTimes(t, got, want)
+			if !equality.Semantic.DeepEqual(got.Object, want.Object) {
+				g, _ := utiljson.Marshal(got.Object)
+				w, _ := utiljson.Marshal(want.Object)
+				c, _ := utiljson.Marshal(cur.Object)
+				t.Fatalf("%s write %d by %s through %q:\nlive %s\ngot  %s\nwant %s", k.Kind, writes, manager, sub, c, g, w)
+			}
+			writes++
+			cur = want
+			if len(want.GetManagedFields()) >= 2 {
+				shared++
+			}
+		}
+	}
+	t.Logf("%d writes, %d of them leaving several owners", writes, shared)
+	if shared < writes/2 {
+		t.Errorf("only %d of %d writes leave several owners: the histories should build them up", shared, writes)
+	}
+}

@@ -81,6 +81,9 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 				return nil, err
 			}
 			strict = errs
+			if opts.Subresource == "status" && k.Status {
+				return updateStatusManaged(fm, cur, obj, opts.FieldManager), nil
+			}
 			return updateManaged(fm, cur, obj, opts.FieldManager), nil
 		}
 	case types.ApplyYAMLPatchType:
