@@ -156,23 +156,35 @@ func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstr
 	return out
 }
 
-// updateStatusManaged is updateManaged for a write through /status of a
-// kind with a status subresource. That field manager ignores spec (and
-// metadata: resetFields), so the live object and obj are handed over
-// without spec, and the typed conversion and comparison skip it; only
-// obj's metadata (its managedFields) changes. The difference: a body whose
-// spec does not fit the schema would fail the conversion, which drops the
-// managedFields, as upstream then does; here they are recorded.
-func updateStatusManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
-	withoutSpec := func(u *unstructured.Unstructured) *unstructured.Unstructured {
-		if _, ok := u.Object["spec"]; !ok {
+// updateManagedFor is updateManaged for a write of k through subresource.
+// The field manager of a kind with a status subresource ignores status on
+// the main resource and spec (and metadata) through /status (resetFields),
+// so that part of the live object and of obj is not handed over, and the
+// typed conversion and comparison skip it; only obj's metadata (its
+// managedFields) changes. One difference: a body whose ignored part does
+// not fit the schema fails upstream's typed conversion, which drops the
+// managedFields; here they are recorded.
+func updateManagedFor(k *Kind, subresource string, fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+	var ignored string
+	switch {
+	case !k.Status:
+		return updateManaged(fm, live, obj, manager)
+	case subresource == "":
+		ignored = "status"
+	case subresource == "status":
+		ignored = "spec"
+	default:
+		return updateManaged(fm, live, obj, manager)
+	}
+	without := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		if _, ok := u.Object[ignored]; !ok {
 			return u
 		}
 		top := maps.Clone(u.Object)
-		delete(top, "spec")
+		delete(top, ignored)
 		return &unstructured.Unstructured{Object: top}
 	}
-	out := updateManaged(fm, withoutSpec(live), withoutSpec(obj), manager)
+	out := updateManaged(fm, without(live), without(obj), manager)
 	if md, ok := out.Object["metadata"]; ok {
 		obj.Object["metadata"] = md
 	} else {

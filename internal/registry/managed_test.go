@@ -236,11 +236,12 @@ func TestGetManagedFieldsMatchesUnstructured(t *testing.T) {
 
 // TestUpdateManagedHistories runs random histories of writes (updates of
 // the main resource and through /status, by three managers, bodies with
-// and without managedFields, a reset to []) through updateManagedEntries
-// (updateStatusManaged for /status) and through the field manager called
-// with the objects as they are, and requires the same object after every
-// write: the live object handed over without its managedFields, and both
-// without spec through /status, change nothing.
+// and without managedFields, a reset to []) through updateManagedFor and
+// through the field manager called with the objects as they are, and
+// requires the same object after every write: the live object handed over
+// without its managedFields, and both without the part the kind's field
+// manager ignores (status on the main resource, spec through /status),
+// change nothing.
 func TestUpdateManagedHistories(t *testing.T) {
 	services := &Kind{Versions: []string{"v1"}, Kind: "Service", Status: true, Typed: func() runtime.Object { return &corev1.Service{} }}
 	configMaps := &Kind{Versions: []string{"v1"}, Kind: "ConfigMap", Typed: func() runtime.Object { return &corev1.ConfigMap{} }}
@@ -339,12 +340,7 @@ func TestUpdateManagedHistories(t *testing.T) {
 				body.SetManagedFields([]metav1.ManagedFieldsEntry{}) // a reset
 			}
 			manager := pick("alpha", "beta", "gamma")
-			var got *unstructured.Unstructured
-			if sub == "status" {
-				got = updateStatusManaged(fm, cur.DeepCopy(), body.DeepCopy(), manager)
-			} else {
-				got, _, _ = updateManagedEntries(fm, cur.DeepCopy(), body.DeepCopy(), manager)
-			}
+			got := updateManagedFor(k, sub, fm, cur.DeepCopy(), body.DeepCopy(), manager)
 			want := fm.UpdateNoErrors(cur.DeepCopy(), body.DeepCopy(), manager).(*unstructured.Unstructured)
 			sameTimes(t, got, want)
 			if !equality.Semantic.DeepEqual(got.Object, want.Object) {

@@ -81,10 +81,7 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 				return nil, err
 			}
 			strict = errs
-			if opts.Subresource == "status" && k.Status {
-				return updateStatusManaged(fm, cur, obj, opts.FieldManager), nil
-			}
-			return updateManaged(fm, cur, obj, opts.FieldManager), nil
+			return updateManagedFor(k, opts.Subresource, fm, cur, obj, opts.FieldManager), nil
 		}
 	case types.ApplyYAMLPatchType:
 		applied, errs, err := parseApply(k, version, data, opts)

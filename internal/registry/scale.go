@@ -121,7 +121,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(k.Scale.SpecReplicas)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		return updateManaged(fm, cur, next, opts.FieldManager), nil
+		return updateManagedFor(k, "", fm, cur, next, opts.FieldManager), nil
 	})
 	if err != nil {
 		return nil, err

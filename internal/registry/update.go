@@ -45,10 +45,7 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 		if want := obj.GetResourceVersion(); want != "" && want != cur.GetResourceVersion() {
 			return nil, apierrors.NewConflict(k.GroupResource(), name, errors.New(msgModified))
 		}
-		if opts.Subresource == "status" && k.Status {
-			return updateStatusManaged(fm, cur, obj.DeepCopy(), opts.FieldManager), nil
-		}
-		return updateManaged(fm, cur, obj.DeepCopy(), opts.FieldManager), nil
+		return updateManagedFor(k, opts.Subresource, fm, cur, obj.DeepCopy(), opts.FieldManager), nil
 	})
 }
 
