@@ -71,13 +71,23 @@ func convert(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Un
 // added show it). It copies only when it changes something.
 func present(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := convert(k, v, obj)
-	if s := defaulter(k, v); s != nil {
+	if s := defaulter(k, v); s != nil && needsDefaults(s, out.Object) {
 		if out == obj {
 			out = obj.DeepCopy()
 		}
 		s.Default(out.Object)
 	}
 	return out
+}
+
+// needsDefaults reports whether s's defaults would change obj (always,
+// for a schema that cannot tell). An object written since the schema got
+// its defaults has them: it is presented as stored.
+func needsDefaults(s Schema, obj map[string]any) bool {
+	if d, ok := s.(interface{ NeedsDefaults(map[string]any) bool }); ok {
+		return d.NeedsDefaults(obj)
+	}
+	return true
 }
 
 // defaulter is version v's schema if it has defaults to apply.
@@ -200,7 +210,11 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		if u, ok := ev.Object.(metav1.Object); ok && ev.Type != watch.Bookmark && ev.Type != watch.Error {
 			switch o := u.(type) {
 			case *storage.Shared:
-				ev.Object = present(k, version, o.Unstructured)
+				// Unchanged, the event keeps the object shared by all
+				// watchers, and its encoding.
+				if p := present(k, version, o.Unstructured); p != o.Unstructured {
+					ev.Object = p
+				}
 			case *unstructured.Unstructured:
 				ev.Object = present(k, version, o)
 			case *metav1.PartialObjectMetadata: // MetadataOnly: shared, so a copy

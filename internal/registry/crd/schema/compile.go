@@ -45,7 +45,9 @@ type node struct {
 	// What the node or a node below it has: an embedded resource, a
 	// list-type set or map. The checks for those skip subtrees without.
 	hasEmbedded, hasSetOrMap bool
-	propKeys                 []string // the keys of props, sorted
+	// hasDefaults: a node below this one has a default.
+	hasDefaults bool
+	propKeys    []string // the keys of props, sorted
 }
 
 // decodeJSON decodes a v1.JSON as upstream's conversion to the internal
@@ -118,6 +120,7 @@ func compile(s *apiextensionsv1.JSONSchemaProps) (*node, error) {
 		if c != nil {
 			n.hasEmbedded = n.hasEmbedded || c.hasEmbedded
 			n.hasSetOrMap = n.hasSetOrMap || c.hasSetOrMap
+			n.hasDefaults = n.hasDefaults || c.def != nil || c.hasDefaults
 		}
 	}
 	return n, nil

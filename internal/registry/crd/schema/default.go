@@ -53,3 +53,47 @@ func applyDefaults(x any, s *node) {
 		}
 	}
 }
+
+// NeedsDefaults reports whether Default would change obj: whether any
+// default applies anywhere in it. An object written since the schema got
+// its defaults has them all, so reads can serve it as stored.
+func (s *Schema) NeedsDefaults(obj map[string]any) bool {
+	return needsDefaults(obj, s.root)
+}
+
+// needsDefaults is applyDefaults without the writes: true where it would
+// set a value.
+func needsDefaults(x any, s *node) bool {
+	if s == nil || !s.hasDefaults {
+		return false
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, p := range s.props {
+			if p.def == nil {
+				continue
+			}
+			if v, found := x[k]; !found || nonNullableNull(v, p) {
+				return true
+			}
+		}
+		for k, v := range x {
+			if p, ok := s.props[k]; ok {
+				if needsDefaults(v, p) {
+					return true
+				}
+			} else if s.hasAddl {
+				if nonNullableNull(v, s.addl) && s.addl.def != nil || needsDefaults(v, s.addl) {
+					return true
+				}
+			}
+		}
+	case []any:
+		for _, v := range x {
+			if nonNullableNull(v, s.items) && s.items.def != nil || needsDefaults(v, s.items) {
+				return true
+			}
+		}
+	}
+	return false
+}
