@@ -115,7 +115,7 @@ func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav
 // GetRecord reads ns/name as stored, for a caller that serves its JSON
 // as it is: no decode, no encode. asStored is false when version v of the
 // object is not the stored bytes (another version than the stored one is
-// asked for, or the schema has defaults to apply on read); Present gives
+// asked for, or the schema has defaults the object lacks); Present gives
 // what Get would then.
 func (r *Resource) GetRecord(ctx context.Context, version, ns, name string, opts metav1.GetOptions) (rec *storage.Record, asStored bool, err error) {
 	k := r.Kind()
@@ -123,8 +123,32 @@ func (r *Resource) GetRecord(ctx context.Context, version, ns, name string, opts
 	if err != nil {
 		return nil, false, interpret(err, k.GroupResource(), name)
 	}
-	asStored = defaulter(k, version) == nil && rec.APIVersion() == k.GroupVersionKind(version).GroupVersion().String()
+	asStored = rec.APIVersion() == k.GroupVersionKind(version).GroupVersion().String() && !recordNeedsDefaults(defaulter(k, version), rec)
 	return rec, asStored, nil
+}
+
+// recordNeedsDefaults reports whether the object of rec is not as
+// presented under schema s: s has defaults, and they change the object
+// (or it does not decode, which Present then reports). Objects written
+// since the schema got its defaults have them, so their bytes are served
+// as stored: no copy, defaulting or encode, and a decode only the first
+// time.
+func recordNeedsDefaults(s Schema, rec *storage.Record) bool {
+	if s == nil {
+		return false
+	}
+	// The answer is kept with the record, for this schema: a record
+	// does not change, and a CRD change makes new schemas.
+	if needs, known := rec.Fact(s); known {
+		return needs
+	}
+	obj, err := rec.Decode(rec.Rev)
+	if err != nil {
+		return true
+	}
+	needs := needsDefaults(s, obj.Object)
+	rec.SetFact(s, needs)
+	return needs
 }
 
 // Present decodes a record of GetRecord as version v of its object: what
@@ -165,13 +189,16 @@ func (r *Resource) List(ctx context.Context, version, ns string, opts ListOption
 }
 
 // ListRecords reads the objects of ns as stored, for a caller that
-// serves their JSON as it is: no decode, no encode. ok is false when the
-// objects must be presented first (another version than the stored one
-// is asked for, or the schema has defaults to apply on read); List does
-// that.
+// serves their JSON as it is: no decode, no encode (but, the first time
+// a record is read under a schema with defaults, a decode to see that
+// they are all there).
+// ok is false when the objects must be presented first (another version
+// than the stored one is asked for, or an object lacks a default); List
+// does that.
 func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts ListOptions) (list *storage.RecordList, ok bool, err error) {
 	k := r.Kind()
-	if defaulter(k, version) != nil {
+	s := defaulter(k, version)
+	if _, ok := s.(interface{ NeedsDefaults(map[string]any) bool }); s != nil && !ok {
 		return nil, false, nil
 	}
 	opts.Predicate.Fields = r.fieldSet(k)
@@ -181,7 +208,7 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 	}
 	want := k.GroupVersionKind(version).GroupVersion().String()
 	for _, it := range list.Items {
-		if it.APIVersion() != want {
+		if it.APIVersion() != want || recordNeedsDefaults(s, it) {
 			return nil, false, nil
 		}
 	}

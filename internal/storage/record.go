@@ -61,6 +61,30 @@ type Record struct {
 	// alt is another encoding of the object at Rev that a caller keeps
 	// with the record (Alt).
 	alt atomic.Pointer[[]byte]
+	// fact is a yes-or-no fact about the object at Rev that a caller
+	// keeps with the record (Fact).
+	fact atomic.Pointer[recordFact]
+}
+
+type recordFact struct {
+	about any
+	yes   bool
+}
+
+// Fact returns the fact a caller kept with the record about about (the
+// registry keeps whether the object lacks any of its schema's defaults,
+// about the schema), and whether one is kept.
+func (r *Record) Fact(about any) (yes, known bool) {
+	if f := r.fact.Load(); f != nil && f.about == about {
+		return f.yes, true
+	}
+	return false, false
+}
+
+// SetFact keeps a fact about about with the record, in place of any
+// other. about must be comparable.
+func (r *Record) SetFact(about any, yes bool) {
+	r.fact.Store(&recordFact{about: about, yes: yes})
 }
 
 // Alt returns the other encoding a caller kept with the record (the HTTP

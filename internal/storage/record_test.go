@@ -496,3 +496,31 @@ func TestRecordPartialMetadata(t *testing.T) {
 		t.Fatalf("only %d of 3000 metadata took the scan", scanned)
 	}
 }
+
+// TestRecordFact: a fact is known only about what it was kept about, and
+// a later one replaces it.
+func TestRecordFact(t *testing.T) {
+	rec, err := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type schema struct{ n int }
+	s1, s2 := &schema{1}, &schema{2}
+	if _, known := rec.Fact(s1); known {
+		t.Fatal("a fact known before any was kept")
+	}
+	rec.SetFact(s1, true)
+	if yes, known := rec.Fact(s1); !known || !yes {
+		t.Fatalf("Fact(s1) = %v, %v after SetFact(s1, true)", yes, known)
+	}
+	if _, known := rec.Fact(s2); known {
+		t.Fatal("a fact about s1 known about s2")
+	}
+	rec.SetFact(s2, false)
+	if yes, known := rec.Fact(s2); !known || yes {
+		t.Fatalf("Fact(s2) = %v, %v after SetFact(s2, false)", yes, known)
+	}
+	if _, known := rec.Fact(s1); known {
+		t.Fatal("the fact about s1 outlived the one about s2")
+	}
+}
