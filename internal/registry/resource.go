@@ -139,7 +139,11 @@ func recordNeedsDefaults(s Schema, rec *storage.Record) bool {
 	}
 	// The answer is kept with the record, for this schema: a record
 	// does not change, and a CRD change makes new schemas.
-	if needs, known := rec.Fact(s); known {
+	var key any = s
+	if k, ok := s.(interface{ FactKey() any }); ok {
+		key = k.FactKey()
+	}
+	if needs, known := rec.Fact(key); known {
 		return needs
 	}
 	obj, err := rec.Decode(rec.Rev)
@@ -147,7 +151,7 @@ func recordNeedsDefaults(s Schema, rec *storage.Record) bool {
 		return true
 	}
 	needs := needsDefaults(s, obj.Object)
-	rec.SetFact(s, needs)
+	rec.SetFact(key, needs)
 	return needs
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -210,7 +211,15 @@ type versionSchema struct {
 	rules    *cel.Validator
 	defaults bool // the schema has a default somewhere
 	scale    *apiextensionsv1.CustomResourceSubresourceScale
+	id       uint64 // this compilation's number, for FactKey
 }
+
+// schemaIDs numbers compiled schemas.
+var schemaIDs atomic.Uint64
+
+// FactKey identifies the schema in what the registry keeps with stored
+// records, without keeping the schema alive.
+func (v *versionSchema) FactKey() any { return v.id }
 
 // HasDefaults reports whether reads need defaulting at all.
 func (v *versionSchema) HasDefaults() bool { return v.defaults }
@@ -243,7 +252,7 @@ func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.C
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	vs := &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p)}
+	vs := &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p), id: schemaIDs.Add(1)}
 	if sub != nil {
 		vs.scale = sub.Scale
 	}
