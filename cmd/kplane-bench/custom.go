@@ -117,7 +117,8 @@ func newWidget(ns string, i int) *unstructured.Unstructured {
 // waited for, and deleted at the end), then Workers clients create
 // CustomResources Widgets ("cr-create"), then update the status of each
 // once from the object their create returned, as a controller does from
-// its cache ("cr-status"). The creates must come back defaulted, a status
+// its cache ("cr-status"), then list them ListRepeat times ("cr-list",
+// consistent, JSON through the dynamic client). The creates must come back defaulted, a status
 // update must not conflict (each object has one writer), and every
 // object must end with its status and a managedFields entry of it.
 func (r *runner) customResources(ctx context.Context) ([]Result, error) {
@@ -171,10 +172,20 @@ func (r *runner) customResources(ctx context.Context) ([]Result, error) {
 	if err != nil {
 		return results, err
 	}
-	list, err := widgets.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return results, err
+	// cr-list: consistent lists of all the Widgets, as an informer
+	// lists them; the last one is checked.
+	var list *unstructured.UnstructuredList
+	lat = nil
+	s = r.begin()
+	for range r.sizes.ListRepeat {
+		t0 := time.Now()
+		if list, err = widgets.List(ctx, metav1.ListOptions{}); err != nil {
+			return results, err
+		}
+		lat = append(lat, time.Since(t0))
 	}
+	results = append(results, s.end("cr-list", len(lat), lat))
+	results[2].addExtra(map[string]any{"objects": n})
 	if len(list.Items) != n {
 		return results, fmt.Errorf("%d Widgets listed, %d created", len(list.Items), n)
 	}

@@ -27,7 +27,7 @@ Usage:
 
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged),
-  watch, informer-sync, custom-resources (cr-create and cr-status). compare adds
+  watch, informer-sync, custom-resources (cr-create, cr-status, cr-list). compare adds
   start-to-ready and memory.
 
 Flags:

@@ -96,7 +96,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			checkSane(t, r, "memory", true)
 		}
 		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply",
-			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "cr-create", "cr-status", "memory"} {
+			"list-consistent", "list-rv0", "list-paged", "watch", "informer-sync", "cr-create", "cr-status", "cr-list", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)
 			}
@@ -109,6 +109,9 @@ func TestCompareMemoryTiny(t *testing.T) {
 		}
 		if r := got["cr-status"]; r.Ops != 30 || r.Conflicts != 0 {
 			t.Errorf("cr-status: %d ops, %d conflicts; want 30, none", r.Ops, r.Conflicts)
+		}
+		if r := got["cr-list"]; r.Ops != 2 || r.Extra["objects"] != 30.0 {
+			t.Errorf("cr-list: %d lists of %v objects; want 2 of 30", r.Ops, r.Extra["objects"])
 		}
 		if r := got["merge-patch"]; r.Conflicts != 0 {
 			t.Errorf("merge-patch: %d conflicts", r.Conflicts)
