@@ -241,10 +241,10 @@ func (o *liveObject) GetManagedFields() []metav1.ManagedFieldsEntry {
 	return o.full.GetManagedFields()
 }
 
-// unwrapping is a type converter that sees a managedObject as the
-// Unstructured in it: the field manager hands some objects to its type
-// converter as it got them, and the converters tell Unstructured content
-// from Go structs by type.
+// unwrapping is a type converter that sees a managedObject or liveObject
+// as the Unstructured in it: the field manager hands some objects to its
+// type converter as it got them, and the converters tell Unstructured
+// content from Go structs by type.
 type unwrapping struct{ managedfields.TypeConverter }
 
 func (u unwrapping) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
