@@ -340,7 +340,11 @@ func TestUpdateManagedHistories(t *testing.T) {
 				body.SetManagedFields([]metav1.ManagedFieldsEntry{}) // a reset
 			}
 			manager := pick("alpha", "beta", "gamma")
-			got := updateManagedFor(k, sub, fm, cur.DeepCopy(), body.DeepCopy(), manager)
+			live := cur.DeepCopy()
+			got := updateManagedFor(k, sub, fm, live, body.DeepCopy(), manager)
+			if !equality.Semantic.DeepEqual(live.Object, cur.Object) {
+				t.Fatalf("%s write %d: the live object changed", k.Kind, writes) // update hands it over uncopied
+			}
 			want := fm.UpdateNoErrors(cur.DeepCopy(), body.DeepCopy(), manager).(*unstructured.Unstructured)
 			sameTimes(t, got, want)
 			if !equality.Semantic.DeepEqual(got.Object, want.Object) {

@@ -97,14 +97,14 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 	}
 
 	opts.patch = true
-	out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+	out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, true, produce)
 	if apierrors.IsNotFound(err) && opts.Type == types.ApplyYAMLPatchType && opts.Subresource == "" {
 		out, err = r.applyCreate(ctx, k, version, ns, name, produce, opts)
 		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			// Created meanwhile: apply to it.
 			opts.patch = true
-			out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, produce)
+			out, enc, err = r.update(ctx, k, version, ns, name, opts.WriteOptions, true, produce)
 			created = false
 		}
 	}

@@ -98,7 +98,8 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	out, _, err := r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	// produce only reads cur: the new object is its own copy.
+	out, _, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		curScale, err := scaleOf(k.Scale, cur)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)

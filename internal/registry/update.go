@@ -38,7 +38,8 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	if err := r.checkUpdated(k, ns, name, obj); err != nil {
 		return nil, nil, err
 	}
-	return r.update(ctx, k, version, ns, name, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	// produce only reads cur (the field manager's live object).
+	return r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		// A stale resourceVersion is a conflict whatever the field
 		// manager makes of the object (update checks it again after), so
 		// the writers that lose a race skip its work.
@@ -71,18 +72,19 @@ func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unst
 
 // update is the read-modify-write under Update and Patch. produce
 // computes the requested object (in version, with its managedFields) from
-// a private copy of the current one, again on every retry; its
-// resourceVersion, if set, must be the current one.
-func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, *storage.Encoded, error) {
+// the current one as presented, again on every retry; its
+// resourceVersion, if set, must be the current one. With mutates set,
+// produce gets a private copy it may change; without, it only reads it.
+func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, mutates bool, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, *storage.Encoded, error) {
 	gr := k.GroupResource()
 	key := r.key(k, ns, name)
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		// present copies when it changes anything; produce gets a copy
-		// of its own either way.
+		// present copies when it changes anything; a produce that
+		// changes what it gets has a copy of its own either way.
 		mine := present(k, version, cur)
-		if mine == cur {
+		if mine == cur && mutates {
 			mine = cur.DeepCopy()
 		}
 		obj, err := produce(mine)
