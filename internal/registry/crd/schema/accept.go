@@ -60,11 +60,11 @@ type acceptor struct {
 	maxItems, minItems *int64
 
 	// Objects.
-	props                  map[string]*acceptor
-	required               []string
-	closed                 bool      // additionalProperties: false
-	addl                   *acceptor // additionalProperties' schema
-	maxProperties, minProp *int64
+	props              map[string]*acceptor
+	required           []string
+	closed             bool      // additionalProperties: false
+	addl               *acceptor // additionalProperties' schema
+	maxProps, minProps *int64
 
 	allOf, anyOf []*acceptor
 }
@@ -95,8 +95,8 @@ func newAcceptor(s *spec.Schema) *acceptor {
 		minItems:  s.MinItems,
 		required:  s.Required,
 
-		maxProperties: s.MaxProperties,
-		minProp:       s.MinProperties,
+		maxProps: s.MaxProperties,
+		minProps: s.MinProperties,
 	}
 	if s.Ref.String() != "" || len(s.OneOf) > 0 || s.Not != nil || len(s.Dependencies) > 0 ||
 		len(s.PatternProperties) > 0 || s.AdditionalItems != nil || s.UniqueItems ||
@@ -314,7 +314,7 @@ func (a *acceptor) arrayOK(x []any) bool {
 
 func (a *acceptor) objectOK(x map[string]any) bool {
 	n := int64(len(x))
-	if (a.minProp != nil && n < *a.minProp) || (a.maxProperties != nil && n > *a.maxProperties) {
+	if (a.minProps != nil && n < *a.minProps) || (a.maxProps != nil && n > *a.maxProps) {
 		return false
 	}
 	for k, v := range x {

@@ -13,59 +13,33 @@ import "k8s.io/apimachinery/pkg/runtime"
 // A `default: null` is no default (upstream decodes it to nil); a null in
 // a nullable field stays null.
 func (s *Schema) Default(obj map[string]any) {
-	applyDefaults(obj, s.root)
-}
-
-func nonNullableNull(x any, s *node) bool {
-	return x == nil && s != nil && !s.nullable
-}
-
-func applyDefaults(x any, s *node) {
-	if s == nil {
-		return
-	}
-	switch x := x.(type) {
-	case map[string]any:
-		for k, p := range s.props {
-			if p.def == nil {
-				continue
-			}
-			if v, found := x[k]; !found || nonNullableNull(v, p) {
-				x[k] = runtime.DeepCopyJSONValue(p.def)
-			}
-		}
-		for k, v := range x {
-			if p, ok := s.props[k]; ok {
-				applyDefaults(v, p)
-			} else if s.hasAddl {
-				if nonNullableNull(v, s.addl) && s.addl.def != nil {
-					x[k] = runtime.DeepCopyJSONValue(s.addl.def)
-				}
-				applyDefaults(x[k], s.addl)
-			}
-		}
-	case []any:
-		for i := range x {
-			if nonNullableNull(x[i], s.items) && s.items.def != nil {
-				x[i] = runtime.DeepCopyJSONValue(s.items.def)
-			}
-			applyDefaults(x[i], s.items)
-		}
-	}
+	walkDefaults(obj, s.root, true)
 }
 
 // NeedsDefaults reports whether Default would change obj: whether any
 // default applies anywhere in it. An object written since the schema got
 // its defaults has them all, so reads can serve it as stored.
 func (s *Schema) NeedsDefaults(obj map[string]any) bool {
-	return needsDefaults(obj, s.root)
+	return walkDefaults(obj, s.root, false)
 }
 
-// needsDefaults is applyDefaults without the writes: true where it would
-// set a value.
-func needsDefaults(x any, s *node) bool {
+func nonNullableNull(x any, s *node) bool {
+	return x == nil && s != nil && !s.nullable
+}
+
+// walkDefaults walks x along s and reports whether a default applies
+// anywhere. With apply it sets each one (top-down, so a defaulted object
+// then gets the defaults of its own properties); without, it stops at
+// the first.
+func walkDefaults(x any, s *node, apply bool) bool {
 	if s == nil || !s.hasDefaults {
 		return false
+	}
+	found := false
+	// hit notes a default that applies, and says whether to stop.
+	hit := func() bool {
+		found = true
+		return !apply
 	}
 	switch x := x.(type) {
 	case map[string]any:
@@ -73,27 +47,42 @@ func needsDefaults(x any, s *node) bool {
 			if p.def == nil {
 				continue
 			}
-			if v, found := x[k]; !found || nonNullableNull(v, p) {
-				return true
+			if v, ok := x[k]; !ok || nonNullableNull(v, p) {
+				if hit() {
+					return true
+				}
+				x[k] = runtime.DeepCopyJSONValue(p.def)
 			}
 		}
 		for k, v := range x {
-			if p, ok := s.props[k]; ok {
-				if needsDefaults(v, p) {
-					return true
+			c, ok := s.props[k]
+			if !ok && s.hasAddl {
+				c = s.addl
+				if nonNullableNull(v, c) && c.def != nil {
+					if hit() {
+						return true
+					}
+					v = runtime.DeepCopyJSONValue(c.def)
+					x[k] = v
 				}
-			} else if s.hasAddl {
-				if nonNullableNull(v, s.addl) && s.addl.def != nil || needsDefaults(v, s.addl) {
-					return true
-				}
+			}
+			if c != nil && walkDefaults(v, c, apply) && hit() {
+				return true
 			}
 		}
 	case []any:
-		for _, v := range x {
-			if nonNullableNull(v, s.items) && s.items.def != nil || needsDefaults(v, s.items) {
+		for i, v := range x {
+			if nonNullableNull(v, s.items) && s.items.def != nil {
+				if hit() {
+					return true
+				}
+				v = runtime.DeepCopyJSONValue(s.items.def)
+				x[i] = v
+			}
+			if walkDefaults(v, s.items, apply) && hit() {
 				return true
 			}
 		}
 	}
-	return false
+	return found
 }
