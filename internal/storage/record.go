@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unique"
+	"unsafe"
 	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,16 +37,20 @@ type Record struct {
 	Name, Namespace string
 	apiVersion      unique.Handle[string]
 	kind            unique.Handle[string]
+	// labels are metadata's labels; their strings are Value's bytes
+	// (labels only serve selectors, which keep none of them).
+	labels labelPairs
 	// metaStart and metaEnd delimit metadata's JSON in Value (0, 0: no
-	// metadata object), for DecodeMetadata.
-	metaStart, metaEnd int
-	labels             labelPairs
+	// metadata object), for DecodeMetadata. Offsets are int32, as a
+	// record is kept for every object the cache holds; a Value of 2 GiB
+	// or more is served the slow way.
+	metaStart, metaEnd int32
 	// at is where `"resourceVersion":"N"` goes in Value, and sep says
 	// whether it needs a comma after it (sepAfter), before it
 	// (sepBefore), or none (metadata was empty). at < 0: Value is not in
 	// the form Store writes (a resourceVersion is stored, say), and
 	// AppendJSON goes the slow way, through a decode.
-	at  int
+	at  int32
 	sep byte
 	// typeMeta holds where the top-level apiVersion and kind members are
 	// in Value, each with the comma after it, for AppendItemJSON; a zero
@@ -116,6 +121,9 @@ func NewRecord(key string, value []byte, rev int64) (*Record, error) {
 	if err := r.scan(); err != nil {
 		return nil, &Error{Code: CodeInvalidObj, Key: key, ResourceVersion: rev, Msg: "decoding the stored object", Err: err}
 	}
+	if len(value) > math.MaxInt32 {
+		r.metaStart, r.metaEnd, r.at = 0, 0, -1
+	}
 	return r, nil
 }
 
@@ -160,8 +168,8 @@ func (r *Record) scan() error {
 			return s.skip()
 		}
 		found = true
-		r.metaStart = s.pos
-		defer func() { r.metaEnd = s.pos }()
+		r.metaStart = int32(s.pos)
+		defer func() { r.metaEnd = int32(s.pos) }()
 		inOrder, prevKey, empty := true, "", true
 		err := s.object(func(key string) error {
 			if key < prevKey {
@@ -169,7 +177,7 @@ func (r *Record) scan() error {
 			}
 			prevKey = key
 			if r.at < 0 && key > "resourceVersion" {
-				r.at, r.sep = s.keyStart, sepAfter
+				r.at, r.sep = int32(s.keyStart), sepAfter
 			}
 			empty = false
 			switch key {
@@ -183,7 +191,11 @@ func (r *Record) scan() error {
 				if s.peek() != '"' {
 					return s.skip()
 				}
-				v, err := s.str()
+				b, v, plain, err := s.strBytes()
+				if plain {
+					// The key ends in namespace/name: share its bytes.
+					v = keySegment(r.Key, b, key == "namespace")
+				}
 				if key == "name" {
 					r.Name = v
 				} else {
@@ -196,12 +208,15 @@ func (r *Record) scan() error {
 				}
 				var pairs labelPairs
 				strs := true
-				if err := s.object(func(k string) error {
+				if err := s.objectBytes(func(k string) error {
 					if s.peek() != '"' {
 						strs = false
 						return s.skip()
 					}
-					v, err := s.str()
+					b, v, plain, err := s.strBytes()
+					if plain {
+						v = bytesString(b)
+					}
 					pairs = append(pairs, k, v)
 					return err
 				}); err != nil {
@@ -219,7 +234,7 @@ func (r *Record) scan() error {
 		}
 		if r.at < 0 {
 			// Before metadata's closing brace, which the scanner has passed.
-			r.at = s.pos - 1
+			r.at = int32(s.pos - 1)
 			if empty {
 				r.sep = sepNone
 			} else {
@@ -340,7 +355,7 @@ func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
 		}
 		return AppendJSON(b, obj.Object)
 	}
-	return spliceRV(b, bytes.TrimSuffix(r.Value, []byte("\n")), r.at, r.sep, rev), nil
+	return spliceRV(b, bytes.TrimSuffix(r.Value, []byte("\n")), int(r.at), r.sep, rev), nil
 }
 
 // AppendItemJSON is AppendJSON without the object's apiVersion and kind:
@@ -349,7 +364,7 @@ func (r *Record) AppendJSON(b []byte, rev int64) ([]byte, error) {
 // unstructured decoder puts them back into items that lack them).
 func (r *Record) AppendItemJSON(b []byte, rev int64) ([]byte, error) {
 	av, k := r.typeMeta[0], r.typeMeta[1]
-	if r.at < 0 || av.end == 0 || k.end == 0 || av.end > k.start || int(k.end) > r.metaStart || int(k.end) > r.at {
+	if r.at < 0 || av.end == 0 || k.end == 0 || av.end > k.start || k.end > r.metaStart || k.end > r.at {
 		obj, err := r.Decode(rev)
 		if err != nil {
 			return nil, err
@@ -361,7 +376,7 @@ func (r *Record) AppendItemJSON(b []byte, rev int64) ([]byte, error) {
 	v := bytes.TrimSuffix(r.Value, []byte("\n"))
 	b = append(b, v[:av.start]...)
 	b = append(b, v[av.end:k.start]...)
-	return spliceRV(b, v[k.end:], r.at-int(k.end), r.sep, rev), nil
+	return spliceRV(b, v[k.end:], int(r.at-k.end), r.sep, rev), nil
 }
 
 // Decode returns the object with resourceVersion rev; the caller owns it.
@@ -426,6 +441,16 @@ func (f *recordFields) lookup(field string) (string, bool) {
 type labelPairs []string
 
 func (l labelPairs) sorted() labelPairs {
+	inOrder := true // as stored: AppendJSON sorts keys
+	for i := 2; i+1 < len(l); i += 2 {
+		if l[i-2] >= l[i] {
+			inOrder = false
+			break
+		}
+	}
+	if inOrder {
+		return append(make(labelPairs, 0, len(l)&^1), l[:len(l)&^1]...)
+	}
 	type kv struct{ k, v string }
 	pairs := make([]kv, 0, len(l)/2)
 	for i := 0; i+1 < len(l); i += 2 {
@@ -492,6 +517,9 @@ type scanner struct {
 	data     []byte
 	pos      int
 	keyStart int // where the key object() last handed over starts
+	// viewKeys: object hands over plain keys as the data's bytes
+	// (bytesString), not copies.
+	viewKeys bool
 }
 
 var errSyntax = errors.New("malformed JSON")
@@ -528,7 +556,7 @@ func (s *scanner) object(f func(key string) error) error {
 	for {
 		s.ws()
 		s.keyStart = s.pos
-		key, err := s.str()
+		key, err := s.key()
 		if err != nil {
 			return err
 		}
@@ -557,22 +585,77 @@ func (s *scanner) object(f func(key string) error) error {
 // any other is unquoted by encoding/json, which replaces invalid UTF-8 and
 // refuses control bytes.
 func (s *scanner) str() (string, error) {
+	b, v, plain, err := s.strBytes()
+	if plain {
+		if k, ok := commonKey(b); ok {
+			return k, nil
+		}
+		return string(b), nil
+	}
+	return v, err
+}
+
+// strBytes reads a string as str does, without a copy when it is taken
+// as it is: then plain is true and b is its bytes in the data, else v is
+// its value.
+func (s *scanner) strBytes() (b []byte, v string, plain bool, err error) {
 	start, escaped, err := s.strEnd()
 	if err != nil {
-		return "", err
+		return nil, "", false, err
 	}
 	raw := s.data[start:s.pos]
 	if body := raw[1 : len(raw)-1]; !escaped && plainText(body) {
-		if k, ok := commonKey(body); ok {
-			return k, nil
-		}
-		return string(body), nil
+		return body, "", true, nil
 	}
-	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", err
+		return nil, "", false, err
 	}
-	return v, nil
+	return nil, v, false, nil
+}
+
+// key reads an object's key: with str, or as bytesString of the data
+// when it is plain text and viewKeys is set.
+func (s *scanner) key() (string, error) {
+	if !s.viewKeys {
+		return s.str()
+	}
+	b, v, plain, err := s.strBytes()
+	if plain {
+		v = bytesString(b)
+	}
+	return v, err
+}
+
+// objectBytes is object with viewKeys set.
+func (s *scanner) objectBytes(f func(key string) error) error {
+	was := s.viewKeys
+	s.viewKeys = true
+	defer func() { s.viewKeys = was }()
+	return s.object(f)
+}
+
+// bytesString is b as a string without a copy: only for the bytes of a
+// Record's Value, which are never modified.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// keySegment returns b as a string: the last segment of key when that is
+// b (the name), or the one before it when namespace is true, sharing
+// key's bytes; otherwise a copy.
+func keySegment(key string, b []byte, namespace bool) string {
+	i := strings.LastIndexByte(key, '/')
+	if namespace && i > 0 {
+		key = key[:i]
+		i = strings.LastIndexByte(key, '/')
+	}
+	if seg := key[i+1:]; i >= 0 && seg == string(b) {
+		return seg
+	}
+	return string(b)
 }
 
 // strEnd moves past a string, reporting where it began and whether it

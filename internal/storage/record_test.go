@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,15 +74,20 @@ func TestRecordMatchesDecode(t *testing.T) {
 	sels := []string{"", "a", "a=z", "é!=a", "!z", "<tag> in (a,z)"}
 	for i := range 2000 {
 		obj := randomObject(rnd)
-		value, err := encode("/k", obj)
+		key := "/k"
+		if rnd.IntN(2) == 0 { // as the API stores it: the key ends in namespace/name
+			key = "/registry/configmaps/" + obj.GetNamespace() + "/" + obj.GetName()
+		}
+		value, err := encode(key, obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rev := int64(1 + rnd.IntN(1e6))
-		rec, err := NewRecord("/k", value, rev)
+		rec, err := NewRecord(key, value, rev)
 		if err != nil {
 			t.Fatalf("%d: %v\n%s", i, err, value)
 		}
+		checkRecordStrings(t, rec, obj)
 		if rec.at < 0 {
 			t.Fatalf("%d: a value as the store writes it took the slow path:\n%s", i, value)
 		}
@@ -131,6 +137,48 @@ func TestRecordMatchesDecode(t *testing.T) {
 		fsel := fields.OneTermEqualSelector("metadata.name", dec.GetName())
 		if !(Predicate{Field: fsel}).MatchesRecord(rec) {
 			t.Fatalf("%d: metadata.name=%q does not match its own record", i, dec.GetName())
+		}
+	}
+}
+
+// checkRecordStrings checks the record's name, namespace and labels
+// against obj's, and that they are not copies where they need not be: the
+// name and namespace share the key's bytes when the key ends in them, and
+// plain label strings share the value's.
+func checkRecordStrings(t *testing.T, rec *Record, obj *unstructured.Unstructured) {
+	t.Helper()
+	within := func(s, in string) bool {
+		if s == "" {
+			return true
+		}
+		p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(in)))
+		return p >= start && p+uintptr(len(s)) <= start+uintptr(len(in))
+	}
+	if rec.Name != obj.GetName() || rec.Namespace != obj.GetNamespace() {
+		t.Fatalf("record %q/%q, object %q/%q", rec.Namespace, rec.Name, obj.GetNamespace(), obj.GetName())
+	}
+	plain := func(s string) bool { return !strings.ContainsAny(s, "\"\\\t<>&") }
+	if strings.HasSuffix(rec.Key, "/"+rec.Namespace+"/"+rec.Name) {
+		for _, s := range []string{rec.Name, rec.Namespace} {
+			if plain(s) && !within(s, rec.Key) {
+				t.Fatalf("key %q: %q is a copy", rec.Key, s)
+			}
+		}
+	}
+	want := obj.GetLabels()
+	if len(rec.labels) != 2*len(want) {
+		t.Fatalf("labels %q, want %v", rec.labels, want)
+	}
+	value := unsafe.String(unsafe.SliceData(rec.Value), len(rec.Value)) // for within
+
+	for k, v := range want {
+		got, ok := rec.labels.Lookup(k)
+		if !ok || got != v {
+			t.Fatalf("label %q = %q (%v), want %q", k, got, ok, v)
+		}
+		i, _ := rec.labels.find(k)
+		if plain(k+v) && (!within(rec.labels[2*i], value) || !within(rec.labels[2*i+1], value)) {
+			t.Fatalf("label %q=%q: copies of the value's bytes", k, v)
 		}
 	}
 }
