@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -184,6 +185,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.OnReady != nil {
 		cfg.OnReady(Ready{URL: url, Kubeconfig: kubeconfig})
 	}
+	goRun("release-startup-garbage", func(ctx context.Context) error {
+		// Start-up's garbage (replaying the log, filling the caches,
+		// the collector's first lists) is collected and its pages given
+		// back once, rather than held until the heap next grows.
+		select {
+		case <-collector.Synced():
+			debug.FreeOSMemory()
+		case <-ctx.Done():
+		}
+		return nil
+	})
 
 	select {
 	case <-ctx.Done():

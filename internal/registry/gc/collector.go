@@ -74,6 +74,10 @@ type Collector struct {
 	log   *slog.Logger
 	graph *graph
 	queue *queue
+	// synced is closed once the graph holds every served resource's
+	// first list.
+	synced     chan struct{}
+	syncedOnce sync.Once
 
 	unknown struct {
 		sync.Mutex
@@ -90,7 +94,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	c := &Collector{cfg: cfg, log: cfg.Logger, graph: newGraph(), queue: newQueue(cfg.RetryBase, cfg.RetryMax)}
+	c := &Collector{cfg: cfg, log: cfg.Logger, graph: newGraph(), queue: newQueue(cfg.RetryBase, cfg.RetryMax), synced: make(chan struct{})}
 	c.unknown.uids = map[types.UID]bool{}
 	return c, nil
 }
@@ -132,6 +136,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		}
 		c.resync(ctx, monitors) // a resource came or went meanwhile
 	}
+	c.syncedOnce.Do(func() { close(c.synced) })
 	c.enqueue(c.graph.all())
 	for i := 0; i < c.cfg.Workers; i++ {
 		wg.Add(1)
@@ -150,6 +155,10 @@ func (c *Collector) Run(ctx context.Context) error {
 		c.resync(ctx, monitors)
 	}
 }
+
+// Synced is closed once Run has listed every served resource into its
+// graph, before it starts working.
+func (c *Collector) Synced() <-chan struct{} { return c.synced }
 
 // waitSynced waits until every monitor has listed its resource once. It
 // returns false early when ctx ends or the set of resources may have

@@ -301,3 +301,39 @@ func (l *deletionLog) wait(t *testing.T, n int) []string {
 		}
 	}
 }
+
+// Synced is closed once the collector's graph holds what was stored
+// before it started, and not before Run.
+func TestSyncedAfterTheFirstLists(t *testing.T) {
+	e := newEnv(t)
+	cm := e.create(obj{gr: configMaps, ns: "default", name: "before"})
+	w := e.create(obj{gr: widgets, ns: "default", name: "before"})
+	c, err := New(Config{Registry: e.reg, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Synced():
+		t.Fatal("Synced is closed before Run")
+	default:
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-c.Synced():
+	case <-time.After(waitLimit):
+		t.Fatal("Synced is not closed")
+	}
+	for _, o := range []*unstructured.Unstructured{cm, w} {
+		if c.graph.get(o.GetUID()) == nil {
+			t.Errorf("%s %s is not in the graph at Synced", o.GetKind(), o.GetName())
+		}
+	}
+}
