@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync"
@@ -334,6 +335,36 @@ func TestSyncedAfterTheFirstLists(t *testing.T) {
 	for _, o := range []*unstructured.Unstructured{cm, w} {
 		if c.graph.get(o.GetUID()) == nil {
 			t.Errorf("%s %s is not in the graph at Synced", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// uidSet behaves as a map through random adds and removes, across its
+// change from a slice to a map.
+func TestUIDSet(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		var s uidSet
+		want := map[types.UID]bool{}
+		span := 1 + rnd.IntN(3*fewUIDs)
+		for range 500 {
+			u := types.UID(strconv.Itoa(rnd.IntN(span)))
+			if rnd.IntN(3) == 0 {
+				s.remove(u)
+				delete(want, u)
+			} else {
+				s.add(u)
+				want[u] = true
+			}
+			got := s.appendTo(nil)
+			if s.len() != len(want) || len(got) != len(want) {
+				t.Fatalf("round %d: len %d, %d listed, want %d", round, s.len(), len(got), len(want))
+			}
+			for _, u := range got {
+				if !want[u] {
+					t.Fatalf("round %d: %q listed, not in the set", round, u)
+				}
+			}
 		}
 	}
 }

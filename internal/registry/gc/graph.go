@@ -1,7 +1,9 @@
 package gc
 
 import (
+	"slices"
 	"sync"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -10,14 +12,30 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// identity names one object: its resource, namespace, name and uid.
+// identity names one object: its resource, namespace, name and uid. The
+// graph holds one for every object of every resource, so the resource
+// and kind, shared by all of a resource's objects, are one interned
+// handle, and so is the namespace (8 bytes each).
 type identity struct {
-	gr        schema.GroupResource
-	kind      string
-	namespace string
-	name      string
-	uid       types.UID
+	res  unique.Handle[kindOf]
+	ns   unique.Handle[string]
+	name string
+	uid  types.UID
 }
+
+// kindOf is a resource and its kind.
+type kindOf struct {
+	gr   schema.GroupResource
+	kind string
+}
+
+func newIdentity(gr schema.GroupResource, kind, namespace, name string, uid types.UID) identity {
+	return identity{res: unique.Make(kindOf{gr, kind}), ns: unique.Make(namespace), name: name, uid: uid}
+}
+
+func (id identity) gr() schema.GroupResource { return id.res.Value().gr }
+func (id identity) kind() string             { return id.res.Value().kind }
+func (id identity) namespace() string        { return id.ns.Value() }
 
 // node is what the graph knows of one object, as last observed. Nodes
 // are never changed once in the graph (an update replaces the node), so
@@ -32,7 +50,7 @@ type node struct {
 
 func newNode(k *registry.Kind, obj metav1.Object) *node {
 	n := &node{
-		id:       identity{gr: k.GroupResource(), kind: k.Kind, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()},
+		id:       newIdentity(k.GroupResource(), k.Kind, obj.GetNamespace(), obj.GetName(), obj.GetUID()),
 		owners:   obj.GetOwnerReferences(),
 		deleting: obj.GetDeletionTimestamp() != nil,
 	}
@@ -61,8 +79,8 @@ func (n *node) deletingDependents() bool { return n.deleting && n.foreground }
 // a reference names an owner that does not exist).
 func owns(owner, dep *node, ref metav1.OwnerReference) bool {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && ref.UID == owner.id.uid && ref.Kind == owner.id.kind && gv.Group == owner.id.gr.Group &&
-		ref.Name == owner.id.name && (owner.id.namespace == "" || owner.id.namespace == dep.id.namespace)
+	return err == nil && ref.UID == owner.id.uid && ref.Kind == owner.id.kind() && gv.Group == owner.id.gr().Group &&
+		ref.Name == owner.id.name && (owner.id.namespace() == "" || owner.id.ns == dep.id.ns)
 }
 
 // dependent is a node and its reference to some owner.
@@ -89,7 +107,7 @@ type graph struct {
 	mu struct {
 		sync.Mutex
 		nodes      map[types.UID]*node
-		dependents map[types.UID]map[types.UID]bool
+		dependents map[types.UID]*uidSet
 		// No index by resource: only relists and dropped resources ask,
 		// rarely, and a walk of nodes serves them; an index cost a map
 		// insert per observed object and ~50 bytes per object.
@@ -99,7 +117,7 @@ type graph struct {
 func newGraph() *graph {
 	g := &graph{}
 	g.mu.nodes = map[types.UID]*node{}
-	g.mu.dependents = map[types.UID]map[types.UID]bool{}
+	g.mu.dependents = map[types.UID]*uidSet{}
 	return g
 }
 
@@ -123,10 +141,12 @@ func (g *graph) observeLocked(n *node) []types.UID {
 	}
 	g.mu.nodes[n.id.uid] = n
 	for _, ref := range n.owners {
-		if g.mu.dependents[ref.UID] == nil {
-			g.mu.dependents[ref.UID] = map[types.UID]bool{}
+		deps := g.mu.dependents[ref.UID]
+		if deps == nil {
+			deps = &uidSet{}
+			g.mu.dependents[ref.UID] = deps
 		}
-		g.mu.dependents[ref.UID][n.id.uid] = true
+		deps.add(n.id.uid)
 	}
 	out := g.attentionLocked(n)
 	// An owner deleting its dependents in the foreground looks again
@@ -154,8 +174,8 @@ func (g *graph) forgetLocked(u types.UID) []types.UID {
 	g.unlinkLocked(n)
 	delete(g.mu.nodes, u)
 	var out []types.UID
-	for d := range g.mu.dependents[u] {
-		out = append(out, d)
+	if deps := g.mu.dependents[u]; deps != nil {
+		out = deps.appendTo(out)
 	}
 	return append(out, g.waitingOwnersLocked(n)...)
 }
@@ -172,7 +192,7 @@ func (g *graph) replace(gr schema.GroupResource, nodes []*node) []types.UID {
 		out = append(out, g.observeLocked(n)...)
 	}
 	for u, n := range g.mu.nodes {
-		if n.id.gr == gr && !seen[u] {
+		if n.id.gr() == gr && !seen[u] {
 			out = append(out, g.forgetLocked(u)...)
 		}
 	}
@@ -187,7 +207,7 @@ func (g *graph) drop(gr schema.GroupResource) []types.UID {
 	defer g.mu.Unlock()
 	var out []types.UID
 	for u, n := range g.mu.nodes {
-		if n.id.gr == gr {
+		if n.id.gr() == gr {
 			out = append(out, g.forgetLocked(u)...)
 		}
 	}
@@ -216,7 +236,11 @@ func (g *graph) dependentsOf(owner *node) []dependent {
 
 func (g *graph) dependentsLocked(owner *node) []dependent {
 	var out []dependent
-	for d := range g.mu.dependents[owner.id.uid] {
+	deps := g.mu.dependents[owner.id.uid]
+	if deps == nil {
+		return nil
+	}
+	for _, d := range deps.appendTo(nil) {
 		dn := g.mu.nodes[d]
 		if dn == nil {
 			continue
@@ -234,8 +258,8 @@ func (g *graph) dependentsLocked(owner *node) []dependent {
 func (g *graph) unlinkLocked(n *node) {
 	for _, ref := range n.owners {
 		if deps := g.mu.dependents[ref.UID]; deps != nil {
-			delete(deps, n.id.uid)
-			if len(deps) == 0 {
+			deps.remove(n.id.uid)
+			if deps.len() == 0 {
 				delete(g.mu.dependents, ref.UID)
 			}
 		}
@@ -278,6 +302,64 @@ func (g *graph) waitingOwnersLocked(n *node) []types.UID {
 		if o := g.mu.nodes[ref.UID]; o != nil && o.deletingDependents() {
 			out = append(out, o.id.uid)
 		}
+	}
+	return out
+}
+
+// uidSet is a set of uids: a slice while small (most owners have a few
+// dependents: 16 bytes each, where a map of one costs ~200), a map past
+// fewUIDs.
+type uidSet struct {
+	few  []types.UID
+	many map[types.UID]struct{}
+}
+
+const fewUIDs = 16
+
+func (s *uidSet) add(u types.UID) {
+	switch {
+	case s.many != nil:
+		s.many[u] = struct{}{}
+	case slices.Contains(s.few, u):
+	case len(s.few) < fewUIDs:
+		s.few = append(s.few, u)
+	default:
+		s.many = make(map[types.UID]struct{}, 2*fewUIDs)
+		for _, v := range s.few {
+			s.many[v] = struct{}{}
+		}
+		s.many[u] = struct{}{}
+		s.few = nil
+	}
+}
+
+func (s *uidSet) remove(u types.UID) {
+	if s.many != nil {
+		delete(s.many, u)
+		return
+	}
+	if i := slices.Index(s.few, u); i >= 0 {
+		last := len(s.few) - 1
+		s.few[i] = s.few[last]
+		s.few[last] = ""
+		s.few = s.few[:last]
+	}
+}
+
+func (s *uidSet) len() int {
+	if s.many != nil {
+		return len(s.many)
+	}
+	return len(s.few)
+}
+
+// appendTo appends the set's uids to out.
+func (s *uidSet) appendTo(out []types.UID) []types.UID {
+	if s.many == nil {
+		return append(out, s.few...)
+	}
+	for u := range s.many {
+		out = append(out, u)
 	}
 	return out
 }

@@ -271,10 +271,10 @@ func (c *Collector) liveDependents(ctx context.Context, owner identity) ([]liveD
 	var out []liveDependent
 	for _, res := range c.cfg.Registry.Resources() {
 		k := res.Kind()
-		if owner.namespace != "" && !k.Namespaced {
+		if owner.namespace() != "" && !k.Namespaced {
 			continue
 		}
-		list, err := res.List(ctx, k.StorageVersion(), owner.namespace, registry.ListOptions{})
+		list, err := res.List(ctx, k.StorageVersion(), owner.namespace(), registry.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -300,15 +300,15 @@ func (c *Collector) delete(ctx context.Context, res *registry.Resource, id ident
 	v := res.Kind().StorageVersion()
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, PropagationPolicy: &policy}
-	_, _, err := res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
+	_, _, err := res.Delete(ctx, v, id.namespace(), id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 	if apierrors.IsConflict(err) {
-		now, gerr := res.Get(ctx, v, id.namespace, id.name, metav1.GetOptions{})
+		now, gerr := res.Get(ctx, v, id.namespace(), id.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(gerr) {
 			return nil
 		}
 		if gerr == nil && now.GetUID() == uid && reflect.DeepEqual(now.GetOwnerReferences(), obj.GetOwnerReferences()) {
 			opts.Preconditions.ResourceVersion = nil
-			_, _, err = res.Delete(ctx, v, id.namespace, id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
+			_, _, err = res.Delete(ctx, v, id.namespace(), id.name, opts, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 		}
 	}
 	if apierrors.IsNotFound(err) {
@@ -338,11 +338,11 @@ func (c *Collector) removeFinalizer(ctx context.Context, id identity, finalizer 
 // live reads the object id names, with its resource; nil if it is gone
 // (or is another object by now).
 func (c *Collector) live(ctx context.Context, id identity) (*registry.Resource, *unstructured.Unstructured, error) {
-	res, ok := c.cfg.Registry.Get(id.gr)
+	res, ok := c.cfg.Registry.Get(id.gr())
 	if !ok {
 		return nil, nil, nil
 	}
-	obj, err := res.Get(ctx, res.Kind().StorageVersion(), id.namespace, id.name, metav1.GetOptions{})
+	obj, err := res.Get(ctx, res.Kind().StorageVersion(), id.namespace(), id.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil
 	}
@@ -371,7 +371,7 @@ func (c *Collector) update(ctx context.Context, id identity, change func(*unstru
 		if !change(next) {
 			return nil
 		}
-		_, err = res.Update(ctx, res.Kind().StorageVersion(), id.namespace, id.name, next, registry.WriteOptions{FieldManager: "kube-controller-manager"})
+		_, err = res.Update(ctx, res.Kind().StorageVersion(), id.namespace(), id.name, next, registry.WriteOptions{FieldManager: "kube-controller-manager"})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
@@ -424,9 +424,9 @@ func finalizerSet(obj metav1.Object) map[string]bool {
 }
 
 func describe(id identity) string {
-	s := id.gr.String() + " "
-	if id.namespace != "" {
-		s += id.namespace + "/"
+	s := id.gr().String() + " "
+	if ns := id.namespace(); ns != "" {
+		s += ns + "/"
 	}
 	return s + id.name + " (uid " + string(id.uid) + ")"
 }
