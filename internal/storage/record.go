@@ -607,10 +607,11 @@ func (s *scanner) strBytes() (b []byte, v string, plain bool, err error) {
 	if body := raw[1 : len(raw)-1]; !escaped && plainText(body) {
 		return body, "", true, nil
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
+	var u string // not v: taking a result's address would allocate it on every call
+	if err := json.Unmarshal(raw, &u); err != nil {
 		return nil, "", false, err
 	}
-	return nil, v, false, nil
+	return nil, u, false, nil
 }
 
 // key reads an object's key: with str, or as bytesString of the data

@@ -572,3 +572,31 @@ func TestRecordFact(t *testing.T) {
 		t.Fatal("the fact about s1 outlived the one about s2")
 	}
 }
+
+// Reading a plain string allocates only the copy str returns: strBytes
+// none, str one (none for a common key). A result whose address is taken
+// would cost one more on every call.
+func TestScannerStringAllocations(t *testing.T) {
+	for _, tc := range []struct {
+		data       string
+		str, bytes float64
+	}{{`"metadata"`, 0, 0}, {`"a-plain-value"`, 1, 0}} {
+		data := []byte(tc.data)
+		if n := testing.AllocsPerRun(100, func() {
+			s := scanner{data: data}
+			if _, err := s.str(); err != nil {
+				t.Fatal(err)
+			}
+		}); n != tc.str {
+			t.Errorf("str(%s): %v allocations, want %v", tc.data, n, tc.str)
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			s := scanner{data: data}
+			if _, _, _, err := s.strBytes(); err != nil {
+				t.Fatal(err)
+			}
+		}); n != tc.bytes {
+			t.Errorf("strBytes(%s): %v allocations, want %v", tc.data, n, tc.bytes)
+		}
+	}
+}
