@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 // Conflict if the object changed since. Without one the write is
 // unconditional, for kinds that allow it, and 422 otherwise. An update
 // that changes nothing writes nothing and returns the object unchanged.
+// obj becomes Update's: it may change it, and may return it.
 func (r *Resource) Update(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
 	out, _, err := r.UpdateEncoded(ctx, version, ns, name, obj, opts)
 	return out, err
@@ -38,15 +40,28 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	if err := r.checkUpdated(k, ns, name, obj); err != nil {
 		return nil, nil, err
 	}
-	// produce only reads cur (the field manager's live object).
+	// produce only reads cur (the field manager's live object). It
+	// changes the object it hands on (managedFields, pruning, the status
+	// kept), so each attempt needs obj as it came, and gets a copy; but
+	// an update conditional on a resourceVersion has one attempt that
+	// gets that far: the store retries only after losing to a newer
+	// write, and against that the resourceVersion is a conflict. Such an
+	// update uses obj itself.
+	want := obj.GetResourceVersion()
+	used := false
 	return r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		// A stale resourceVersion is a conflict whatever the field
 		// manager makes of the object (update checks it again after), so
 		// the writers that lose a race skip its work.
-		if want := obj.GetResourceVersion(); want != "" && want != cur.GetResourceVersion() {
+		if want != "" && (want != cur.GetResourceVersion() || used) {
 			return nil, apierrors.NewConflict(k.GroupResource(), name, errors.New(msgModified))
 		}
-		return updateManagedFor(k, opts.Subresource, fm, cur, obj.DeepCopy(), opts.FieldManager), nil
+		in := obj
+		if want == "" {
+			in = obj.DeepCopy()
+		}
+		used = true
+		return updateManagedFor(k, opts.Subresource, fm, cur, in, opts.FieldManager), nil
 	})
 }
 
@@ -169,7 +184,17 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		// metadata stays, but for the managedFields the field manager
 		// computed for this write, as upstream's status strategies keep
 		// them: they record who changed which status fields.
-		next = cur.DeepCopy()
+		if k.Status && k.PrepareForUpdate == nil {
+			// Nothing below changes more than next's top level and
+			// metadata (no hook runs), and cur is this attempt's own: the
+			// rest (the spec, often most of the object) is shared.
+			next = &unstructured.Unstructured{Object: maps.Clone(cur.Object)}
+			if meta, ok := cur.Object["metadata"].(map[string]any); ok {
+				next.Object["metadata"] = maps.Clone(meta)
+			}
+		} else {
+			next = cur.DeepCopy()
+		}
 		keepManagedFields(next, obj)
 		if st, ok := obj.Object["status"]; ok {
 			next.Object["status"] = st // obj is this attempt's own
