@@ -205,7 +205,12 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		next = obj
 		if k.Status {
 			if st, ok := cur.Object["status"]; ok {
-				next.Object["status"] = runtime.DeepCopyJSONValue(st)
+				if k.PrepareForUpdate != nil {
+					st = runtime.DeepCopyJSONValue(st) // the hook may change it
+				}
+				// Else shared: nothing below changes it, and cur is this
+				// attempt's own.
+				next.Object["status"] = st
 			} else {
 				delete(next.Object, "status")
 			}
