@@ -224,10 +224,14 @@ func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, page
 		return out, err
 	}
 	add(Result{Name: "first-page", Ops: 1, Seconds: time.Since(t1).Seconds()})
+	// kplane logs when its garbage collector has listed everything and
+	// start-up's garbage is returned (a server that does not, an older
+	// one, is given the time).
+	settled := p.waitLog(ctx, "start-up settled", 2*time.Minute)
 	time.Sleep(2 * time.Second) // let the caches and the collector settle
 	if rss, err := ps.rss(); err == nil {
 		r := Result{Name: "rss-loaded", RSSBytes: &rss}
-		r.addExtra(map[string]any{"rss_bytes_per_object": float64(rss) / float64(n)})
+		r.addExtra(map[string]any{"rss_bytes_per_object": float64(rss) / float64(n), "settled_logged": settled})
 		add(r)
 	}
 	var cpuProfile chan error

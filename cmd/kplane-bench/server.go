@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,21 @@ func (p *process) exitedEarly() (error, bool) {
 }
 
 // logTail is the end of the process's log, for error messages.
+// waitLog waits until the process's log holds substr, for at most
+// limit, and reports whether it came.
+func (p *process) waitLog(ctx context.Context, substr string, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if b, err := os.ReadFile(p.logPath); err == nil && bytes.Contains(b, []byte(substr)) {
+			return true
+		}
+		if _, exited := p.exitedEarly(); exited || time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (p *process) logTail() string {
 	b, _ := os.ReadFile(p.logPath)
 	if len(b) > 3000 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -192,6 +193,10 @@ func Run(ctx context.Context, cfg Config) error {
 		select {
 		case <-collector.Synced():
 			debug.FreeOSMemory()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			log.Info("start-up settled: every resource listed, start-up's garbage returned",
+				"heapLiveBytes", m.HeapAlloc, "took", time.Since(start).Round(time.Millisecond))
 		case <-ctx.Done():
 		}
 		return nil
