@@ -276,44 +276,11 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	pt := types.PatchType(strings.TrimSpace(ct))
-	if !slices.Contains(registry.PatchTypes(h.kind), string(pt)) {
-		writeError(w, &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(registry.PatchTypes(h.kind), ", "),
-		}})
-		return
-	}
-	q := r.URL.Query()
-	opts := metav1.PatchOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager"), FieldValidation: q.Get("fieldValidation")}
-	if q.Has("force") {
-		force := boolParam(q, "force")
-		opts.Force = &force
-	}
-	if errs := metavalidation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
-		writeError(w, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
-		return
-	}
-	fv, err := parseFieldValidation(r)
+	body, po, err := h.patchRequest(w, r, registry.PatchTypes(h.kind))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	body, err := h.s.readRaw(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	po := registry.PatchOptions{
-		WriteOptions: registry.WriteOptions{
-			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,
-			FieldManager: registry.ManagerName(opts.FieldManager, r.UserAgent()),
-		},
-		Type:  pt,
-		Force: opts.Force != nil && *opts.Force,
-	}
-	fv.apply(w, &po.WriteOptions)
 	out, enc, created, err := h.res.PatchEncoded(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
 	if err != nil {
 		writeError(w, err)
@@ -326,27 +293,67 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, code, out, enc)
 }
 
+// patchRequest reads a PATCH: its media type, which must be one of
+// accepted, its options (dryRun, fieldManager, force, fieldValidation),
+// checked in that order, and its body.
+func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted []string) ([]byte, registry.PatchOptions, error) {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	pt := types.PatchType(strings.TrimSpace(ct))
+	if !slices.Contains(accepted, string(pt)) {
+		return nil, registry.PatchOptions{}, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+			Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", "),
+		}}
+	}
+	q := r.URL.Query()
+	opts := metav1.PatchOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager"), FieldValidation: q.Get("fieldValidation")}
+	if q.Has("force") {
+		force := boolParam(q, "force")
+		opts.Force = &force
+	}
+	if errs := metavalidation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
+		return nil, registry.PatchOptions{}, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		return nil, registry.PatchOptions{}, err
+	}
+	body, err := h.s.readRaw(w, r)
+	if err != nil {
+		return nil, registry.PatchOptions{}, err
+	}
+	po := registry.PatchOptions{
+		WriteOptions: registry.WriteOptions{
+			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,
+			FieldManager: registry.ManagerName(opts.FieldManager, r.UserAgent()),
+		},
+		Type:  pt,
+		Force: opts.Force != nil && *opts.Force,
+	}
+	fv.apply(w, &po.WriteOptions)
+	return body, po, nil
+}
+
 // scale serves the /scale subresource: GET, PUT and PATCH of an
 // autoscaling/v1 Scale.
 func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	dry, err := dryRun(r.URL.Query())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	manager, err := fieldManager(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	wo := registry.WriteOptions{DryRun: dry, FieldManager: manager}
 	var out any
+	var err error
 	switch r.Method {
 	case http.MethodGet:
 		out, err = h.res.GetScale(ctx, h.ri.version, h.ri.namespace, h.ri.name)
 	case http.MethodPut:
+		var dry bool
+		if dry, err = dryRun(r.URL.Query()); err != nil {
+			break
+		}
+		var manager string
+		if manager, err = fieldManager(r); err != nil {
+			break
+		}
+		wo := registry.WriteOptions{DryRun: dry, FieldManager: manager, Subresource: "scale"}
 		var body []byte
 		if body, err = h.s.readBody(w, r); err != nil {
 			break
@@ -361,11 +368,11 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 		})
 	case http.MethodPatch:
 		var body []byte
-		if body, err = h.s.readRaw(w, r); err != nil {
+		var po registry.PatchOptions
+		if body, po, err = h.patchRequest(w, r, registry.ScalePatchTypes); err != nil {
 			break
 		}
-		ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-		out, err = h.res.PatchScale(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, registry.PatchOptions{WriteOptions: wo, Type: types.PatchType(strings.TrimSpace(ct))})
+		out, err = h.res.PatchScale(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
 	default:
 		err = apierrors.NewMethodNotSupported(h.kind.GroupResource(), r.Method)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // The /scale subresource of custom resources: an autoscaling/v1 Scale
@@ -94,7 +95,8 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	if k.Scale == nil {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
-	fm, err := r.fieldManager(k, version, "")
+	opts.Subresource = "scale"
+	fm, err := r.fieldManager(k, version, opts.Subresource)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -122,7 +124,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(k.Scale.SpecReplicas)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		return updateManagedFor(k, "", fm, cur, next, opts.FieldManager), nil
+		return updateManagedFor(k, opts.Subresource, fm, cur, next, opts.FieldManager), nil
 	})
 	if err != nil {
 		return nil, err
@@ -139,11 +141,18 @@ func scaleGroupResource(k *Kind) schema.GroupResource {
 	return schema.GroupResource{Group: k.Group, Resource: k.Resource}
 }
 
+// ScalePatchTypes are the patch media types /scale accepts: the Scale
+// is a Go type, so strategic merge patches too.
+var ScalePatchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
+
 // PatchScale applies a JSON, merge or strategic merge patch to ns/name's
-// Scale, then updates as UpdateScale.
+// Scale, then updates as UpdateScale; or applies a Scale configuration
+// (server-side apply, see applyScale).
 func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (*autoscalingv1.Scale, error) {
 	var patch func(cur []byte) ([]byte, error)
 	switch opts.Type {
+	case types.ApplyYAMLPatchType:
+		return r.applyScale(ctx, version, ns, name, data, opts)
 	case types.JSONPatchType:
 		ops, err := jsonpatch.DecodePatch(data)
 		if err != nil {
@@ -175,7 +184,7 @@ func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, dat
 	default:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+			Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(ScalePatchTypes, ", "),
 		}}
 	}
 	return r.UpdateScale(ctx, version, ns, name, opts.WriteOptions, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
@@ -193,4 +202,74 @@ func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, dat
 		}
 		return out, nil
 	})
+}
+
+// applyScale applies a Scale configuration to ns/name for opts's field
+// manager: the configuration's spec.replicas becomes an apply
+// configuration of the object's replicas path, applied through the
+// "scale" subresource's field manager. Its managedFields then read as
+// upstream's: the manager's entry has subresource "scale" and owns the
+// replicas path, and a replicas value owned by another manager is a
+// conflict unless forced. Other fields of the configuration are ignored,
+// as they are upstream (only the replicas reach the object); a
+// resourceVersion makes the apply conditional.
+func (r *Resource) applyScale(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (*autoscalingv1.Scale, error) {
+	k := r.Kind()
+	if k.Scale == nil {
+		return nil, apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	var config map[string]any
+	if err := yaml.Unmarshal(data, &config); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	}
+	if config == nil {
+		return nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
+	}
+	applied := &unstructured.Unstructured{Object: config}
+	if applied.GetAPIVersion() != "autoscaling/v1" || applied.GetKind() != "Scale" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf(
+			"the apply configuration's apiVersion and kind (%q, %q) do not match the resource (%q, %q)",
+			applied.GetAPIVersion(), applied.GetKind(), "autoscaling/v1", "Scale"))
+	}
+	if applied.GetName() != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", applied.GetName(), name))
+	}
+	parent := &unstructured.Unstructured{Object: map[string]any{}}
+	parent.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
+	parent.SetKind(k.Kind)
+	parent.SetName(name)
+	if ns != "" {
+		parent.SetNamespace(ns)
+	}
+	parent.SetResourceVersion(applied.GetResourceVersion())
+	if v, ok, _ := unstructured.NestedFieldNoCopy(config, "spec", "replicas"); ok {
+		n, isInt := asInt(v)
+		if !isInt || n != int64(int32(n)) {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("Scale in version \"v1\" cannot be handled as a Scale: spec.replicas: %v is not a 32-bit integer", v))
+		}
+		if n < 0 {
+			return nil, apierrors.NewInvalid(scaleKind, name, field.ErrorList{
+				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0")})
+		}
+		if err := unstructured.SetNestedField(parent.Object, n, scalePath(k.Scale.SpecReplicas)...); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
+	opts.Subresource = "scale"
+	opts.patch = true
+	fm, err := r.fieldManager(k, version, opts.Subresource)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out, _, err := r.update(ctx, k, version, ns, name, opts.WriteOptions, true, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return r.apply(k, version, cur, parent, fm, opts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s, err := scaleOf(k.Scale, out)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return s, nil
 }

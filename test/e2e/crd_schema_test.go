@@ -718,6 +718,110 @@ func checkWidgetScale(t *testing.T, s *server) {
 		!strings.Contains(errOut, "spec.replicas in body should be less than or equal to 10") {
 		t.Errorf("kubectl scale --replicas=11: %v %s", err, errOut)
 	}
+	checkWidgetScaleManagedFields(t, s)
+}
+
+// checkWidgetScaleManagedFields: writes through /scale are recorded as
+// upstream's scale handler records them (apiserver's
+// fieldmanager.ScaleHandler): under the writer's name with subresource
+// "scale", owning the replicas path of the object's own apiVersion; a
+// server-side apply of a Scale conflicts with the replicas' owner unless
+// forced, and then takes them.
+func checkWidgetScaleManagedFields(t *testing.T, s *server) {
+	scaleEntries := func() map[string]map[string]any {
+		t.Helper()
+		code, _, data := s.call(t, "GET", widgetsPath+"/sc", "", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET sc: %d %s", code, data)
+		}
+		out := map[string]map[string]any{}
+		mf, _ := lookup(object(t, data).Object, "metadata.managedFields")
+		for _, e := range mf.([]any) {
+			e := e.(map[string]any)
+			if e["subresource"] == "scale" {
+				out[e["manager"].(string)+"/"+e["operation"].(string)] = e
+			}
+		}
+		return out
+	}
+	replicasOnly := func(e map[string]any) bool {
+		fields, _ := json.Marshal(e["fieldsV1"])
+		return e["apiVersion"] == "example.kplane.dev/v1" && string(fields) == `{"f:spec":{"f:replicas":{}}}`
+	}
+	// kubectl scale above (a merge patch of the Scale).
+	entries := scaleEntries()
+	if len(entries) != 1 {
+		t.Fatalf("managedFields with subresource scale after kubectl scale: %v", entries)
+	}
+	var scaler string
+	for m, e := range entries {
+		scaler = m
+		if !strings.HasSuffix(m, "/Update") || !replicasOnly(e) {
+			t.Errorf("kubectl scale's entry: %v", e)
+		}
+	}
+
+	// A PUT of the Scale by another manager takes the replicas.
+	code, _, data := s.call(t, "GET", widgetsPath+"/sc/scale", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET scale: %d %s", code, data)
+	}
+	sc := object(t, data)
+	if err := unstructured.SetNestedField(sc.Object, int64(4), "spec", "replicas"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := sc.MarshalJSON()
+	if code, _, data := s.call(t, "PUT", widgetsPath+"/sc/scale?fieldManager=hpa", "application/json", body); code != http.StatusOK {
+		t.Fatalf("PUT scale: %d %s", code, data)
+	}
+	entries = scaleEntries()
+	if e := entries["hpa/Update"]; e == nil || !replicasOnly(e) || len(entries) != 1 {
+		t.Errorf("after the hpa's PUT, %s's entry should be gone and hpa's own the replicas: %v", scaler, entries)
+	}
+
+	// Server-side apply of a Scale: a conflict with hpa, then forced.
+	apply := func(query, config string) (int, []byte) {
+		t.Helper()
+		code, _, data := s.call(t, "PATCH", widgetsPath+"/sc/scale?"+query, "application/apply-patch+yaml", []byte(config))
+		return code, data
+	}
+	config := "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: sc\nspec:\n  replicas: 5\n"
+	if code, data := apply("fieldManager=autoscaler", config); code != http.StatusConflict ||
+		!strings.Contains(string(data), `conflict with \"hpa\" with subresource \"scale\"`) {
+		t.Errorf("apply of a Scale over hpa's replicas: %d %s", code, data)
+	}
+	code, data = apply("fieldManager=autoscaler&force=true", config)
+	if code != http.StatusOK {
+		t.Fatalf("forced apply of a Scale: %d %s", code, data)
+	}
+	if got, _ := lookup(object(t, data).Object, "spec.replicas"); got != int64(5) {
+		t.Errorf("forced apply answered %s", data)
+	}
+	entries = scaleEntries()
+	if e := entries["autoscaler/Apply"]; e == nil || !replicasOnly(e) || len(entries) != 1 {
+		t.Errorf("after the forced apply, autoscaler's Apply entry should own the replicas alone: %v", entries)
+	}
+	if out := s.mustKubectl(t, "get", "widget", "sc", "-o", "jsonpath={.spec.replicas}"); out != "5" {
+		t.Errorf("spec.replicas after the apply = %q", out)
+	}
+	// Bad configurations: the wrong kind, no fieldManager, a stale
+	// resourceVersion.
+	if code, data := apply("fieldManager=autoscaler", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sc\n"); code != http.StatusBadRequest {
+		t.Errorf("apply of a ConfigMap to /scale: %d %s", code, data)
+	}
+	if code, data := apply("", config); code != http.StatusUnprocessableEntity {
+		t.Errorf("apply to /scale without a fieldManager: %d %s", code, data)
+	}
+	stale := "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: sc\n  resourceVersion: \"1\"\nspec:\n  replicas: 6\n"
+	if code, data := apply("fieldManager=autoscaler", stale); code != http.StatusConflict {
+		t.Errorf("apply to /scale with a stale resourceVersion: %d %s", code, data)
+	}
+	// An update takes the replicas back from the applier.
+	s.mustKubectl(t, "scale", "widget/sc", "--replicas=3")
+	entries = scaleEntries()
+	if e := entries[scaler]; e == nil || !replicasOnly(e) || len(entries) != 1 {
+		t.Errorf("after kubectl scale again, %s's entry should own the replicas alone: %v", scaler, entries)
+	}
 }
 
 // checkWidgetColumns: kubectl get prints the CRD's additionalPrinterColumns.
