@@ -96,11 +96,20 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		// present copies when it changes anything; a produce that
-		// changes what it gets has a copy of its own either way.
-		mine := present(k, version, cur)
-		if mine == cur && mutates {
-			mine = cur.DeepCopy()
+		// The current object as upstream reads it back: with the
+		// schema's defaults (those added since it was stored), which
+		// the write then keeps, as the spec a /status write carries
+		// over or the status an update does. A copy only when the
+		// defaults change it.
+		stored := cur
+		if s := defaulter(k, version); s != nil && needsDefaults(s, cur.Object) {
+			stored = cur.DeepCopy()
+			s.Default(stored.Object)
+		}
+		// A produce that changes what it gets has a copy of its own.
+		mine := convert(k, version, stored)
+		if mine == stored && mutates {
+			mine = stored.DeepCopy()
 		}
 		obj, err := produce(mine)
 		if err != nil {
@@ -115,10 +124,10 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		if err := opts.prune(k, version, obj); err != nil {
 			return nil, err
 		}
-		next, err := r.prepareUpdate(k, obj, cur, opts.Subresource)
+		next, err := r.prepareUpdate(k, obj, stored, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {
-				if errs := s.Validate(ctx, convert(k, version, next).Object, convert(k, version, cur).Object); len(errs) > 0 {
+				if errs := s.Validate(ctx, convert(k, version, next).Object, convert(k, version, stored).Object); len(errs) > 0 {
 					err = apierrors.NewInvalid(k.GroupKind(), name, errs)
 				}
 			}

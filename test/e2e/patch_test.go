@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -411,6 +412,42 @@ func TestDefaultsOnRead(t *testing.T) {
 		_, _, body = s.call(t, "GET", gadgets+"/old", "", nil)
 		if got := object(t, body).GetResourceVersion(); got != rv {
 			t.Fatalf("reading with defaults rewrote the object: resourceVersion %s, want %s", got, rv)
+		}
+
+		// A write keeps what it read: a /status write carries over the
+		// spec with its read-time defaults, and stores them, so they
+		// outlive the schema's default (upstream's old object is read
+		// back from storage with the defaults, and persisted with the
+		// write).
+		withSpecDefault := strings.Replace(withDefault, "            x-kubernetes-preserve-unknown-fields: true",
+			"            x-kubernetes-preserve-unknown-fields: true\n            properties:\n              color: {type: string, default: blue}", 1)
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "gadget-crd3.yaml", withSpecDefault))
+		eventually(t, 10*time.Second, "the spec default shows on get", func() (bool, string) {
+			_, _, body = s.call(t, "GET", gadgets+"/old", "", nil)
+			color, _, _ := unstructured.NestedString(object(t, body).Object, "spec", "color")
+			return color == "blue", string(body)
+		})
+		g := object(t, body)
+		g.Object["status"] = map[string]any{"happy": true}
+		g.Object["spec"] = map[string]any{"a": int64(2)} // ignored by /status
+		put, _ := g.MarshalJSON()
+		code, _, body = s.call(t, "PUT", gadgets+"/old/status", "application/json", put)
+		if code != 200 {
+			t.Fatalf("PUT /status: %d %s", code, body)
+		}
+		if color, _, _ := unstructured.NestedString(object(t, body).Object, "spec", "color"); color != "blue" {
+			t.Errorf("PUT /status answered without the spec's default: %s", body)
+		}
+		s.mustKubectl(t, "apply", "-f", writeFile(t, "gadget-crd4.yaml", gadgetCRD))
+		eventually(t, 10*time.Second, "the status default gone from a newly created gadget", func() (bool, string) {
+			name := fmt.Sprintf("probe-%d", time.Now().UnixNano())
+			code, _, body := s.call(t, "POST", gadgets, "application/json", []byte(`{"apiVersion":"e2e.kplane.dev/v1","kind":"Gadget","metadata":{"name":"`+name+`"},"spec":{}}`))
+			return code == 201 && !strings.Contains(string(body), "defaulted"), string(body)
+		})
+		_, _, body = s.call(t, "GET", gadgets+"/old", "", nil)
+		spec, _, _ := unstructured.NestedMap(object(t, body).Object, "spec")
+		if !reflect.DeepEqual(spec, map[string]any{"a": int64(1), "color": "blue"}) {
+			t.Errorf("after the default left the schema, spec = %v, want the stored default kept and the request's spec ignored: %s", spec, body)
 		}
 	})
 }
