@@ -136,6 +136,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		}
 		c.resync(ctx, monitors) // a resource came or went meanwhile
 	}
+	// Every owner listed is known to its dependents by now: the graph
+	// keeps only the nodes ownership needs.
+	c.graph.sweep()
 	c.syncedOnce.Do(func() { close(c.synced) })
 	c.enqueue(c.graph.all())
 	for i := 0; i < c.cfg.Workers; i++ {

@@ -38,9 +38,9 @@
 //     waited for, and is deleted in the background once the owner is
 //     gone.
 //
-// How: a graph of every object's ownerReferences, built from a list of
-// every resource and kept by their watches, says which objects to look
-// at; a rate-limited queue hands them to workers, one worker per object
+// How: a graph of the objects' ownerReferences, built from a list of
+// every resource and kept by their watches (sparse once synced: only the
+// objects in some ownership), says which objects to look at; a rate-limited queue hands them to workers, one worker per object
 // at a time. Before a garbage collector finalizer goes (and before a
 // dependent of a foreground deletion is deleted in the background), the
 // dependents are also read from the store, so a dependent the graph has

@@ -304,11 +304,15 @@ func (l *deletionLog) wait(t *testing.T, n int) []string {
 }
 
 // Synced is closed once the collector's graph holds what was stored
-// before it started, and not before Run.
+// before it started, and not before Run; by then the graph is sparse:
+// an owner and its dependent (listed in either order) are in it, an
+// object in no ownership is not.
 func TestSyncedAfterTheFirstLists(t *testing.T) {
 	e := newEnv(t)
 	cm := e.create(obj{gr: configMaps, ns: "default", name: "before"})
-	w := e.create(obj{gr: widgets, ns: "default", name: "before"})
+	w := e.create(obj{gr: widgets, ns: "default", name: "before", owners: []metav1.OwnerReference{ref(cm, false)}})
+	cm2 := e.create(obj{gr: configMaps, ns: "default", name: "owned", owners: []metav1.OwnerReference{ref(w, false)}})
+	alone := e.create(obj{gr: configMaps, ns: "default", name: "alone"})
 	c, err := New(Config{Registry: e.reg, Resync: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -332,10 +336,13 @@ func TestSyncedAfterTheFirstLists(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("Synced is not closed")
 	}
-	for _, o := range []*unstructured.Unstructured{cm, w} {
+	for _, o := range []*unstructured.Unstructured{cm, w, cm2} {
 		if c.graph.get(o.GetUID()) == nil {
 			t.Errorf("%s %s is not in the graph at Synced", o.GetKind(), o.GetName())
 		}
+	}
+	if c.graph.get(alone.GetUID()) != nil {
+		t.Errorf("ConfigMap alone, in no ownership, is in the graph at Synced")
 	}
 }
 

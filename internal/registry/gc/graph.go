@@ -102,6 +102,19 @@ type dependent struct {
 // Every change returns the uids the collector must look at; the graph
 // itself never calls out.
 //
+// Sparse: the graph starts dense, with a node for every object, while
+// the first lists come in (so that every owner listed is known when its
+// dependents are, in whatever order the resources are listed). Then
+// sweep makes it sparse: from then on it keeps only the nodes that take
+// part in ownership (keepLocked): objects with owners, owners being
+// deleted with the Orphan or Foreground policy, and objects some
+// dependent names. Most objects are none of these, and a node is ~190
+// bytes per object. An owner the graph holds no node for is unknown,
+// not gone: its dependent gets the collector's attention, whose live
+// read of the owner then teaches the graph its node (learn), unless a
+// deletion or relist happened meanwhile (epoch), which could make that
+// read stale.
+//
 // Lock order: mu only; no I/O under it.
 type graph struct {
 	mu struct {
@@ -111,6 +124,11 @@ type graph struct {
 		// No index by resource: only relists and dropped resources ask,
 		// rarely, and a walk of nodes serves them; an index cost a map
 		// insert per observed object and ~50 bytes per object.
+
+		sparse bool
+		// epoch counts forgets and relists: a node read from the store
+		// is learned only if none happened since the read began.
+		epoch uint64
 	}
 }
 
@@ -139,7 +157,6 @@ func (g *graph) observeLocked(n *node) []types.UID {
 	if old != nil {
 		g.unlinkLocked(old)
 	}
-	g.mu.nodes[n.id.uid] = n
 	for _, ref := range n.owners {
 		deps := g.mu.dependents[ref.UID]
 		if deps == nil {
@@ -148,14 +165,80 @@ func (g *graph) observeLocked(n *node) []types.UID {
 		}
 		deps.add(n.id.uid)
 	}
+	if g.keepLocked(n) {
+		g.mu.nodes[n.id.uid] = n
+	} else if old != nil {
+		delete(g.mu.nodes, n.id.uid)
+	}
 	out := g.attentionLocked(n)
 	// An owner deleting its dependents in the foreground looks again
 	// whenever one of them changes: a reference or its blockOwnerDeletion
 	// may have gone.
 	if old != nil {
 		out = append(out, g.waitingOwnersLocked(old)...)
+		g.pruneOwnersLocked(old)
 	}
 	return append(out, g.waitingOwnersLocked(n)...)
+}
+
+// keepLocked says whether n's node belongs in the graph: always while it
+// is dense; once sparse, if n takes part in ownership.
+func (g *graph) keepLocked(n *node) bool {
+	return !g.mu.sparse || len(n.owners) > 0 || n.orphaning() || n.deletingDependents() || g.mu.dependents[n.id.uid] != nil
+}
+
+// pruneOwnersLocked drops the nodes of old's owners that nothing keeps
+// any more (old's references are gone or replaced).
+func (g *graph) pruneOwnersLocked(old *node) {
+	if !g.mu.sparse {
+		return
+	}
+	for _, ref := range old.owners {
+		if o := g.mu.nodes[ref.UID]; o != nil && !g.keepLocked(o) {
+			delete(g.mu.nodes, ref.UID)
+		}
+	}
+}
+
+// sweep makes the graph sparse, once every resource's first list is in:
+// it drops the nodes no ownership needs.
+func (g *graph) sweep() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mu.sparse = true
+	// A new map: a map's table does not shrink as its entries go.
+	kept := make(map[types.UID]*node)
+	for u, n := range g.mu.nodes {
+		if g.keepLocked(n) {
+			kept[u] = n
+		}
+	}
+	g.mu.nodes = kept
+}
+
+// epochNow is the epoch to pass to learn, taken before the read.
+func (g *graph) epochNow() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.epoch
+}
+
+// learn adds the node of an owner read from the store, when the graph
+// has none and some dependent names it, and nothing was forgotten or
+// relisted since epoch (the read might predate a deletion the graph has
+// already seen). An owner with owners of its own, or being deleted with
+// a policy, is left to its watch event: the graph keeps such nodes when
+// it observes them.
+func (g *graph) learn(n *node, epoch uint64) {
+	if len(n.owners) > 0 || n.deleting {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.mu.sparse || g.mu.epoch != epoch || g.mu.nodes[n.id.uid] != nil || g.mu.dependents[n.id.uid] == nil {
+		return
+	}
+	g.mu.nodes[n.id.uid] = n
 }
 
 // forget removes the object u (deleted) and returns what to look at: its
@@ -167,17 +250,23 @@ func (g *graph) forget(u types.UID) []types.UID {
 }
 
 func (g *graph) forgetLocked(u types.UID) []types.UID {
+	g.mu.epoch++
 	n := g.mu.nodes[u]
-	if n == nil {
-		return nil
+	if n != nil {
+		g.unlinkLocked(n)
+		delete(g.mu.nodes, u)
 	}
-	g.unlinkLocked(n)
-	delete(g.mu.nodes, u)
+	// The dependents look again, whether or not the graph knew the owner
+	// (a sparse graph may not have learned it yet).
 	var out []types.UID
 	if deps := g.mu.dependents[u]; deps != nil {
 		out = deps.appendTo(out)
 	}
-	return append(out, g.waitingOwnersLocked(n)...)
+	if n != nil {
+		out = append(out, g.waitingOwnersLocked(n)...)
+		g.pruneOwnersLocked(n)
+	}
+	return out
 }
 
 // replace makes nodes the whole content of resource gr (after a list):
@@ -185,6 +274,7 @@ func (g *graph) forgetLocked(u types.UID) []types.UID {
 func (g *graph) replace(gr schema.GroupResource, nodes []*node) []types.UID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.mu.epoch++ // an owner learned from a read before the list may be gone
 	seen := make(map[types.UID]bool, len(nodes))
 	var out []types.UID
 	for _, n := range nodes {
@@ -194,6 +284,16 @@ func (g *graph) replace(gr schema.GroupResource, nodes []*node) []types.UID {
 	for u, n := range g.mu.nodes {
 		if n.id.gr() == gr && !seen[u] {
 			out = append(out, g.forgetLocked(u)...)
+		}
+	}
+	if g.mu.sparse {
+		// Owners the graph never learned may have been of gr and gone
+		// while the watch was down, unseen: their dependents look again
+		// (their resource is not known; a few extra reads, on a relist).
+		for u, deps := range g.mu.dependents {
+			if g.mu.nodes[u] == nil && !seen[u] {
+				out = deps.appendTo(out)
+			}
 		}
 	}
 	return out

@@ -12,8 +12,9 @@ import (
 )
 
 // BenchmarkGraphMemory reports the live heap the graph holds per object,
-// the strings it keeps included: objects without owners, and objects
-// each owned by the one before it (one ownerReference).
+// the strings it keeps included, once synced (swept): objects without
+// owners, and objects each owned by the one before it (one
+// ownerReference).
 func BenchmarkGraphMemory(b *testing.B) {
 	const n = 100_000
 	var cm = core.Kinds()[0]
@@ -46,6 +47,7 @@ func BenchmarkGraphMemory(b *testing.B) {
 				for _, o := range objs {
 					g.observe(newNode(cm, o))
 				}
+				g.sweep() // as the collector does once synced
 				objs = nil
 				after := heapAlloc()
 				perObj = (float64(after) - float64(before)) / n

@@ -169,6 +169,7 @@ func (c *Collector) owner(ctx context.Context, obj *unstructured.Unstructured, r
 		}
 		ns = obj.GetNamespace()
 	}
+	epoch := c.graph.epochNow()
 	owner, err := res.Get(ctx, k.StorageVersion(), ns, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -179,6 +180,9 @@ func (c *Collector) owner(ctx context.Context, obj *unstructured.Unstructured, r
 	if owner.GetUID() != ref.UID {
 		return nil, nil
 	}
+	// The graph may not hold the owner (it keeps only the nodes
+	// ownership needs): now that a dependent names it, it does.
+	c.graph.learn(newNode(k, owner), epoch)
 	return owner, nil
 }
 
