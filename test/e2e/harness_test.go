@@ -37,7 +37,7 @@ func kplaneBinary(t testing.TB) string {
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "kplane-e2e-bin")
+		dir, err := etcdtest.TempDir("kplane-e2e-bin-")
 		if err != nil {
 			buildErr = err
 			return

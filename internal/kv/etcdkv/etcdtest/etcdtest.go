@@ -2,14 +2,17 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +38,7 @@ func Binary(t testing.TB) string {
 			build.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "kplane-etcd-")
+		dir, err := TempDir("kplane-etcd-")
 		if err != nil {
 			build.err = err
 			return
@@ -51,6 +54,29 @@ func Binary(t testing.TB) string {
 		t.Fatalf("etcdtest: %v", build.err)
 	}
 	return build.path
+}
+
+// TempDir makes a directory for this test process's build outputs,
+// which outlive any one test (a binary built once per process), so no
+// t.TempDir can hold them. Its name carries the process id: the ones
+// left by processes that have exited (no cleanup runs when a test binary
+// is killed or times out) are removed first.
+func TempDir(prefix string) (string, error) {
+	if old, err := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*")); err == nil {
+		for _, d := range old {
+			pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), prefix), "-")
+			if n, err := strconv.Atoi(pid); ok && err == nil && n != os.Getpid() && !alive(n) {
+				os.RemoveAll(d)
+			}
+		}
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", prefix, os.Getpid()))
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // repoRoot finds the directory of kplane's go.mod above the working directory.
