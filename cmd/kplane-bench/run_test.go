@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,6 +125,36 @@ func TestCompareMemoryTiny(t *testing.T) {
 		}
 		if !bytes.Contains(stdout.Bytes(), []byte("memory/kube")) {
 			t.Errorf("no comparison table:\n%s", stdout.String())
+		}
+	})
+
+	t.Run("scale runs again on the data dir it kept", func(t *testing.T) {
+		keep := t.TempDir()
+		for i, want := range []string{"seeded 300 objects", "already holds the 300 objects"} {
+			path := filepath.Join(t.TempDir(), "scale.json")
+			var stdout, stderr bytes.Buffer
+			args := []string{"scale", "--sizes", "300", "--pages", "2", "--kplane-bin", bin, "--keep", keep, "--json", path}
+			if code := run(ctx, args, &stdout, &stderr); code != 0 {
+				t.Fatalf("run %d: exit %d\n%s\n%s", i, code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("run %d: stderr lacks %q:\n%s", i, want, stderr.String())
+			}
+			got := map[string]Result{}
+			for _, r := range readLines(t, path) {
+				got[r.Name] = r
+			}
+			if r := got["list-all-paged"]; r.Extra["items"] != 300.0 {
+				t.Errorf("run %d: the walk listed %v items, want 300", i, r.Extra["items"])
+			}
+			if r := got["watch-create-to-event"]; r.Ops != scaleWatchObjects {
+				t.Errorf("run %d: %d watch deliveries, want %d", i, r.Ops, scaleWatchObjects)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		args := []string{"scale", "--sizes", "300", "--data-bytes", "100", "--kplane-bin", bin, "--keep", keep}
+		if code := run(ctx, args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "holds ConfigMaps of 64 bytes of data, not 100") {
+			t.Errorf("a kept data dir of other objects: exit %d, want 1 and the reason:\n%s", code, stderr.String())
 		}
 	})
 

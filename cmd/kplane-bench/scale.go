@@ -15,14 +15,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplane-dev/kplane/internal/app"
+	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -43,7 +46,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	pages := fs.Int("pages", 20, "first pages timed one by one")
 	kplaneBin := fs.String("kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
 	jsonPath := fs.String("json", "", "write the JSON lines to this file instead of stdout")
-	keep := fs.String("keep", "", "seed the data dirs under this directory (DIR/N/data) and keep them, to start kplane on them again")
+	keep := fs.String("keep", "", "seed the data dirs under this directory (DIR/N/data) and keep them: a later run with the same DIR starts kplane on them again")
 	profiles := fs.String("profiles", "", "save the server's heap profile, loaded, as DIR/heap-N.pb.gz (and a CPU profile of the paged walk as DIR/cpu-walk-N.pb.gz)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -132,10 +135,10 @@ func seedConfigMap(i, dataBytes int, now string) *unstructured.Unstructured {
 
 // seed writes n ConfigMaps into the embedded store at dir/data/kv, with
 // enough concurrent writers for group commit to batch them.
-func seed(ctx context.Context, dir string, n, dataBytes int) (jsonBytes int, err error) {
+func seed(ctx context.Context, dir string, n, dataBytes int) (jsonBytes int, reused bool, err error) {
 	k, err := app.OpenStore(app.StoreConfig{Storage: app.StorageEmbedded, DataDir: filepath.Join(dir, "data")})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer func() {
 		if cerr := k.Close(); err == nil {
@@ -145,6 +148,26 @@ func seed(ctx context.Context, dir string, n, dataBytes int) (jsonBytes int, err
 	s := storage.New(k)
 	now := time.Now().UTC().Format(time.RFC3339)
 	sample, _ := storage.AppendJSON(nil, seedConfigMap(0, dataBytes, now).Object)
+	// A data dir kept by an earlier run (--keep) is used again as it is,
+	// if it holds the n objects.
+	const prefix = "/configmaps/default/cm-"
+	have, err := k.Range(ctx, prefix, kv.RangeOptions{End: kv.PrefixEnd(prefix), CountOnly: true})
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case have.Count == int64(n):
+		first, err := s.Get(ctx, prefix+"0000000", storage.GetOptions{})
+		if err != nil {
+			return 0, false, err
+		}
+		if data, _, _ := unstructured.NestedString(first.Object, "data", "k"); len(data) != dataBytes {
+			return 0, false, fmt.Errorf("%s holds ConfigMaps of %d bytes of data, not %d: remove it, or keep the runs in another directory", dir, len(data), dataBytes)
+		}
+		return len(sample), true, nil
+	case have.Count != 0:
+		return 0, false, fmt.Errorf("%s holds %d ConfigMaps, not %d: remove it, or keep the runs in another directory", dir, have.Count, n)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -172,21 +195,25 @@ func seed(ctx context.Context, dir string, n, dataBytes int) (jsonBytes int, err
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return 0, err
+		return 0, false, err
 	default:
 	}
-	return len(sample), ctx.Err()
+	return len(sample), false, ctx.Err()
 }
 
 func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, pages int, profiles string, log io.Writer) ([]Result, error) {
 	mode := fmt.Sprintf("embedded-%d", n)
 	t0 := time.Now()
-	objBytes, err := seed(ctx, dir, n, dataBytes)
+	objBytes, reused, err := seed(ctx, dir, n, dataBytes)
 	if err != nil {
 		return nil, fmt.Errorf("seeding: %w", err)
 	}
 	seeded := time.Since(t0)
-	fmt.Fprintf(log, "kplane-bench scale: seeded %d objects in %s\n", n, seeded.Round(time.Millisecond))
+	if reused {
+		fmt.Fprintf(log, "kplane-bench scale: %s already holds the %d objects\n", dir, n)
+	} else {
+		fmt.Fprintf(log, "kplane-bench scale: seeded %d objects in %s\n", n, seeded.Round(time.Millisecond))
+	}
 
 	p, kubeconfig, ready, err := startKplane(ctx, bin, dir, []string{"--storage", "embedded"})
 	if err != nil {
@@ -284,14 +311,19 @@ func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, page
 	}
 	add(all)
 
-	// A watch from the list's resourceVersion sees an update.
+	// A watch from the list's resourceVersion sees an update. (Objects
+	// of an earlier run on a kept data dir that stopped half-way go
+	// first.)
+	if err := deleteScaleWatchObjects(ctx, cms); err != nil {
+		return out, err
+	}
 	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
 	if err != nil {
 		return out, err
 	}
 	var wlat []time.Duration
-	for i := range 20 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-watch-%d", i)}}
+	for i := range scaleWatchObjects {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: scaleWatchName(i)}}
 		t := time.Now()
 		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			w.Stop()
@@ -310,7 +342,23 @@ func scaleOne(ctx context.Context, bin, dir string, n, dataBytes, pageSize, page
 	if rss, err := ps.rss(); err == nil {
 		add(Result{Name: "rss-after", RSSBytes: &rss})
 	}
-	return out, nil
+	// The data dir is left as seeded, for another run on it (--keep).
+	return out, deleteScaleWatchObjects(ctx, cms)
+}
+
+// scaleWatchObjects is how many ConfigMaps the watch step creates.
+const scaleWatchObjects = 20
+
+func scaleWatchName(i int) string { return fmt.Sprintf("scale-watch-%d", i) }
+
+// deleteScaleWatchObjects deletes the watch step's ConfigMaps.
+func deleteScaleWatchObjects(ctx context.Context, cms typedcorev1.ConfigMapInterface) error {
+	for i := range scaleWatchObjects {
+		if err := cms.Delete(ctx, scaleWatchName(i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // saveProfile saves the server's /debug/pprof/<which> to path.

@@ -191,6 +191,11 @@ func startEtcd(ctx context.Context, bin, dir string) (p *process, endpoint strin
 func startKplane(ctx context.Context, bin, dir string, flags []string) (p *process, kubeconfig string, ready time.Duration, err error) {
 	kubeconfig = filepath.Join(dir, "data", "kubeconfig")
 	args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}, flags...)
+	// The kubeconfig of an earlier run on this data dir names its port:
+	// wait for the new server's.
+	if err := os.Remove(kubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
