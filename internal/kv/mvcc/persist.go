@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc/wal"
@@ -75,13 +76,23 @@ func encodeSnapshotEntry(e *kv.KeyValue) []byte {
 	return append(b, e.Value...)
 }
 
-// readKey splits a uvarint-length-prefixed key off b.
-func readKey(b []byte) (string, []byte, error) {
+// readKey splits a uvarint-length-prefixed key off b. The key is b's
+// bytes: a copy is the caller's to make, if it keeps it.
+func readKey(b []byte) ([]byte, []byte, error) {
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)-w) {
-		return "", nil, fmt.Errorf("%w: bad key length", errCorrupt)
+		return nil, nil, fmt.Errorf("%w: bad key length", errCorrupt)
 	}
-	return string(b[w : w+int(n)]), b[w+int(n):], nil
+	return b[w : w+int(n)], b[w+int(n):], nil
+}
+
+// view is b as a string that is not kept: for index lookups and
+// comparisons of a record's key, which the log reader may reuse.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func readVarints(b []byte, out ...*int64) ([]byte, error) {
@@ -114,16 +125,16 @@ func (s *Store) recover() error {
 		if err != nil {
 			return err
 		}
-		if cur == nil || cur.key != key {
-			if cur != nil && key < cur.key {
+		if cur == nil || cur.key != view(key) {
+			if cur != nil && view(key) < cur.key {
 				return fmt.Errorf("%w: snapshot keys out of order", errCorrupt)
 			}
-			cur = &keyIndex{key: key}
+			cur = &keyIndex{key: s.recovery.string(key)}
 			s.mu.index.ReplaceOrInsert(cur)
 		}
 		e.Key = cur.key
 		if e.Version != 0 {
-			e.Value = append([]byte(nil), value...)
+			e.Value = s.recovery.bytes(value)
 		}
 		cur.entries = append(cur.entries, e)
 		return nil
@@ -144,6 +155,7 @@ func (s *Store) recover() error {
 		return fmt.Errorf("mvcc: replaying log in %s: %w", s.cfg.Dir, err)
 	}
 	s.wal = l
+	s.recovery = slab{} // what it copied stays with the keys and values
 	s.log.Info("store recovered",
 		"dir", s.cfg.Dir, "revision", s.mu.lastRev, "compacted", s.mu.compactRev,
 		"keys", s.mu.index.Len(), "snapshot", found, "replayed", fmt.Sprintf("%+v", stats),
@@ -222,20 +234,24 @@ func (s *Store) replay(rec []byte) error {
 	if err != nil {
 		return err
 	}
-	ki, _ := s.mu.index.Get(&keyIndex{key: key})
+	ki, _ := s.mu.index.Get(&keyIndex{key: view(key)})
 	var cur *kv.KeyValue
 	if ki != nil {
 		cur = ki.live()
-	}
-	if ki == nil {
-		ki = &keyIndex{key: key}
-		s.mu.index.ReplaceOrInsert(ki)
 	}
 	del := rec[0] == recDelete
 	if del && cur == nil {
 		return fmt.Errorf("%w: delete of absent key %q at revision %d", errCorrupt, key, rev)
 	}
+	if ki == nil {
+		ki = &keyIndex{key: s.recovery.string(key)}
+		s.mu.index.ReplaceOrInsert(ki)
+	}
 	// The record's buffer may be reused by the log reader: copy the value.
-	s.applyLocked(ki, newVersion(ki.key, cur, rev, append([]byte(nil), value...), del))
+	var v []byte
+	if !del {
+		v = s.recovery.bytes(value)
+	}
+	s.applyLocked(ki, newVersion(ki.key, cur, rev, v, del))
 	return nil
 }

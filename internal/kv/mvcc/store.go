@@ -29,6 +29,9 @@ type Store struct {
 	// A snapshot goroutine holds it for the snapshot's whole duration.
 	compactMu sync.Mutex
 
+	// recovery holds the keys and values recover copies, while it runs.
+	recovery slab
+
 	mu struct {
 		sync.RWMutex
 		// closed is set by Close. failed is set when a log write or fsync
