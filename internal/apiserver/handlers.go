@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -185,14 +186,26 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok {
 			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
-			data, err := recs.AppendJSON(make([]byte, 0, 256+listSize(recs)), gv, h.kind.ListKind, bareItems(h.kind))
+			bp := listBuffers.Get().(*[]byte)
+			buf := (*bp)[:0]
+			if need := 256 + listSize(recs); cap(buf) < need {
+				buf = make([]byte, 0, need)
+			}
+			data, err := recs.AppendJSON(buf, gv, h.kind.ListKind, bareItems(h.kind))
 			if err != nil {
+				listBuffers.Put(bp)
 				writeError(w, err)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			w.Write(data)
+			// Written, the server holds no reference to it: the buffer
+			// can go back. (A write that failed may have left a frame
+			// still being written from it.)
+			if _, err := w.Write(data); err == nil && cap(data) <= maxPooledList {
+				*bp = data[:0]
+				listBuffers.Put(bp)
+			}
 			return
 		}
 	}
@@ -208,6 +221,16 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 func recordsMeta(l *storage.RecordList) metav1.ListMeta {
 	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10), Continue: l.Continue, RemainingItemCount: l.Remaining}
 }
+
+// listBuffers hold the JSON of list answers while they are written. A
+// page is built whole (its size is known), and a paged walk of a large
+// store would otherwise leave a page of garbage per page: ~500 MB for a
+// million small objects, enough to grow the heap toward twice what is
+// live. Buffers past maxPooledList (whole lists of thousands) are left
+// to the GC.
+var listBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledList = 4 << 20
 
 // listSize is about the size of a list's JSON.
 func listSize(l *storage.RecordList) int {

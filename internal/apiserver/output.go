@@ -185,8 +185,10 @@ func writeJSONFrom(w http.ResponseWriter, code int, appendJSON func([]byte) ([]b
 	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	w.Write(b) // the server copies it: the buffer can go back
-	if cap(b) <= maxPooledAnswer {
+	// Written, the server holds no reference to it: the buffer can go
+	// back. (A write that failed may have left a frame still being
+	// written from it.)
+	if _, err := w.Write(b); err == nil && cap(b) <= maxPooledAnswer {
 		*bp = b
 		answerBuffers.Put(bp)
 	}
