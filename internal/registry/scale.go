@@ -126,6 +126,12 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 		}
 		return updateManagedFor(k, opts.Subresource, fm, cur, next, opts.FieldManager), nil
 	})
+	return scaleAnswer(k, out, err)
+}
+
+// scaleAnswer is the Scale of out, the object a write through /scale
+// left, or that write's error.
+func scaleAnswer(k *Kind, out *unstructured.Unstructured, err error) (*autoscalingv1.Scale, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +270,5 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 	out, _, err := r.update(ctx, k, version, ns, name, opts.WriteOptions, true, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return r.apply(k, version, cur, parent, fm, opts)
 	})
-	if err != nil {
-		return nil, err
-	}
-	s, err := scaleOf(k.Scale, out)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return s, nil
+	return scaleAnswer(k, out, err)
 }
