@@ -179,25 +179,30 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		if ok && f == formProtobuf {
-			data, err := recordsProtoList(h.kind, h.ri.version, recs)
-			writeProtoData(w, http.StatusOK, data, err)
-			return
-		}
 		if ok {
-			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
 			bp := listBuffers.Get().(*[]byte)
 			buf := (*bp)[:0]
-			if need := 256 + listSize(recs); cap(buf) < need {
-				buf = make([]byte, 0, need)
+			var data []byte
+			contentType := "application/json"
+			if f == formProtobuf {
+				contentType = protobufType
+				data, err = appendProtoList(buf, h.kind, h.ri.version, recs)
+				if err != nil {
+					err = apierrors.NewInternalError(err)
+				}
+			} else {
+				if need := 256 + listSize(recs); cap(buf) < need {
+					buf = make([]byte, 0, need)
+				}
+				gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
+				data, err = recs.AppendJSON(buf, gv, h.kind.ListKind, bareItems(h.kind))
 			}
-			data, err := recs.AppendJSON(buf, gv, h.kind.ListKind, bareItems(h.kind))
 			if err != nil {
 				listBuffers.Put(bp)
 				writeError(w, err)
 				return
 			}
-			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Type", contentType)
 			w.WriteHeader(http.StatusOK)
 			// Written, the server holds no reference to it: the buffer
 			// can go back. (A write that failed may have left a frame

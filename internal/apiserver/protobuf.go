@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -189,35 +190,52 @@ type protoMessage interface {
 	Marshal() ([]byte, error)
 }
 
-// recordsProtoList writes a list of kind k's records in protobuf: the
-// serializer's envelope (the "k8s\x00" prefix and a runtime.Unknown
-// naming the list kind) around the list message, whose field 1 is the
-// ListMeta and field 2 each item, as every Kubernetes list type has them.
-// Each item's message is made once per record (a decode of its JSON into
-// the Go type) and kept with it, so later lists copy bytes, as JSON lists
-// do.
-func recordsProtoList(k *registry.Kind, v string, l *storage.RecordList) ([]byte, error) {
+// appendProtoList appends a list of kind k's records in protobuf to
+// dst: the serializer's envelope (the "k8s\x00" prefix and a
+// runtime.Unknown naming the list kind) around the list message, whose
+// field 1 is the ListMeta and field 2 each item, as every Kubernetes list
+// type has them. Each item's message is made once per record (a decode of
+// its JSON into the Go type) and kept with it, so later lists copy bytes,
+// as JSON lists do. It writes in one pass, the sizes known first: the
+// bytes are runtime.Unknown's Marshal of the list message (fields 1 and
+// 2, then the empty contentEncoding and contentType), which a test holds
+// it to.
+func appendProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList) ([]byte, error) {
 	lm := recordsMeta(l)
 	meta, err := lm.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	size := len(meta) + 8
+	tm := runtime.TypeMeta{APIVersion: k.GroupVersionKind(v).GroupVersion().String(), Kind: k.ListKind}
+	typeMeta, err := tm.Marshal()
+	if err != nil {
+		return nil, err
+	}
 	items := make([][]byte, len(l.Items))
+	size := protowire.SizeTag(1) + protowire.SizeBytes(len(meta))
 	for i, r := range l.Items {
 		if items[i], err = recordProto(k, v, r); err != nil {
 			return nil, err
 		}
-		size += len(items[i]) + 8
+		size += protowire.SizeTag(2) + protowire.SizeBytes(len(items[i]))
 	}
-	body := make([]byte, 0, size)
-	body = protowire.AppendTag(body, 1, protowire.BytesType)
-	body = protowire.AppendBytes(body, meta)
+	dst = slices.Grow(dst, 4+protowire.SizeTag(1)+protowire.SizeBytes(len(typeMeta))+protowire.SizeTag(2)+protowire.SizeBytes(size)+4)
+	dst = append(dst, "k8s\x00"...)
+	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, typeMeta)
+	dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(size))
+	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, meta)
 	for _, it := range items {
-		body = protowire.AppendTag(body, 2, protowire.BytesType)
-		body = protowire.AppendBytes(body, it)
+		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, it)
 	}
-	return protoEnvelope(k.GroupVersionKind(v).GroupVersion().String(), k.ListKind, body)
+	for _, field := range []protowire.Number{3, 4} { // contentEncoding, contentType: ""
+		dst = protowire.AppendTag(dst, field, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, 0)
+	}
+	return dst, nil
 }
 
 // recordProtoObject is a record's object in protobuf, as writeProto

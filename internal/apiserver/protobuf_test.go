@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -48,9 +50,30 @@ func TestRecordsProtoList(t *testing.T) {
 	}
 	want.ResourceVersion, want.Continue, want.RemainingItemCount = "42", "tok", &remaining
 
-	first, err := recordsProtoList(k, "v1", list)
+	first, err := appendProtoList(nil, k, "v1", list)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Byte for byte what apimachinery's runtime.Unknown writes around the
+	// list message, in the serializer's envelope.
+	lm := metav1.ListMeta{ResourceVersion: "42", Continue: "tok", RemainingItemCount: &remaining}
+	meta, _ := lm.Marshal()
+	body := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
+	for _, r := range list.Items {
+		msg, err := recordProto(k, "v1", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = protowire.AppendBytes(protowire.AppendTag(body, 2, protowire.BytesType), msg)
+	}
+	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"}, Raw: body}
+	env, _ := unk.Marshal()
+	if want := append([]byte("k8s\x00"), env...); !bytes.Equal(first, want) {
+		t.Fatalf("the list's envelope differs from runtime.Unknown's:\n got %q\nwant %q", first, want)
+	}
+	// Appended to what a pooled buffer held before, the same bytes.
+	if again, err := appendProtoList([]byte("leftover")[:0], k, "v1", list); err != nil || !bytes.Equal(again, first) {
+		t.Fatalf("appended to a used buffer: %v", err)
 	}
 	var got corev1.ConfigMapList
 	obj, gvk, err := protoSerializer.Decode(first, nil, &got)
@@ -68,7 +91,7 @@ func TestRecordsProtoList(t *testing.T) {
 			t.Fatalf("%s: no protobuf message kept", r.Key)
 		}
 	}
-	second, err := recordsProtoList(k, "v1", list)
+	second, err := appendProtoList(nil, k, "v1", list)
 	if err != nil || !bytes.Equal(first, second) {
 		t.Fatalf("the second list differs: %v", err)
 	}
