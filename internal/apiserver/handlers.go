@@ -180,37 +180,20 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok {
-			bp := listBuffers.Get().(*[]byte)
-			buf := (*bp)[:0]
-			var data []byte
-			contentType := "application/json"
 			if f == formProtobuf {
-				contentType = protobufType
-				data, err = appendProtoList(buf, h.kind, h.ri.version, recs)
-				if err != nil {
-					err = apierrors.NewInternalError(err)
-				}
-			} else {
-				if need := 256 + listSize(recs); cap(buf) < need {
-					buf = make([]byte, 0, need)
-				}
-				gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
-				data, err = recs.AppendJSON(buf, gv, h.kind.ListKind, bareItems(h.kind))
-			}
-			if err != nil {
-				listBuffers.Put(bp)
-				writeError(w, err)
+				writePooled(w, &listBuffers, maxPooledList, protobufType, http.StatusOK, func(b []byte) ([]byte, error) {
+					b, err := appendProtoList(b, h.kind, h.ri.version, recs)
+					if err != nil {
+						return nil, apierrors.NewInternalError(err)
+					}
+					return b, nil
+				})
 				return
 			}
-			w.Header().Set("Content-Type", contentType)
-			w.WriteHeader(http.StatusOK)
-			// Written, the server holds no reference to it: the buffer
-			// can go back. (A write that failed may have left a frame
-			// still being written from it.)
-			if _, err := w.Write(data); err == nil && cap(data) <= maxPooledList {
-				*bp = data[:0]
-				listBuffers.Put(bp)
-			}
+			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
+			writePooled(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte) ([]byte, error) {
+				return recs.AppendJSON(slices.Grow(b, 256+listSize(recs)), gv, h.kind.ListKind, bareItems(h.kind))
+			})
 			return
 		}
 	}
@@ -227,7 +210,7 @@ func recordsMeta(l *storage.RecordList) metav1.ListMeta {
 	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10), Continue: l.Continue, RemainingItemCount: l.Remaining}
 }
 
-// listBuffers hold the JSON of list answers while they are written. A
+// listBuffers hold list answers (JSON or protobuf) while they are written. A
 // page is built whole (its size is known), and a paged walk of a large
 // store would otherwise leave a page of garbage per page: ~500 MB for a
 // million small objects, enough to grow the heap toward twice what is

@@ -18,16 +18,7 @@ import (
 func TestConcurrentListsAreWhole(t *testing.T) {
 	h := newInProcess(t)
 	const objects = 240
-	for i := range objects {
-		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%03d"},"data":{"v":%q}}`, i, strings.Repeat(fmt.Sprint(i%10), 1+i*37%900))
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			t.Fatalf("create %d: %d %s", i, w.Code, w.Body)
-		}
-	}
+	createConfigMaps(t, h, objects, func(i int) string { return strings.Repeat(fmt.Sprint(i%10), 1+i*37%900) })
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := range 6 {
@@ -57,7 +48,7 @@ func TestConcurrentListsAreWhole(t *testing.T) {
 						return
 					}
 					for _, it := range page.Items {
-						want := fmt.Sprintf("cm-%03d", next)
+						want := fmt.Sprintf("cm-%04d", next)
 						data := strings.Repeat(fmt.Sprint(next%10), 1+next*37%900)
 						if it.Metadata.Name != want || it.Data["v"] != data {
 							errs <- fmt.Errorf("limit %d: item %s (%d bytes of data), want %s", limit, it.Metadata.Name, len(it.Data["v"]), want)
@@ -87,16 +78,7 @@ func TestConcurrentListsAreWhole(t *testing.T) {
 // ConfigMaps in protobuf, as an informer's paged list asks for it.
 func BenchmarkListPageProtobuf(b *testing.B) {
 	h := newInProcess(b)
-	for i := range 1000 {
-		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d"},"data":{"v":%q}}`, i, strings.Repeat("x", 400))
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			b.Fatalf("create %d: %d %s", i, w.Code, w.Body)
-		}
-	}
+	createConfigMaps(b, h, 1000, func(int) string { return strings.Repeat("x", 400) })
 	b.ReportAllocs()
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?limit=500", nil)
@@ -105,6 +87,22 @@ func BenchmarkListPageProtobuf(b *testing.B) {
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/vnd.kubernetes.protobuf" || w.Body.Len() < 500*400 {
 			b.Fatalf("list: %d %s, %d bytes", w.Code, w.Header().Get("Content-Type"), w.Body.Len())
+		}
+	}
+}
+
+// createConfigMaps creates n ConfigMaps "cm-0000"… in default through h,
+// ConfigMap i with data v = value(i).
+func createConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) string) {
+	tb.Helper()
+	for i := range n {
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d"},"data":{"v":%q}}`, i, value(i))
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			tb.Fatalf("create %d: %d %s", i, w.Code, w.Body)
 		}
 	}
 }

@@ -175,22 +175,34 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 // writeJSONFrom answers code with the JSON object that appendJSON
 // appends, assembled in a pooled buffer.
 func writeJSONFrom(w http.ResponseWriter, code int, appendJSON func([]byte) ([]byte, error)) {
-	bp := answerBuffers.Get().(*[]byte)
-	b, err := appendJSON((*bp)[:0])
+	writePooled(w, &answerBuffers, maxPooledAnswer, "application/json", code, func(b []byte) ([]byte, error) {
+		b, err := appendJSON(b)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '\n'), nil
+	})
+}
+
+// writePooled answers code with the body that build appends to a buffer
+// from pool, and gives the buffer back once written, unless it grew past
+// maxPooled: a write that succeeded leaves the server no reference to it
+// (one that failed may have left an HTTP/2 frame still being written
+// from it, so that buffer is left to the GC). build's error is the
+// answer instead.
+func writePooled(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentType string, code int, build func([]byte) ([]byte, error)) {
+	bp := pool.Get().(*[]byte)
+	b, err := build((*bp)[:0])
 	if err != nil {
-		answerBuffers.Put(bp)
+		pool.Put(bp)
 		writeError(w, err)
 		return
 	}
-	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
-	// Written, the server holds no reference to it: the buffer can go
-	// back. (A write that failed may have left a frame still being
-	// written from it.)
-	if _, err := w.Write(b); err == nil && cap(b) <= maxPooledAnswer {
-		*bp = b
-		answerBuffers.Put(bp)
+	if _, err := w.Write(b); err == nil && cap(b) <= maxPooled {
+		*bp = b[:0]
+		pool.Put(bp)
 	}
 }
 

@@ -1,7 +1,5 @@
 package mvcc
 
-import "unsafe"
-
 // slab copies the keys and values a recovery reads (from the snapshot
 // and the log) into large shared chunks, where each would otherwise be
 // an allocation of its own, rounded up to Go's next size class (a
@@ -44,10 +42,4 @@ func (s *slab) bytes(b []byte) []byte {
 }
 
 // string returns b as a string in the slab.
-func (s *slab) string(b []byte) string {
-	c := s.bytes(b)
-	if len(c) == 0 {
-		return ""
-	}
-	return unsafe.String(&c[0], len(c))
-}
+func (s *slab) string(b []byte) string { return view(s.bytes(b)) }
