@@ -191,8 +191,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
-			writePooled(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte) ([]byte, error) {
-				return recs.AppendJSON(slices.Grow(b, 256+listSize(recs)), gv, h.kind.ListKind, bareItems(h.kind))
+			writeStreamed(w, &listBuffers, maxPooledList, "application/json", func(b []byte, flush func([]byte) error) ([]byte, error) {
+				b = slices.Grow(b, min(256+listSize(recs), listPiece+64<<10))
+				return recs.WriteJSON(b, gv, h.kind.ListKind, bareItems(h.kind), listPiece, flush)
 			})
 			return
 		}
@@ -210,15 +211,20 @@ func recordsMeta(l *storage.RecordList) metav1.ListMeta {
 	return metav1.ListMeta{ResourceVersion: strconv.FormatInt(l.ResourceVersion, 10), Continue: l.Continue, RemainingItemCount: l.Remaining}
 }
 
-// listBuffers hold list answers (JSON or protobuf) while they are written. A
-// page is built whole (its size is known), and a paged walk of a large
-// store would otherwise leave a page of garbage per page: ~500 MB for a
-// million small objects, enough to grow the heap toward twice what is
-// live. Buffers past maxPooledList (whole lists of thousands) are left
-// to the GC.
+// listBuffers hold list answers while they are written. Without them a
+// paged walk of a large store would leave a page of garbage per page:
+// ~500 MB for a million small objects, enough to grow the heap toward
+// twice what is live. A JSON list is written in pieces of listPiece
+// bytes, so a list of any length goes through one pooled buffer; a
+// protobuf list is built whole (its envelope leads with its length), and
+// buffers past maxPooledList (whole lists of thousands) are left to the
+// GC.
 var listBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-const maxPooledList = 4 << 20
+const (
+	maxPooledList = 4 << 20
+	listPiece     = 256 << 10
+)
 
 // listSize is about the size of a list's JSON.
 func listSize(l *storage.RecordList) int {

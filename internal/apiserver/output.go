@@ -206,6 +206,44 @@ func writePooled(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentT
 	}
 }
 
+// writeStreamed answers 200 with a body that build writes in pieces
+// through flush, returning the last piece, all built in one buffer from
+// pool (given back as writePooled gives it back). An error before the
+// first piece is written is the answer. After it the status has gone
+// out, so the response is aborted: the client sees a failed request,
+// never a body cut short that might parse.
+func writeStreamed(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentType string, build func(b []byte, flush func([]byte) error) ([]byte, error)) {
+	bp := pool.Get().(*[]byte)
+	started, failed := false, false
+	flush := func(p []byte) error {
+		if !started {
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		_, err := w.Write(p)
+		failed = err != nil
+		return err
+	}
+	b, err := build((*bp)[:0], flush)
+	if err == nil {
+		err = flush(b)
+	}
+	switch {
+	case err == nil:
+		if cap(b) <= maxPooled {
+			*bp = b[:0]
+			pool.Put(bp)
+		}
+	case failed: // the client is gone; the buffer may still be read
+	case !started:
+		pool.Put(bp)
+		writeError(w, err)
+	default:
+		panic(http.ErrAbortHandler)
+	}
+}
+
 func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, list *unstructured.UnstructuredList) {
 	f, err := negotiateFor(r, protoCapable(k, v))
 	if err != nil {

@@ -767,6 +767,15 @@ func (l *RecordList) decode(metadataOnly bool) (*unstructured.UnstructuredList, 
 // bareItems, the items go without their apiVersion and kind
 // (AppendItemJSON), as a built-in kind's list does upstream.
 func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string, bareItems bool) ([]byte, error) {
+	return l.WriteJSON(b, apiVersion, kind, bareItems, 0, nil)
+}
+
+// WriteJSON is AppendJSON in pieces: whenever b holds flushAt bytes or
+// more after an item, it is handed to flush and emptied, so that a list
+// of any length is written through a buffer of about flushAt. It
+// returns the last piece, which the caller writes. flush's error ends
+// it. A nil flush never flushes.
+func (l *RecordList) WriteJSON(b []byte, apiVersion, kind string, bareItems bool, flushAt int, flush func([]byte) error) ([]byte, error) {
 	b = append(b, `{"apiVersion":`...)
 	b = appendString(b, apiVersion)
 	b = append(b, `,"items":[`...)
@@ -782,6 +791,12 @@ func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string, bareItems boo
 		}
 		if err != nil {
 			return nil, err
+		}
+		if flush != nil && len(b) >= flushAt {
+			if err := flush(b); err != nil {
+				return nil, err
+			}
+			b = b[:0]
 		}
 	}
 	b = append(b, `],"kind":`...)

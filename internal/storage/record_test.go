@@ -600,3 +600,71 @@ func TestScannerStringAllocations(t *testing.T) {
 		}
 	}
 }
+
+// A list written in pieces (WriteJSON) is the list written whole
+// (AppendJSON), which is the decoded list's JSON; every piece but the
+// last holds at least flushAt bytes, and flush's error ends the writing.
+func TestRecordListWriteJSON(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	l := &RecordList{ResourceVersion: 4242, Continue: "c", Remaining: new(int64)}
+	for i := range 300 {
+		obj := randomObject(rnd)
+		obj.SetName(fmt.Sprint("o", i))
+		key := "/registry/configmaps/" + obj.GetNamespace() + "/" + obj.GetName()
+		value, err := encode(key, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := NewRecord(key, value, int64(100+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Items = append(l.Items, rec)
+	}
+	dec, err := l.decode(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec.SetAPIVersion("v1")
+	dec.SetKind("ConfigMapList")
+	want, err := AppendList(nil, dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := l.AppendJSON(nil, "v1", "ConfigMapList", false)
+	if err != nil || !bytes.Equal(whole, want) {
+		t.Fatalf("whole list (%v):\n got %s\nwant %s", err, whole, want)
+	}
+	for _, bare := range []bool{false, true} {
+		whole, err := l.AppendJSON(nil, "v1", "ConfigMapList", bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flushAt := range []int{1, 100, 4096, 1 << 30} {
+			var got []byte
+			pieces := 0
+			last, err := l.WriteJSON(make([]byte, 0, 64), "v1", "ConfigMapList", bare, flushAt, func(p []byte) error {
+				if len(p) < flushAt {
+					t.Fatalf("bare %v, flushAt %d: a piece of %d bytes", bare, flushAt, len(p))
+				}
+				got = append(got, p...)
+				pieces++
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got = append(got, last...); !bytes.Equal(got, whole) {
+				t.Fatalf("bare %v, flushAt %d: pieces differ from the whole list:\n got %s\nwant %s", bare, flushAt, got, whole)
+			}
+			if flushAt == 1 && pieces != len(l.Items) || flushAt == 1<<30 && pieces != 0 {
+				t.Fatalf("bare %v, flushAt %d: %d pieces for %d items", bare, flushAt, pieces, len(l.Items))
+			}
+		}
+	}
+	stop := fmt.Errorf("client gone")
+	calls := 0
+	if _, err := l.WriteJSON(nil, "v1", "ConfigMapList", true, 1, func([]byte) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Fatalf("a failing flush: err %v after %d calls, want %v after 1", err, calls, stop)
+	}
+}
