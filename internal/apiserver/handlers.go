@@ -181,8 +181,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok {
 			if f == formProtobuf {
-				writePooled(w, &listBuffers, maxPooledList, protobufType, http.StatusOK, func(b []byte) ([]byte, error) {
-					b, err := appendProtoList(b, h.kind, h.ri.version, recs)
+				writeStreamed(w, &listBuffers, maxPooledList, protobufType, func(b []byte, flush func([]byte) error) ([]byte, error) {
+					b, err := writeProtoList(b, h.kind, h.ri.version, recs, listPiece, flush)
 					if err != nil {
 						return nil, apierrors.NewInternalError(err)
 					}
@@ -214,11 +214,10 @@ func recordsMeta(l *storage.RecordList) metav1.ListMeta {
 // listBuffers hold list answers while they are written. Without them a
 // paged walk of a large store would leave a page of garbage per page:
 // ~500 MB for a million small objects, enough to grow the heap toward
-// twice what is live. A JSON list is written in pieces of listPiece
-// bytes, so a list of any length goes through one pooled buffer; a
-// protobuf list is built whole (its envelope leads with its length), and
-// buffers past maxPooledList (whole lists of thousands) are left to the
-// GC.
+// twice what is live. A list is written in pieces of listPiece bytes, so
+// a list of any length goes through one pooled buffer; buffers that grew
+// past maxPooledList (around an object near the size limit) are left to
+// the GC.
 var listBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const (

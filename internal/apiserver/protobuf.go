@@ -201,6 +201,14 @@ type protoMessage interface {
 // 2, then the empty contentEncoding and contentType), which a test holds
 // it to.
 func appendProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList) ([]byte, error) {
+	return writeProtoList(dst, k, v, l, 0, nil)
+}
+
+// writeProtoList is appendProtoList in pieces, as RecordList.WriteJSON
+// writes JSON: once every item's message is known, so is the envelope's
+// length, and the items go out through flush whenever dst holds flushAt
+// bytes; it returns the last piece. A nil flush never flushes.
+func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
 	lm := recordsMeta(l)
 	meta, err := lm.Marshal()
 	if err != nil {
@@ -219,7 +227,11 @@ func appendProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLi
 		}
 		size += protowire.SizeTag(2) + protowire.SizeBytes(len(items[i]))
 	}
-	dst = slices.Grow(dst, 4+protowire.SizeTag(1)+protowire.SizeBytes(len(typeMeta))+protowire.SizeTag(2)+protowire.SizeBytes(size)+4)
+	total := 4 + protowire.SizeTag(1) + protowire.SizeBytes(len(typeMeta)) + protowire.SizeTag(2) + protowire.SizeBytes(size) + 4
+	if flush != nil {
+		total = min(total, flushAt+64<<10)
+	}
+	dst = slices.Grow(dst, total)
 	dst = append(dst, "k8s\x00"...)
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, typeMeta)
@@ -230,6 +242,12 @@ func appendProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLi
 	for _, it := range items {
 		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, it)
+		if flush != nil && len(dst) >= flushAt {
+			if err := flush(dst); err != nil {
+				return nil, err
+			}
+			dst = dst[:0]
+		}
 	}
 	for _, field := range []protowire.Number{3, 4} { // contentEncoding, contentType: ""
 		dst = protowire.AppendTag(dst, field, protowire.BytesType)

@@ -95,6 +95,21 @@ func TestRecordsProtoList(t *testing.T) {
 	if err != nil || !bytes.Equal(first, second) {
 		t.Fatalf("the second list differs: %v", err)
 	}
+	// Written in pieces, the same bytes; every piece but the last holds
+	// at least flushAt of them.
+	for _, flushAt := range []int{1, 100, 1 << 30} {
+		var got []byte
+		last, err := writeProtoList(nil, k, "v1", list, flushAt, func(p []byte) error {
+			if len(p) < flushAt {
+				t.Fatalf("flushAt %d: a piece of %d bytes", flushAt, len(p))
+			}
+			got = append(got, p...)
+			return nil
+		})
+		if got = append(got, last...); err != nil || !bytes.Equal(got, first) {
+			t.Fatalf("flushAt %d: the pieces differ from the whole list (%v):\n got %q\nwant %q", flushAt, err, got, first)
+		}
+	}
 }
 
 // A record's object in protobuf is byte for byte what apimachinery's
