@@ -8,8 +8,10 @@
 //
 // The first form runs against any cluster: kplane, or a real
 // kube-apiserver, so that the two can be compared on the same machine. It
-// creates a namespace of its own (kplane-bench-<random>) and deletes it at
-// the end unless --namespace names one. Server CPU and memory are "n/a"
+// works in a namespace of its own (kplane-bench-<random>, or --namespace)
+// and deletes it at the end if it created it. In a namespace that was
+// there, it takes over the bulk ConfigMaps an earlier run left (topping
+// them up, not creating them again). Server CPU and memory are "n/a"
 // unless --server-pid names the server's process (comma-separate several,
 // e.g. kube-apiserver and etcd, to sum them). The bench's own CPU per
 // operation (client ms/op, client_cpu_per_op) is always reported: on one

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -183,6 +184,38 @@ func TestCompareMemoryTiny(t *testing.T) {
 				checkSane(t, r, "external", pid != "")
 			}
 		}
+		// A namespace of the user's, given again: the second run takes
+		// over the first's bulk ConfigMaps (top-ups don't recreate them)
+		// and its targets.
+		kubectl := func(args ...string) {
+			if out, err := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+			}
+		}
+		kubectl("create", "namespace", "reused")
+		reuse := []string{"--kubeconfig", kubeconfig, "--namespace", "reused", "--scenario", "create,get,update-conflicts,merge-patch,list,watch"}
+		for i := range 2 {
+			path := filepath.Join(t.TempDir(), "reuse.json")
+			var stdout, stderr bytes.Buffer
+			if code := run(ctx, append(append(reuse, "--json", path), tiny...), &stdout, &stderr); code != 0 {
+				t.Fatalf("run %d in a reused namespace: exit %d\n%s\n%s", i, code, stdout.String(), stderr.String())
+			}
+			for _, r := range readLines(t, path) {
+				checkSane(t, r, "external", false)
+				// 50 creates a run, topped up to 60 by the first; the
+				// targets of the scenarios before (and, in the second
+				// run, after).
+				if want := []float64{60 + 2, 110 + 3}[i]; r.Name == "list-consistent" && r.Extra["items"] != want {
+					t.Errorf("run %d: listed %v items, want %v", i, r.Extra["items"], want)
+				}
+			}
+		}
+		kubectl("delete", "configmap", "-n", "reused", "cm-00003")
+		var gapOut, gapErr bytes.Buffer
+		if code := run(ctx, append(reuse, tiny...), &gapOut, &gapErr); code != 1 || !strings.Contains(gapErr.String(), "holds 109 bulk ConfigMaps (app=kplane-bench), but not cm-00003") {
+			t.Errorf("a reused namespace with a gap: exit %d, want 1 and the reason:\n%s", code, gapErr.String())
+		}
+
 		// --cpuprofile writes a profile of the bench itself (gzipped
 		// protobuf, as runtime/pprof writes it).
 		prof := filepath.Join(t.TempDir(), "client.pprof")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
@@ -173,7 +175,7 @@ func (r *runner) setupNamespace(ctx context.Context, name string) (cleanup func(
 	switch {
 	case apierrors.IsAlreadyExists(err) && name != "":
 		r.ns = name
-		return func() {}, nil
+		return func() {}, r.adopt(ctx)
 	case err != nil:
 		return nil, fmt.Errorf("creating the namespace: %w", err)
 	}
@@ -296,4 +298,53 @@ func parallel(ctx context.Context, workers, total int, op func(ctx context.Conte
 		return all, err
 	}
 	return all, nil
+}
+
+// adopt takes over the bulk ConfigMaps an earlier run left in r.ns: they
+// count as made, so that scenarios top them up instead of creating names
+// that exist. They must be cm-00000 … without a gap (a run that failed
+// part way may leave one), or the namespace is refused.
+func (r *runner) adopt(ctx context.Context) error {
+	mc, err := metadata.NewForConfig(r.cfg)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	opts := metav1.ListOptions{LabelSelector: bulkLabel, Limit: 500}
+	for {
+		l, err := mc.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(r.ns).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing the ConfigMaps of an earlier run in %s: %w", r.ns, err)
+		}
+		for _, cm := range l.Items {
+			if i, err := strconv.Atoi(strings.TrimPrefix(cm.Name, "cm-")); err == nil && bulkName(i) == cm.Name {
+				have[cm.Name] = true // not the apply scenario's, which have the label too
+			}
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	for i := range len(have) {
+		if !have[bulkName(i)] {
+			return fmt.Errorf("namespace %s holds %d bulk ConfigMaps (%s), but not %s: an earlier run stopped part way; delete them (kubectl delete configmaps -n %s -l %s) or give another --namespace",
+				r.ns, len(have), bulkLabel, bulkName(i), r.ns, bulkLabel)
+		}
+	}
+	r.made = len(have)
+	return nil
+}
+
+// createTarget creates cm, the one object of a scenario, afresh: one an
+// earlier run left in a namespace given again is deleted first.
+func (r *runner) createTarget(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	cms := r.cs.CoreV1().ConfigMaps(r.ns)
+	got, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		got, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return got, err
 }

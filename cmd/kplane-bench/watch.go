@@ -38,7 +38,7 @@ func (r *runner) watch(ctx context.Context) ([]Result, error) {
 	const name = "watch-target"
 	W, K := r.sizes.Watchers, r.sizes.WatchUpdates
 	cms := r.cs.CoreV1().ConfigMaps(r.ns)
-	obj, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"seq": "-1"}}, metav1.CreateOptions{})
+	obj, err := r.createTarget(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"seq": "-1"}})
 	if err != nil {
 		return nil, err
 	}

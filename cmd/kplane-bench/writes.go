@@ -22,6 +22,9 @@ var payload = strings.Repeat("x", 1024)
 
 func bulkName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
+// bulkLabel selects the bulk ConfigMaps.
+const bulkLabel = "app=kplane-bench"
+
 func (r *runner) createBulk(ctx context.Context, workers, n int) ([]time.Duration, error) {
 	base := r.made
 	lat, err := parallel(ctx, workers, n, func(ctx context.Context, _, i int) error {
@@ -87,7 +90,7 @@ var conflictBackoff = wait.Backoff{Steps: 100, Duration: 10 * time.Millisecond, 
 func (r *runner) updateConflicts(ctx context.Context) ([]Result, error) {
 	const name = "conflict-target"
 	cms := r.cs.CoreV1().ConfigMaps(r.ns)
-	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := r.createTarget(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": "0"}}); err != nil {
 		return nil, err
 	}
 	var conflicts, attempts atomic.Int64
@@ -134,7 +137,7 @@ func (r *runner) updateConflicts(ctx context.Context) ([]Result, error) {
 func (r *runner) mergePatch(ctx context.Context) ([]Result, error) {
 	const name = "patch-target"
 	cms := r.cs.CoreV1().ConfigMaps(r.ns)
-	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := r.createTarget(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		return nil, err
 	}
 	var conflicts atomic.Int64
