@@ -41,6 +41,8 @@ func encodeJSON(v any) ([]byte, error) {
 	case *storage.Shared:
 		data, err := x.MarshalJSON()
 		return bytes.TrimSuffix(data, []byte("\n")), err
+	case *storage.RecordJSON:
+		return x.JSON()
 	case *unstructured.Unstructured:
 		return storage.AppendJSON(make([]byte, 0, 2048), x.Object)
 	case *unstructured.UnstructuredList:

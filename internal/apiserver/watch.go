@@ -65,6 +65,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.ResourceVersion = strconv.FormatInt(rev, 10)
 	}
+	// JSON events are written from the stored JSON, never decoded.
+	opts.EncodedOnly = f == formJSON
 	wi, err := h.res.Watch(ctx, h.ri.version, h.ri.namespace, opts)
 	if err != nil {
 		writeError(w, err)
@@ -112,12 +114,14 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 			if batch, ok = q.Next(ctx, batch); !ok {
 				return
 			}
-			for _, ev := range batch {
+			for i, ev := range batch {
 				if !send(ev) {
 					return
 				}
+				// Let the object go once written: a batch of initial
+				// events holds every object of the watch.
+				batch[i] = watch.Event{}
 			}
-			clear(batch) // let the events' objects go
 			if flusher != nil {
 				flusher.Flush()
 			}

@@ -171,6 +171,10 @@ type ListOptions struct {
 	// Watch options.
 	AllowBookmarks    bool
 	SendInitialEvents bool
+	// EncodedOnly: the caller only writes the events' objects as JSON, so
+	// objects read in their stored form may come undecoded
+	// (storage.WatchOptions.EncodedOnly).
+	EncodedOnly bool
 }
 
 // List reads the objects of ns ("" = all namespaces).
@@ -223,6 +227,7 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptions) (watch.Interface, error) {
 	k := r.Kind()
 	opts.Predicate.Fields = r.fieldSet(k)
+	asStored := version == k.StorageVersion() && defaulter(k, version) == nil
 	w, err := r.cache.Watch(ctx, r.scope(k, ns), storage.WatchOptions{
 		ResourceVersion:   opts.ResourceVersion,
 		Recursive:         true,
@@ -230,11 +235,12 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		AllowBookmarks:    opts.AllowBookmarks,
 		SendInitialEvents: opts.SendInitialEvents,
 		MetadataOnly:      opts.MetadataOnly,
+		EncodedOnly:       opts.EncodedOnly && asStored,
 	})
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), "")
 	}
-	if version == k.StorageVersion() && defaulter(k, version) == nil {
+	if asStored {
 		return w, nil // events pass as they are, encoded once for all watchers
 	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {

@@ -6,6 +6,8 @@ import (
 	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -70,6 +72,40 @@ func SharedRecord(rec *Record, rev int64) (*Shared, error) {
 	}
 	return s, nil
 }
+
+// RecordJSON is a stored object as a watch sends it to a client that only
+// writes its JSON (WatchOptions.EncodedOnly): the record's JSON with
+// resourceVersion rev, made at most once for every watcher of the event,
+// and never decoded into a map. It is read-only, and its kind is in its
+// JSON only (GetObjectKind is empty).
+type RecordJSON struct {
+	rec  *Record
+	rev  int64
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// NewRecordJSON returns the object of rec with resourceVersion rev.
+func NewRecordJSON(rec *Record, rev int64) *RecordJSON { return &RecordJSON{rec: rec, rev: rev} }
+
+// JSON returns the object's JSON; the caller must not modify it.
+func (e *RecordJSON) JSON() ([]byte, error) {
+	e.once.Do(func() {
+		e.data, e.err = e.rec.AppendJSON(make([]byte, 0, len(e.rec.Value)+32), e.rev)
+	})
+	return e.data, e.err
+}
+
+// MarshalJSON is JSON, for encoding/json.
+func (e *RecordJSON) MarshalJSON() ([]byte, error) { return e.JSON() }
+
+// GetObjectKind implements runtime.Object.
+func (e *RecordJSON) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object: e itself, which nothing can
+// modify.
+func (e *RecordJSON) DeepCopyObject() runtime.Object { return e }
 
 // MarshalJSON returns the object's JSON, encoding it at most once.
 func (s *Shared) MarshalJSON() ([]byte, error) {

@@ -44,6 +44,11 @@ type WatchOptions struct {
 	// by a scan of the stored metadata; the Store sends whole objects),
 	// for in-process watchers that read nothing else.
 	MetadataOnly bool
+	// EncodedOnly says that all the caller does with an event's object is
+	// write its JSON: the watch cache then sends a *RecordJSON, the stored
+	// JSON never decoded (MetadataOnly wins over it). The Store sends
+	// whole objects either way.
+	EncodedOnly bool
 }
 
 // EventQueue is implemented by the watch cache's watchers: a consumer

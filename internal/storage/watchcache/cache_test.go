@@ -465,3 +465,89 @@ func TestNextUnderConcurrentWrites(t *testing.T) {
 		clear(batch)
 	}
 }
+
+// An EncodedOnly watcher gets every event a whole one gets, each object
+// its stored JSON undecoded (a *storage.RecordJSON) and byte for byte the
+// whole object's JSON: initial events, history replayed, live events, and
+// an object leaving a selector (DELETED, its last state at the event's
+// revision).
+func TestEncodedOnlyWatch(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	first := create(t, s, "a", "red")
+	create(t, s, "b", "red")
+	red, _ := labels.Parse("color=red")
+	starts := []storage.WatchOptions{
+		{ResourceVersion: "0"},
+		{ResourceVersion: first.GetResourceVersion()},
+		{ResourceVersion: first.GetResourceVersion(), SendInitialEvents: true, AllowBookmarks: true},
+		{ResourceVersion: "0", Predicate: storage.Predicate{Label: red}},
+	}
+	type pair struct{ whole, encoded watch.Interface }
+	var pairs []pair
+	for _, opts := range starts {
+		opts.Recursive = true
+		whole, err := c.Watch(ctx, prefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.EncodedOnly = true
+		encoded, err := c.Watch(ctx, prefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer whole.Stop()
+		defer encoded.Stop()
+		pairs = append(pairs, pair{whole, encoded})
+	}
+	if _, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cur.SetLabels(map[string]string{"color": "blue"})
+		cur.Object["data"] = map[string]any{"k": "v"}
+		return cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, prefix+"default/b", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, "c", "red")
+	for i, p := range pairs {
+		n := 0
+		for n < 3 { // until c's ADDED, the last write
+			ew, ee := next(t, p.whole), next(t, p.encoded)
+			if ew.Type != ee.Type {
+				t.Fatalf("start %d: whole %s, encoded %s", i, ew.Type, ee.Type)
+			}
+			if ew.Type == watch.Bookmark {
+				continue
+			}
+			sh, ok := ew.Object.(*storage.Shared)
+			rj, isJSON := ee.Object.(*storage.RecordJSON)
+			if !ok || !isJSON {
+				t.Fatalf("start %d, %s: objects %T and %T", i, ew.Type, ew.Object, ee.Object)
+			}
+			want, _ := sh.MarshalJSON()
+			got, err := rj.JSON()
+			if err != nil || string(got)+"\n" != string(want) {
+				t.Fatalf("start %d, %s: encoded %s (%v), want %s", i, ew.Type, got, err, want)
+			}
+			if sh.GetName() == "c" {
+				n = 3
+			}
+		}
+	}
+}
+
+// next returns w's next event.
+func next(t *testing.T, w watch.Interface) watch.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("watch closed")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return watch.Event{}
+}

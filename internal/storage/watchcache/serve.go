@@ -212,7 +212,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 			}
 			if match(r.Key) && opts.Predicate.MatchesRecord(r) {
 				var obj runtime.Object
-				obj, err = recordObject(r, r.Rev, opts.MetadataOnly)
+				obj, err = recordObject(r, r.Rev, formOf(opts))
 				if err != nil {
 					return false
 				}
@@ -231,7 +231,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		w.end(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, c.mu.floor)))
 		return w, nil
 	default:
-		replay := &watcher{pred: opts.Predicate, match: match, metaOnly: opts.MetadataOnly}
+		replay := &watcher{pred: opts.Predicate, match: match, form: formOf(opts)}
 		for _, e := range c.mu.history.all() {
 			if e.rev > rv {
 				if out, ok := replay.transform(e, &eventObjects{e: e}); ok {

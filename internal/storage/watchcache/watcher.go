@@ -25,7 +25,7 @@ type watcher struct {
 	match     func(key string) bool // the watched key or prefix
 	pred      storage.Predicate
 	bookmarks bool
-	metaOnly  bool // events carry apiVersion, kind and metadata only
+	form      form // how the events carry their objects
 	out       chan watch.Event
 	done      chan struct{} // closed when the watch ends
 	stopOnce  sync.Once
@@ -46,7 +46,7 @@ func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts sto
 		match:     match,
 		pred:      opts.Predicate,
 		bookmarks: opts.AllowBookmarks || opts.ProgressNotify,
-		metaOnly:  opts.MetadataOnly,
+		form:      formOf(opts),
 		out:       make(chan watch.Event),
 		done:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -187,13 +187,13 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 	switch {
 	case curOK && priorOK:
 		typ = watch.Modified
-		obj, err = objs.current(w.metaOnly)
+		obj, err = objs.current(w.form)
 	case curOK:
 		typ = watch.Added
-		obj, err = objs.current(w.metaOnly)
+		obj, err = objs.current(w.form)
 	case priorOK:
 		typ = watch.Deleted
-		obj, err = objs.last(w.metaOnly)
+		obj, err = objs.last(w.form)
 	default:
 		return watch.Event{}, false
 	}
@@ -203,44 +203,63 @@ func (w *watcher) transform(e event, objs *eventObjects) (watch.Event, bool) {
 	return watch.Event{Type: typ, Object: obj}, true
 }
 
-// eventObjects are an event's objects as watchers are sent them, decoded
-// on first use: whole (a *storage.Shared), or metadata only (a
-// *metav1.PartialObjectMetadata), for the watchers that asked.
+// form is how a watcher's events carry their objects.
+type form uint8
+
+const (
+	formWhole form = iota // *storage.Shared, decoded
+	formMeta              // *metav1.PartialObjectMetadata (MetadataOnly)
+	formJSON              // *storage.RecordJSON, the JSON only (EncodedOnly)
+	forms
+)
+
+func formOf(opts storage.WatchOptions) form {
+	switch {
+	case opts.MetadataOnly:
+		return formMeta
+	case opts.EncodedOnly:
+		return formJSON
+	}
+	return formWhole
+}
+
+// eventObjects are an event's objects as watchers are sent them, made on
+// first use in each form, for every watcher of the event that asked for
+// that form.
 type eventObjects struct {
 	e     event
-	decs  [2][2]runtime.Object // [metadata only][0: current, 1: last]
-	errs  [2][2]error
-	tried [2][2]bool
+	objs  [forms][2]runtime.Object // [form][0: current, 1: last]
+	errs  [forms][2]error
+	tried [forms][2]bool
 }
 
 // current is the new state.
-func (o *eventObjects) current(metaOnly bool) (runtime.Object, error) {
-	return o.get(metaOnly, 0, o.e.cur, o.e.cur.Rev)
+func (o *eventObjects) current(f form) (runtime.Object, error) {
+	return o.get(f, 0, o.e.cur, o.e.cur.Rev)
 }
 
 // last is the state before, with the event's resourceVersion, as
 // kube-apiserver reports a DELETED object.
-func (o *eventObjects) last(metaOnly bool) (runtime.Object, error) {
-	return o.get(metaOnly, 1, o.e.prior, o.e.rev)
+func (o *eventObjects) last(f form) (runtime.Object, error) {
+	return o.get(f, 1, o.e.prior, o.e.rev)
 }
 
-func (o *eventObjects) get(metaOnly bool, which int, r *storage.Record, rev int64) (runtime.Object, error) {
-	m := 0
-	if metaOnly {
-		m = 1
+func (o *eventObjects) get(f form, which int, r *storage.Record, rev int64) (runtime.Object, error) {
+	if !o.tried[f][which] {
+		o.tried[f][which] = true
+		o.objs[f][which], o.errs[f][which] = recordObject(r, rev, f)
 	}
-	if !o.tried[m][which] {
-		o.tried[m][which] = true
-		o.decs[m][which], o.errs[m][which] = recordObject(r, rev, metaOnly)
-	}
-	return o.decs[m][which], o.errs[m][which]
+	return o.objs[f][which], o.errs[f][which]
 }
 
-// recordObject is r at rev as a watcher is sent it: whole, shared by
-// every watcher, or its metadata (storage.WatchOptions.MetadataOnly).
-func recordObject(r *storage.Record, rev int64, metaOnly bool) (runtime.Object, error) {
-	if metaOnly {
+// recordObject is r at rev as a watcher is sent it in form f: whole and
+// shared by every watcher, its metadata, or its JSON.
+func recordObject(r *storage.Record, rev int64, f form) (runtime.Object, error) {
+	switch f {
+	case formMeta:
 		return r.PartialMetadata(rev)
+	case formJSON:
+		return storage.NewRecordJSON(r, rev), nil
 	}
 	return storage.SharedRecord(r, rev)
 }
