@@ -268,56 +268,72 @@ func TestDeleteWithPolicyThenFinalizerRemoved(t *testing.T) {
 
 // DeleteCollection deletes what the list selects with several workers and
 // answers in list order: the deleted objects, and those its finalizers
-// keep, marked for deletion; the rest of the kind stays.
+// keep, marked for deletion; the rest of the kind stays. DeleteAll does
+// the same without an answer.
 func TestDeleteCollection(t *testing.T) {
-	ctx, res := newWidgets(t)
-	var want []string
-	for i := range 60 {
-		name := fmt.Sprintf("w-%02d", i)
-		var fins []string
-		if i%10 == 0 {
-			fins = []string{"example.kplane.dev/hold"}
-		}
-		u := createWidget(t, ctx, res, name, fins...)
-		if i%3 != 0 { // the others are left alone
-			labels := map[string]string{"batch": "yes"}
-			u.SetLabels(labels)
-			if _, err := res.Update(ctx, "v1", "", name, u, registry.WriteOptions{}); err != nil {
+	for _, all := range []bool{false, true} {
+		t.Run(map[bool]string{false: "DeleteCollection", true: "DeleteAll"}[all], func(t *testing.T) {
+			ctx, res := newWidgets(t)
+			var want []string
+			for i := range 60 {
+				name := fmt.Sprintf("w-%02d", i)
+				var fins []string
+				if i%10 == 0 {
+					fins = []string{"example.kplane.dev/hold"}
+				}
+				u := createWidget(t, ctx, res, name, fins...)
+				if i%3 != 0 { // the others are left alone
+					labels := map[string]string{"batch": "yes"}
+					u.SetLabels(labels)
+					if _, err := res.Update(ctx, "v1", "", name, u, registry.WriteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, name)
+				}
+			}
+			sel, _ := labels.Parse("batch=yes")
+			opts := registry.ListOptions{ListOptions: storage.ListOptions{Predicate: storage.Predicate{Label: sel}}}
+			if all {
+				if err := res.DeleteAll(ctx, "v1", "", opts, metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				out, err := res.DeleteCollection(ctx, "v1", "", opts, metav1.DeleteOptions{}, registry.WriteOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, it := range out.Items {
+					got = append(got, it.GetName())
+					held := slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold")
+					if held != (it.GetDeletionTimestamp() != nil) {
+						t.Errorf("%s: finalizers %v, deletionTimestamp %v", it.GetName(), it.GetFinalizers(), it.GetDeletionTimestamp())
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("answered %v,\nwant %v", got, want)
+				}
+			}
+			left, err := res.List(ctx, "v1", "", registry.ListOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, name)
-		}
-	}
-	sel, _ := labels.Parse("batch=yes")
-	out, err := res.DeleteCollection(ctx, "v1", "", registry.ListOptions{ListOptions: storage.ListOptions{Predicate: storage.Predicate{Label: sel}}}, metav1.DeleteOptions{}, registry.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, it := range out.Items {
-		got = append(got, it.GetName())
-		held := slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold")
-		if held != (it.GetDeletionTimestamp() != nil) {
-			t.Errorf("%s: finalizers %v, deletionTimestamp %v", it.GetName(), it.GetFinalizers(), it.GetDeletionTimestamp())
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("answered %v,\nwant %v", got, want)
-	}
-	left, err := res.List(ctx, "v1", "", registry.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remaining := 0
-	for _, it := range left.Items {
-		if it.GetLabels()["batch"] == "yes" && !slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold") {
-			t.Errorf("%s is still there", it.GetName())
-		}
-		remaining++
-	}
-	// The 20 not selected, and the four selected ones their finalizer
-	// holds (10, 20, 40, 50).
-	if remaining != 24 {
-		t.Errorf("%d widgets remain, want 24", remaining)
+			remaining := 0
+			for _, it := range left.Items {
+				held := slices.Contains(it.GetFinalizers(), "example.kplane.dev/hold")
+				if it.GetLabels()["batch"] == "yes" && !held {
+					t.Errorf("%s is still there", it.GetName())
+				}
+				if marked := it.GetDeletionTimestamp() != nil; marked != (held && it.GetLabels()["batch"] == "yes") {
+					t.Errorf("%s: marked for deletion %v", it.GetName(), marked)
+				}
+				remaining++
+			}
+			// The 20 not selected, and the four selected ones their finalizer
+			// holds (10, 20, 40, 50).
+			if remaining != 24 {
+				t.Errorf("%d widgets remain, want 24", remaining)
+			}
+		})
 	}
 }

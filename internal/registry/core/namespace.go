@@ -192,7 +192,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string, pending map
 		}
 		v := k.StorageVersion()
 		gvr := schema.GroupVersionResource{Group: k.Group, Version: v, Resource: k.Resource}
-		if _, err := res.DeleteCollection(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{FieldManager: "kube-controller-manager"}); err != nil {
+		if err := res.DeleteAll(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{FieldManager: "kube-controller-manager"}); err != nil {
 			c.Logger.Warn("namespace controller: deleting content", "namespace", ns, "resource", k.GroupResource().String(), "err", err)
 			errs = append(errs, err)
 			continue

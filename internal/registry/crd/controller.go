@@ -246,7 +246,7 @@ func (c *Controller) cleanup(ctx context.Context, crd *apiextensionsv1.CustomRes
 	k := resourceKind(crd)
 	if res, ok := c.Registry.Get(k.GroupResource()); ok {
 		v := res.Kind().StorageVersion()
-		if _, err := res.DeleteCollection(ctx, v, "", registry.ListOptions{}, metav1.DeleteOptions{}, registry.WriteOptions{FieldManager: "kube-apiserver"}); err != nil {
+		if err := res.DeleteAll(ctx, v, "", registry.ListOptions{}, metav1.DeleteOptions{}, registry.WriteOptions{FieldManager: "kube-apiserver"}); err != nil {
 			c.Logger.Warn("crd controller: deleting instances", "crd", crd.Name, "err", err)
 			return
 		}
