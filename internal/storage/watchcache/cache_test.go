@@ -551,3 +551,72 @@ func next(t *testing.T, w watch.Interface) watch.Event {
 	}
 	return watch.Event{}
 }
+
+// A watch that starts with the current state makes its events a batch at
+// a time as they are taken (Next hands out at most 256), in key order,
+// then the initial-events-end bookmark, then what was written after the
+// watch began, whether read with Next or ResultChan. The live events may
+// wait while the initial ones drain: a small Buffer does not end it.
+func TestInitialEventsInBatches(t *testing.T) {
+	s, c := start(t, watchcache.Config{Buffer: 4})
+	var want []string
+	for i := range 600 {
+		name := fmt.Sprintf("o%03d", i)
+		create(t, s, name, "red")
+		want = append(want, "ADDED "+name)
+	}
+	want = append(want, "BOOKMARK initial-events-end")
+	// A consistent list returns once the cache has applied every write.
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	opts := storage.WatchOptions{Recursive: true, ResourceVersion: "0", SendInitialEvents: true, AllowBookmarks: true}
+	byNext, err := c.Watch(ctx, prefix, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer byNext.Stop()
+	byChan, err := c.Watch(ctx, prefix, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer byChan.Stop()
+	for i := range 3 {
+		name := fmt.Sprint("late", i)
+		create(t, s, name, "red")
+		want = append(want, "ADDED "+name)
+	}
+	render := func(ev watch.Event) string {
+		o := ev.Object.(metav1.Object)
+		if o.GetAnnotations()[watchcache.InitialEventsEndAnnotation] == "true" {
+			return string(ev.Type) + " initial-events-end"
+		}
+		return string(ev.Type) + " " + o.GetName()
+	}
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got []string
+	var batch []watch.Event
+	for first := true; len(got) < len(want); first = false {
+		var ok bool
+		if batch, ok = byNext.(storage.EventQueue).Next(nctx, batch); !ok {
+			t.Fatalf("Next ended after %d events", len(got))
+		}
+		if len(batch) > 256 || first && len(batch) != 256 {
+			t.Fatalf("a batch of %d events (first: %v)", len(batch), first)
+		}
+		for _, ev := range batch {
+			got = append(got, render(ev))
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Next: got %v,\nwant %v", got, want)
+	}
+	got = got[:0]
+	for len(got) < len(want) {
+		got = append(got, render(next(t, byChan)))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ResultChan: got %v,\nwant %v", got, want)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -202,27 +201,21 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var initial []watch.Event
+	var (
+		initial []watch.Event
+		state   []*storage.Record // the initial state, made into events as they are sent
+	)
 	switch {
 	case rv == 0 || opts.SendInitialEvents:
-		var err error
 		c.mu.objects.AscendFrom(key, func(r *storage.Record) bool {
 			if !strings.HasPrefix(r.Key, key) {
 				return false
 			}
 			if match(r.Key) && opts.Predicate.MatchesRecord(r) {
-				var obj runtime.Object
-				obj, err = recordObject(r, r.Rev, formOf(opts))
-				if err != nil {
-					return false
-				}
-				initial = append(initial, watch.Event{Type: watch.Added, Object: obj})
+				state = append(state, r)
 			}
 			return true
 		})
-		if err != nil {
-			return nil, err
-		}
 		if opts.SendInitialEvents {
 			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, true)})
 		}
@@ -240,7 +233,8 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 			}
 		}
 	}
-	w := newWatcher(ctx, c, match, opts, c.cfg.Buffer+len(initial))
+	w := newWatcher(ctx, c, match, opts, c.cfg.Buffer+len(state)+len(initial))
+	w.mu.initial = state
 	for _, ev := range initial {
 		w.push(ev)
 	}

@@ -33,10 +33,42 @@ type watcher struct {
 
 	mu struct {
 		sync.Mutex
-		queue []watch.Event
-		limit int
-		ended bool // no more events are accepted
+		// initial are the records of the state the watch starts with, not
+		// yet sent: they go before the queue, made into events a batch at
+		// a time, so that a watch of 100,000 objects never holds them all
+		// as objects at once.
+		initial []*storage.Record
+		queue   []watch.Event
+		limit   int
+		ended   bool // no more events are accepted
 	}
+}
+
+// initialBatch is how many initial events are made at a time.
+const initialBatch = 256
+
+// takeInitial appends to buf the events of the next initialBatch initial
+// records and returns it, or nil once they have all been taken. An
+// object that cannot be made ends the watch with an error event.
+func (w *watcher) takeInitial(buf []watch.Event) []watch.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.mu.initial) == 0 {
+		return nil
+	}
+	n := min(initialBatch, len(w.mu.initial))
+	buf = buf[:0]
+	for _, r := range w.mu.initial[:n] {
+		obj, err := recordObject(r, r.Rev, w.form)
+		if err != nil {
+			w.mu.initial, w.mu.queue, w.mu.ended = nil, nil, true
+			return append(buf[:0], errorEvent(apierrors.NewInternalError(err)))
+		}
+		buf = append(buf, watch.Event{Type: watch.Added, Object: obj})
+	}
+	clear(w.mu.initial[:n]) // the records may go once their events have
+	w.mu.initial = w.mu.initial[n:]
+	return buf
 }
 
 func newWatcher(ctx context.Context, c *Cache, match func(string) bool, opts storage.WatchOptions, limit int) *watcher {
@@ -64,6 +96,9 @@ func (w *watcher) ResultChan() <-chan watch.Event {
 
 // Next implements storage.EventQueue.
 func (w *watcher) Next(ctx context.Context, reuse []watch.Event) ([]watch.Event, bool) {
+	if evs := w.takeInitial(reuse); evs != nil {
+		return evs, true
+	}
 	for {
 		w.mu.Lock()
 		queue, ended := w.mu.queue, w.mu.ended
@@ -138,7 +173,21 @@ func (w *watcher) signal() {
 func (w *watcher) run(ctx context.Context) {
 	defer close(w.out)
 	defer w.Stop()
+	var initial []watch.Event
 	for {
+		if initial = w.takeInitial(initial); initial != nil {
+			for i, ev := range initial {
+				select {
+				case w.out <- ev:
+					initial[i] = watch.Event{}
+				case <-w.done:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+			continue
+		}
 		w.mu.Lock()
 		queue, ended := w.mu.queue, w.mu.ended
 		w.mu.queue = nil
