@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -148,4 +149,64 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.n += len(p)
 	return len(p), nil
+}
+
+// Whole lists over HTTP/2 with TLS, as clients get them (in pieces from
+// pooled buffers), while other clients on the same connection walk away
+// mid-list: every list read to its end is whole and right.
+func TestListsWhileOthersAbort(t *testing.T) {
+	h := newInProcess(t)
+	const objects = 1500
+	value := func(i int) string { return strings.Repeat(fmt.Sprint(i%10), 800+i*53%1200) }
+	createConfigMaps(t, h, objects, value)
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 8 {
+				resp, err := client.Get(srv.URL + "/api/v1/namespaces/default/configmaps")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if g%2 == 1 { // read part of it, then go
+					_, err := io.CopyN(io.Discard, resp.Body, int64(20_000+(g*8+i)*97_000%1_500_000))
+					resp.Body.Close()
+					if err != nil {
+						errs <- fmt.Errorf("a partial read: %w", err)
+						return
+					}
+					continue
+				}
+				var list struct {
+					Items []struct {
+						Metadata struct{ Name string }
+						Data     map[string]string
+					}
+				}
+				err = json.NewDecoder(resp.Body).Decode(&list)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || len(list.Items) != objects {
+					errs <- fmt.Errorf("list: %d, %d items, %v", resp.StatusCode, len(list.Items), err)
+					return
+				}
+				for n, it := range list.Items {
+					if it.Metadata.Name != fmt.Sprintf("cm-%04d", n) || it.Data["v"] != value(n) {
+						errs <- fmt.Errorf("item %d: %s with %d bytes of data", n, it.Metadata.Name, len(it.Data["v"]))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/kplane-dev/kplane/internal/storage/storagetest"
 )
 
 // call makes a raw request as the admin and returns the status and body.
@@ -252,16 +254,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func next(t *testing.T, w watch.Interface) watch.Event {
 	t.Helper()
-	select {
-	case ev, ok := <-w.ResultChan():
-		if !ok {
-			t.Fatal("watch closed")
-		}
-		return ev
-	case <-time.After(20 * time.Second):
-		t.Fatal("no watch event in 20s")
-	}
-	return watch.Event{}
+	return storagetest.Next(t, w, 20*time.Second)
 }
 
 // TestCompaction: with --compaction-interval, history goes; an expired

@@ -25,6 +25,22 @@ func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store, open Open) {
 	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t), open) })
 }
 
+// Next returns w's next event, failing t if the watch closes or none
+// comes within timeout.
+func Next(t testing.TB, w watch.Interface, timeout time.Duration) watch.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("watch closed")
+		}
+		return ev
+	case <-time.After(timeout):
+		t.Fatalf("no watch event within %v", timeout)
+	}
+	return watch.Event{}
+}
+
 // got renders the next n events as "TYPE name rv".
 func got(t testing.TB, w watch.Interface, n int) []string {
 	t.Helper()

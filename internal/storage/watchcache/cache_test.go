@@ -540,16 +540,7 @@ func TestEncodedOnlyWatch(t *testing.T) {
 // next returns w's next event.
 func next(t *testing.T, w watch.Interface) watch.Event {
 	t.Helper()
-	select {
-	case ev, ok := <-w.ResultChan():
-		if !ok {
-			t.Fatal("watch closed")
-		}
-		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
-	}
-	return watch.Event{}
+	return storagetest.Next(t, w, 10*time.Second)
 }
 
 // A watch that starts with the current state makes its events a batch at
