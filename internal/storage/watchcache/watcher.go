@@ -48,26 +48,31 @@ type watcher struct {
 const initialBatch = 256
 
 // takeInitial appends to buf the events of the next initialBatch initial
-// records and returns it, or nil once they have all been taken. An
-// object that cannot be made ends the watch with an error event.
+// records and returns it, or nil once they have all been taken. The
+// objects are made outside the lock, which the cache takes to queue live
+// events (only the consumer takes initial records). An object that cannot
+// be made ends the watch with an error event.
 func (w *watcher) takeInitial(buf []watch.Event) []watch.Event {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.mu.initial) == 0 {
+	n := min(initialBatch, len(w.mu.initial))
+	recs := w.mu.initial[:n:n]
+	w.mu.initial = w.mu.initial[n:]
+	w.mu.Unlock()
+	if n == 0 {
 		return nil
 	}
-	n := min(initialBatch, len(w.mu.initial))
 	buf = buf[:0]
-	for _, r := range w.mu.initial[:n] {
+	for _, r := range recs {
 		obj, err := recordObject(r, r.Rev, w.form)
 		if err != nil {
+			w.mu.Lock()
 			w.mu.initial, w.mu.queue, w.mu.ended = nil, nil, true
+			w.mu.Unlock()
 			return append(buf[:0], errorEvent(apierrors.NewInternalError(err)))
 		}
 		buf = append(buf, watch.Event{Type: watch.Added, Object: obj})
 	}
-	clear(w.mu.initial[:n]) // the records may go once their events have
-	w.mu.initial = w.mu.initial[n:]
+	clear(recs) // the records may go once their events have
 	return buf
 }
 
