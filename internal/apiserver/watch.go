@@ -118,8 +118,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 				if !send(ev) {
 					return
 				}
-				// Let the object go once written: a batch of initial
-				// events holds every object of the watch.
+				// Let the object (and the JSON it keeps) go once
+				// written, not when the whole batch is.
 				batch[i] = watch.Event{}
 			}
 			if flusher != nil {

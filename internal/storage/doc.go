@@ -20,7 +20,8 @@
 // Interface is what the registry stores objects through; *Store
 // implements it over kv, and the watch cache (package watchcache)
 // implements it in memory in front of a Store. Shared wraps an event's
-// object so that its JSON is encoded once for all watchers.
+// object so that its JSON is encoded once for all watchers; RecordJSON is
+// an event's object for watchers that only write JSON, never decoded.
 //
 // It does not validate objects or set uid and timestamps (the registry's
 // strategies do). Its watch is one kv watch per call: serving many

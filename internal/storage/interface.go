@@ -73,6 +73,19 @@ func SharedRecord(rec *Record, rev int64) (*Shared, error) {
 	return s, nil
 }
 
+// MarshalJSON returns the object's JSON, encoding it at most once.
+func (s *Shared) MarshalJSON() ([]byte, error) {
+	s.once.Do(func() {
+		if s.rec != nil {
+			s.data, s.err = s.rec.AppendJSON(make([]byte, 0, len(s.rec.Value)+32), s.rev)
+		} else {
+			s.data, s.err = AppendJSON(nil, s.Object)
+		}
+		s.data = append(s.data, '\n') // as Unstructured.MarshalJSON writes it
+	})
+	return s.data, s.err
+}
+
 // RecordJSON is a stored object as a watch sends it to a client that only
 // writes its JSON (WatchOptions.EncodedOnly): the record's JSON with
 // resourceVersion rev, made at most once for every watcher of the event,
@@ -106,16 +119,3 @@ func (e *RecordJSON) GetObjectKind() schema.ObjectKind { return schema.EmptyObje
 // DeepCopyObject implements runtime.Object: e itself, which nothing can
 // modify.
 func (e *RecordJSON) DeepCopyObject() runtime.Object { return e }
-
-// MarshalJSON returns the object's JSON, encoding it at most once.
-func (s *Shared) MarshalJSON() ([]byte, error) {
-	s.once.Do(func() {
-		if s.rec != nil {
-			s.data, s.err = s.rec.AppendJSON(make([]byte, 0, len(s.rec.Value)+32), s.rev)
-		} else {
-			s.data, s.err = AppendJSON(nil, s.Object)
-		}
-		s.data = append(s.data, '\n') // as Unstructured.MarshalJSON writes it
-	})
-	return s.data, s.err
-}

@@ -28,7 +28,9 @@
 // # What it does not do
 //
 // It keeps no decoded objects: it holds storage.Records (the stored JSON
-// and what selectors need) and decodes an event's objects once for the
-// watchers that get them. It does not write: writes go to the store, and
-// come back through the watch.
+// and what selectors need) and makes an event's objects once for the
+// watchers that get them, in the form each asked for (decoded, metadata
+// only, or the stored JSON undecoded); a watch that starts with the
+// current state makes them a batch at a time as they are taken. It does
+// not write: writes go to the store, and come back through the watch.
 package watchcache
