@@ -6,12 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // tiny are sizes that run every scenario in a few seconds.
@@ -187,12 +191,14 @@ func TestCompareMemoryTiny(t *testing.T) {
 		// A namespace of the user's, given again: the second run takes
 		// over the first's bulk ConfigMaps (top-ups don't recreate them)
 		// and its targets.
-		kubectl := func(args ...string) {
-			if out, err := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput(); err != nil {
-				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-			}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
 		}
-		kubectl("create", "namespace", "reused")
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reused"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		reuse := []string{"--kubeconfig", kubeconfig, "--namespace", "reused", "--scenario", "create,get,update-conflicts,merge-patch,list,watch"}
 		for i := range 2 {
 			path := filepath.Join(t.TempDir(), "reuse.json")
@@ -210,7 +216,9 @@ func TestCompareMemoryTiny(t *testing.T) {
 				}
 			}
 		}
-		kubectl("delete", "configmap", "-n", "reused", "cm-00003")
+		if err := cs.CoreV1().ConfigMaps("reused").Delete(ctx, "cm-00003", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		var gapOut, gapErr bytes.Buffer
 		if code := run(ctx, append(reuse, tiny...), &gapOut, &gapErr); code != 1 || !strings.Contains(gapErr.String(), "holds 109 bulk ConfigMaps (app=kplane-bench), but not cm-00003") {
 			t.Errorf("a reused namespace with a gap: exit %d, want 1 and the reason:\n%s", code, gapErr.String())

@@ -181,7 +181,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok {
 			if f == formProtobuf {
-				writeStreamed(w, &listBuffers, maxPooledList, protobufType, func(b []byte, flush func([]byte) error) ([]byte, error) {
+				writeStreamed(w, &listBuffers, maxPooledList, protobufType, http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
 					b, err := writeProtoList(b, h.kind, h.ri.version, recs, listPiece, flush)
 					if err != nil {
 						return nil, apierrors.NewInternalError(err)
@@ -191,7 +191,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
-			writeStreamed(w, &listBuffers, maxPooledList, "application/json", func(b []byte, flush func([]byte) error) ([]byte, error) {
+			writeStreamed(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
 				b = slices.Grow(b, min(256+listSize(recs), listPiece+64<<10))
 				return recs.WriteJSON(b, gv, h.kind.ListKind, bareItems(h.kind), listPiece, flush)
 			})

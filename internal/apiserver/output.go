@@ -185,40 +185,28 @@ func writeJSONFrom(w http.ResponseWriter, code int, appendJSON func([]byte) ([]b
 }
 
 // writePooled answers code with the body that build appends to a buffer
-// from pool, and gives the buffer back once written, unless it grew past
-// maxPooled: a write that succeeded leaves the server no reference to it
-// (one that failed may have left an HTTP/2 frame still being written
-// from it, so that buffer is left to the GC). build's error is the
-// answer instead.
+// from pool, written whole (writeStreamed without pieces). build's error
+// is the answer instead.
 func writePooled(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentType string, code int, build func([]byte) ([]byte, error)) {
-	bp := pool.Get().(*[]byte)
-	b, err := build((*bp)[:0])
-	if err != nil {
-		pool.Put(bp)
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", contentType)
-	w.WriteHeader(code)
-	if _, err := w.Write(b); err == nil && cap(b) <= maxPooled {
-		*bp = b[:0]
-		pool.Put(bp)
-	}
+	writeStreamed(w, pool, maxPooled, contentType, code, func(b []byte, _ func([]byte) error) ([]byte, error) { return build(b) })
 }
 
-// writeStreamed answers 200 with a body that build writes in pieces
+// writeStreamed answers code with a body that build writes in pieces
 // through flush, returning the last piece, all built in one buffer from
-// pool (given back as writePooled gives it back). An error before the
-// first piece is written is the answer. After it the status has gone
-// out, so the response is aborted: the client sees a failed request,
-// never a body cut short that might parse.
-func writeStreamed(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentType string, build func(b []byte, flush func([]byte) error) ([]byte, error)) {
+// pool. The buffer goes back once written, unless it grew past
+// maxPooled: a write that succeeded leaves the server no reference to it
+// (one that failed may have left an HTTP/2 frame still being written
+// from it, so that buffer is left to the GC). An error before the first
+// piece is written is the answer. After it the status has gone out, so
+// the response is aborted: the client sees a failed request, never a
+// body cut short that might parse.
+func writeStreamed(w http.ResponseWriter, pool *sync.Pool, maxPooled int, contentType string, code int, build func(b []byte, flush func([]byte) error) ([]byte, error)) {
 	bp := pool.Get().(*[]byte)
 	started, failed := false, false
 	flush := func(p []byte) error {
 		if !started {
 			w.Header().Set("Content-Type", contentType)
-			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(code)
 			started = true
 		}
 		_, err := w.Write(p)

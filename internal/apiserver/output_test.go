@@ -24,7 +24,7 @@ func TestWriteStreamed(t *testing.T) {
 	whole.WriteString("end")
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		failAt := map[string]int{"/ok": -1, "/early": 0, "/late": 5}[r.URL.Path]
-		writeStreamed(w, &pool, 4<<20, "text/plain", func(b []byte, flush func([]byte) error) ([]byte, error) {
+		writeStreamed(w, &pool, 4<<20, "text/plain", http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
 			for i := range 10 {
 				if i == failAt {
 					return nil, errors.New("a stored object does not decode")

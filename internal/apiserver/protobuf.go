@@ -190,24 +190,18 @@ type protoMessage interface {
 	Marshal() ([]byte, error)
 }
 
-// appendProtoList appends a list of kind k's records in protobuf to
+// writeProtoList writes a list of kind k's records in protobuf after
 // dst: the serializer's envelope (the "k8s\x00" prefix and a
 // runtime.Unknown naming the list kind) around the list message, whose
 // field 1 is the ListMeta and field 2 each item, as every Kubernetes list
 // type has them. Each item's message is made once per record (a decode of
 // its JSON into the Go type) and kept with it, so later lists copy bytes,
-// as JSON lists do. It writes in one pass, the sizes known first: the
-// bytes are runtime.Unknown's Marshal of the list message (fields 1 and
-// 2, then the empty contentEncoding and contentType), which a test holds
-// it to.
-func appendProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList) ([]byte, error) {
-	return writeProtoList(dst, k, v, l, 0, nil)
-}
-
-// writeProtoList is appendProtoList in pieces, as RecordList.WriteJSON
-// writes JSON: once every item's message is known, so is the envelope's
-// length, and the items go out through flush whenever dst holds flushAt
-// bytes; it returns the last piece. A nil flush never flushes.
+// as JSON lists do. The messages come first, which gives the envelope's
+// length; then the bytes, runtime.Unknown's Marshal of the list message
+// (fields 1 and 2, then the empty contentEncoding and contentType, which
+// a test holds them to), go out through flush whenever dst holds flushAt
+// bytes, as RecordList.WriteJSON writes JSON. It returns the last piece;
+// a nil flush never flushes, and the whole list is that piece.
 func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
 	lm := recordsMeta(l)
 	meta, err := lm.Marshal()

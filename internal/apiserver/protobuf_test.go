@@ -50,7 +50,7 @@ func TestRecordsProtoList(t *testing.T) {
 	}
 	want.ResourceVersion, want.Continue, want.RemainingItemCount = "42", "tok", &remaining
 
-	first, err := appendProtoList(nil, k, "v1", list)
+	first, err := writeProtoList(nil, k, "v1", list, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestRecordsProtoList(t *testing.T) {
 		t.Fatalf("the list's envelope differs from runtime.Unknown's:\n got %q\nwant %q", first, want)
 	}
 	// Appended to what a pooled buffer held before, the same bytes.
-	if again, err := appendProtoList([]byte("leftover")[:0], k, "v1", list); err != nil || !bytes.Equal(again, first) {
+	if again, err := writeProtoList([]byte("leftover")[:0], k, "v1", list, 0, nil); err != nil || !bytes.Equal(again, first) {
 		t.Fatalf("appended to a used buffer: %v", err)
 	}
 	var got corev1.ConfigMapList
@@ -91,7 +91,7 @@ func TestRecordsProtoList(t *testing.T) {
 			t.Fatalf("%s: no protobuf message kept", r.Key)
 		}
 	}
-	second, err := appendProtoList(nil, k, "v1", list)
+	second, err := writeProtoList(nil, k, "v1", list, 0, nil)
 	if err != nil || !bytes.Equal(first, second) {
 		t.Fatalf("the second list differs: %v", err)
 	}
