@@ -227,7 +227,14 @@ func resourceVersionIn(b *testing.B, body []byte) string {
 // newCustomResources serves the built-in kinds and CRDs in process, with
 // crdBody's CRD created, and returns a function that sends a request as
 // client-go does (JSON both ways).
-func newCustomResources(b *testing.B, crdBody string) func(method, path, body string) *httptest.ResponseRecorder {
+func newCustomResources(b testing.TB, crdBody string) func(method, path, body string) *httptest.ResponseRecorder {
+	do, _ := newCustomResourcesHandler(b, crdBody)
+	return do
+}
+
+// newCustomResourcesHandler is newCustomResources that also returns the
+// handler.
+func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path, body string) *httptest.ResponseRecorder, http.Handler) {
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		b.Fatal(err)
@@ -264,7 +271,7 @@ func newCustomResources(b *testing.B, crdBody string) func(method, path, body st
 	if w := do(http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crdBody); w.Code != http.StatusCreated {
 		b.Fatalf("CRD: %d %s", w.Code, w.Body)
 	}
-	return do
+	return do, h
 }
 
 // BenchmarkGet is the server's part of a GET of a 1 KiB ConfigMap as

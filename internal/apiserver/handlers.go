@@ -130,21 +130,24 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
 	opts := metav1.GetOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
-	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && (f == formJSON || f == formProtobuf) {
+	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f != formYAML {
 		// The common case, served from the stored JSON as it is (or from
-		// the protobuf form kept with the record).
+		// the protobuf form kept with the record, or the stored metadata).
 		rec, asStored, err := h.res.GetRecord(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		if asStored && f == formJSON {
+		switch {
+		case asStored && f == formJSON:
 			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return rec.AppendJSON(b, rec.Rev) })
 			return
-		}
-		if asStored {
+		case asStored && f == formProtobuf:
 			data, err := recordProtoObject(h.kind, h.ri.version, rec)
 			writeProtoData(w, http.StatusOK, data, err)
+			return
+		case asStored && f == formMetadata:
+			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendPartial(b, rec, rec.Rev, nil) })
 			return
 		}
 		obj, err := h.res.Present(h.ri.version, rec)
@@ -171,16 +174,35 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && (f == formJSON || f == formProtobuf) {
+	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f != formYAML {
 		// The common case, served from the stored JSON as it is (or
-		// decoded from it straight into the Go types, for protobuf).
+		// decoded from it straight into the Go types, for protobuf; a
+		// Table's cells from the objects decoded, its rows' metadata
+		// from the records).
 		recs, ok, err := h.res.ListRecords(ctx, h.ri.version, h.ri.namespace, opts)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 		if ok {
-			if f == formProtobuf {
+			switch f {
+			case formMetadata:
+				writeStreamed(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
+					b, err := writeMetaList(b, recs, listPiece, flush)
+					if err != nil {
+						return nil, apierrors.NewInternalError(err)
+					}
+					return append(b, '\n'), nil
+				})
+				return
+			case formTable:
+				members, all := h.kind.TableMembers()
+				writeTable(w, h.s.tableFor(h.kind, r), recordsMeta(recs), len(recs.Items), func(i int) (tableRow, error) {
+					rec := recs.Items[i]
+					return recordRow(rec, members, all)
+				})
+				return
+			case formProtobuf:
 				writeStreamed(w, &listBuffers, maxPooledList, protobufType, http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
 					b, err := writeProtoList(b, h.kind, h.ri.version, recs, listPiece, flush)
 					if err != nil {

@@ -115,15 +115,25 @@ func createConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) st
 func BenchmarkListWhole(b *testing.B) {
 	h := newInProcess(b)
 	createConfigMaps(b, h, 10000, func(int) string { return strings.Repeat("x", 1024) })
-	for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
-		b.Run(strings.TrimPrefix(accept, "application/"), func(b *testing.B) {
+	for _, c := range []struct{ name, accept, contentType string }{
+		{"json", "application/json", "application/json"},
+		{"vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
+		// What a metadata-only informer lists, and kubectl get.
+		{"metadata", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json"},
+		{"table", "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json"},
+	} {
+		least := 10000 * 1024
+		if c.name == "metadata" || c.name == "table" {
+			least = 10000 * 100
+		}
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
-				r.Header.Set("Accept", accept)
+				r.Header.Set("Accept", c.accept)
 				w := &countingWriter{header: http.Header{}}
 				h.ServeHTTP(w, r)
-				if w.code != http.StatusOK || w.n < 10000*1024 || w.header.Get("Content-Type") != accept {
+				if w.code != http.StatusOK || w.n < least || w.header.Get("Content-Type") != c.contentType {
 					b.Fatalf("list: %d %s, %d bytes", w.code, w.header.Get("Content-Type"), w.n)
 				}
 			}

@@ -2,19 +2,15 @@ package apiserver
 
 import (
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -162,9 +158,12 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 	}
 	switch f {
 	case formTable:
-		writeJSON(w, code, s.table(k, r, nil, []*unstructured.Unstructured{obj}))
+		t := s.tableFor(k, r)
+		writeJSONFrom(w, code, func(b []byte) ([]byte, error) {
+			return t.write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return tableRow{obj: obj}, nil }, 0, nil)
+		})
 	case formMetadata:
-		writeJSON(w, code, partial(obj))
+		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return appendPartial(b, nil, 0, obj) })
 	case formProtobuf:
 		writeProtoObject(w, k, v, code, obj)
 	default:
@@ -240,11 +239,9 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 	}
 	switch f {
 	case formTable:
-		items := make([]*unstructured.Unstructured, len(list.Items))
-		for i := range list.Items {
-			items[i] = &list.Items[i]
-		}
-		writeJSON(w, http.StatusOK, s.table(k, r, list, items))
+		writeTable(w, s.tableFor(k, r), listMeta(list), len(list.Items), func(i int) (tableRow, error) {
+			return tableRow{obj: &list.Items[i]}, nil
+		})
 	case formMetadata:
 		out := &metav1.PartialObjectMetadataList{
 			TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"},
@@ -292,74 +289,14 @@ func listMeta(list *unstructured.UnstructuredList) metav1.ListMeta {
 	}
 }
 
-func partial(obj *unstructured.Unstructured) *metav1.PartialObjectMetadata {
-	p := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
-	runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"metadata": obj.Object["metadata"]}, p)
-	p.Kind, p.APIVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
-	return p
-}
-
-// table renders objects as a metav1.Table: NAME, the kind's columns, AGE.
-// Each row carries the object's metadata (includeObject=Metadata, the
-// default), the whole object (Object) or nothing (None).
-func (s *Server) table(k *registry.Kind, r *http.Request, list *unstructured.UnstructuredList, objs []*unstructured.Unstructured) *metav1.Table {
-	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"}}
-	if list != nil {
-		t.ListMeta = listMeta(list)
-	}
-	t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
-		Name: "Name", Type: "string", Format: "name",
-		Description: "Name must be unique within a namespace. Cannot be updated.",
+// writeTable answers with a table of n rows, row(i) giving each, written
+// in pieces through a pooled buffer.
+func writeTable(w http.ResponseWriter, t *tableOf, lm metav1.ListMeta, n int, row func(i int) (tableRow, error)) {
+	writeStreamed(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
+		b, err := t.write(b, lm, n, row, listPiece, flush)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		return append(b, '\n'), nil
 	})
-	age := true
-	for _, c := range k.Columns {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
-			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority})
-		if c.Name == "Age" || c.Type == "date" {
-			age = false
-		}
-	}
-	if age {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
-			Name: "Age", Type: "string",
-			Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
-		})
-	}
-	include := r.URL.Query().Get("includeObject")
-	now := s.cfg.Registry.Now()
-	t.Rows = []metav1.TableRow{}
-	for _, obj := range objs {
-		row := metav1.TableRow{Cells: []any{obj.GetName()}}
-		for _, c := range k.Columns {
-			row.Cells = append(row.Cells, c.Value(obj))
-		}
-		if age {
-			row.Cells = append(row.Cells, humanAge(now, obj.GetCreationTimestamp().Time))
-		}
-		switch include {
-		case "None":
-		case "Object":
-			row.Object = rawJSON(obj)
-		default:
-			row.Object = rawJSON(partial(obj))
-		}
-		t.Rows = append(t.Rows, row)
-	}
-	return t
-}
-
-func humanAge(now, t time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t))
-}
-
-// rawJSON embeds v in a Table row; RawExtension marshals only Raw.
-func rawJSON(v any) runtime.RawExtension {
-	data, err := json.Marshal(v)
-	if err != nil {
-		data, _ = json.Marshal(fmt.Sprintf("<error: %v>", err))
-	}
-	return runtime.RawExtension{Raw: data}
 }

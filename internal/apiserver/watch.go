@@ -65,8 +65,9 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.ResourceVersion = strconv.FormatInt(rev, 10)
 	}
-	// JSON events are written from the stored JSON, never decoded.
-	opts.EncodedOnly = f == formJSON
+	// JSON and metadata events are written from the stored JSON, never
+	// decoded.
+	opts.EncodedOnly = f == formJSON || f == formMetadata
 	wi, err := h.res.Watch(ctx, h.ri.version, h.ri.namespace, opts)
 	if err != nil {
 		writeError(w, err)
@@ -163,13 +164,20 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 			obj = &cp
 		}
 	default:
-		if f == formTable {
-			if u := asUnstructured(ev.Object); u != nil {
-				obj = h.s.table(h.kind, r, nil, []*unstructured.Unstructured{u})
-			}
-		} else if f == formMetadata {
-			if u := asUnstructured(ev.Object); u != nil {
-				obj = partial(u)
+		if f == formTable || f == formMetadata {
+			if row, ok := asRow(ev.Object); ok {
+				return h.frameOf(buf, ev.Type, func(b []byte) ([]byte, error) {
+					if f == formMetadata {
+						return appendPartial(b, row.rec, row.rev, row.obj)
+					}
+					if row.obj == nil { // a record only: decoded for the cells
+						var err error
+						if row.obj, err = row.rec.Decode(row.rev); err != nil {
+							return nil, err
+						}
+					}
+					return h.s.tableFor(h.kind, r).write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
+				})
 			}
 		}
 	}
@@ -177,22 +185,36 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 	if err != nil {
 		return err
 	}
-	buf.WriteString(`{"type":"`)
-	buf.WriteString(string(ev.Type))
-	buf.WriteString(`","object":`)
-	buf.Write(data)
-	buf.WriteString("}\n")
+	return h.frameOf(buf, ev.Type, func(b []byte) ([]byte, error) { return append(b, data...), nil })
+}
+
+// frameOf writes an event line of type typ, its object appended by object.
+func (h *handler) frameOf(buf *bytes.Buffer, typ watch.EventType, object func([]byte) ([]byte, error)) error {
+	b := append(buf.AvailableBuffer(), `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","object":`...)
+	b, err := object(b)
+	if err != nil {
+		return err
+	}
+	buf.Write(append(b, "}\n"...))
 	return nil
 }
 
-// asUnstructured returns the object of a watch event as an Unstructured
-// (cache events carry a *storage.Shared around one).
-func asUnstructured(o any) *unstructured.Unstructured {
+// asRow returns the object of a watch event as a table row: decoded, with
+// its record when it has one (cache events carry a *storage.Shared
+// around an object decoded from its record, or, for watchers that
+// asked for EncodedOnly, a *storage.RecordJSON).
+func asRow(o any) (tableRow, bool) {
 	switch u := o.(type) {
 	case *unstructured.Unstructured:
-		return u
+		return tableRow{obj: u}, true
 	case *storage.Shared:
-		return u.Unstructured
+		rec, rev := u.Record()
+		return tableRow{obj: u.Unstructured, rec: rec, rev: rev}, true
+	case *storage.RecordJSON:
+		rec, rev := u.Record()
+		return tableRow{rec: rec, rev: rev}, true
 	}
-	return nil
+	return tableRow{}, false
 }

@@ -135,6 +135,27 @@ type Column struct {
 	Priority    int32
 	// Value returns the cell; nil renders as <none> by kubectl.
 	Value func(obj *unstructured.Unstructured) any
+	// Reads are the top-level members of the object Value reads. A list's
+	// table then decodes only those, with apiVersion, kind and metadata
+	// (without managedFields, unless "metadata" is among them). Nil: the
+	// whole object.
+	Reads []string
+}
+
+// TableMembers are the top-level members the kind's columns read
+// (Column.Reads), all of them when a column reads the whole object.
+func (k *Kind) TableMembers() (members []string, all bool) {
+	for _, c := range k.Columns {
+		if c.Reads == nil {
+			return nil, true
+		}
+		for _, m := range c.Reads {
+			if !slices.Contains(members, m) {
+				members = append(members, m)
+			}
+		}
+	}
+	return members, false
 }
 
 // GroupVersionKind for version v.

@@ -86,6 +86,10 @@ func (s *Shared) MarshalJSON() ([]byte, error) {
 	return s.data, s.err
 }
 
+// Record returns the record the object was decoded from and the
+// resourceVersion it has, or nil when it was not made from one.
+func (s *Shared) Record() (*Record, int64) { return s.rec, s.rev }
+
 // RecordJSON is a stored object as a watch sends it to a client that only
 // writes its JSON (WatchOptions.EncodedOnly): the record's JSON with
 // resourceVersion rev, made at most once for every watcher of the event,
@@ -109,6 +113,9 @@ func (e *RecordJSON) JSON() ([]byte, error) {
 	})
 	return e.data, e.err
 }
+
+// Record returns the object's record and the resourceVersion it has.
+func (e *RecordJSON) Record() (*Record, int64) { return e.rec, e.rev }
 
 // MarshalJSON is JSON, for encoding/json.
 func (e *RecordJSON) MarshalJSON() ([]byte, error) { return e.JSON() }

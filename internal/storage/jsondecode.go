@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -81,8 +82,12 @@ func decodeTop(d jsonDecoder) (m map[string]any, dup, ok bool) {
 type jsonDecoder struct {
 	scanner
 	depth int
-	dup   bool   // an object had a member name twice
-	drop  string // a top-level member left out (decodeObjectWithout)
+	dup   bool     // an object had a member name twice
+	drop  string   // a top-level member left out (decodeObjectWithout)
+	keep  []string // if not nil, the only top-level members kept (Record.DecodeMembers)
+	// jump is a top-level member's value, known to be valid, that is
+	// passed over at once when not kept.
+	jump span
 }
 
 // maxDecodeDepth bounds the recursion; deeper documents go the library's
@@ -123,9 +128,13 @@ func (d *jsonDecoder) object() (map[string]any, error) {
 	}
 	defer func() { d.depth-- }()
 	m := map[string]any{}
-	top := d.depth == 1 && d.drop != ""
+	top := d.depth == 1 && (d.drop != "" || d.keep != nil)
 	err := d.scanner.object(func(key string) error {
-		if top && key == d.drop {
+		if top && (key == d.drop || d.keep != nil && !slices.Contains(d.keep, key)) {
+			if d.ws(); d.jump.end != 0 && d.pos == int(d.jump.start) {
+				d.pos = int(d.jump.end)
+				return nil
+			}
 			return d.skip()
 		}
 		v, err := d.value()

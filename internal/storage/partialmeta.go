@@ -2,6 +2,7 @@ package storage
 
 import (
 	"strconv"
+	"time"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,4 +192,211 @@ func (s *scanner) stringList() ([]string, bool) {
 			return nil, false
 		}
 	}
+}
+
+// AppendObjectMetaJSON appends the object's metadata, managedFields
+// included, with resourceVersion rev: JSON that means what encoding the
+// metav1.ObjectMeta decoded from it would (its members in the stored
+// order, not the Go type's), as a PartialObjectMetadata or a Table row
+// carries it. ok is false when the stored metadata is not in the plain
+// form that makes the two the same (a member ObjectMeta lacks, an empty
+// value its encoding leaves out, a time in another form than the one it
+// writes), and b is returned as it was: the caller decodes instead.
+// Whether the form is plain is found once per record.
+func (r *Record) AppendObjectMetaJSON(b []byte, rev int64) ([]byte, bool) {
+	form := r.metaForm.Load()
+	if form == metaFormUnknown {
+		form = metaFormOther
+		if r.metaEnd != 0 && r.at >= r.metaStart && r.at < r.metaEnd && plainObjectMeta(r.Value[r.metaStart:r.metaEnd]) {
+			form = metaFormPlain
+		}
+		r.metaForm.Store(form)
+	}
+	if form != metaFormPlain {
+		return b, false
+	}
+	return spliceRV(b, r.Value[r.metaStart:r.metaEnd], int(r.at-r.metaStart), r.sep, rev), true
+}
+
+// The values of Record.metaForm.
+const (
+	metaFormUnknown = iota
+	metaFormPlain
+	metaFormOther
+)
+
+// plainObjectMeta reports whether data, a stored metadata object without
+// a resourceVersion, holds only ObjectMeta's members, each in the form
+// encoding/json writes it from the Go type: strings and string maps and
+// lists not empty (omitempty drops them), integers as integers, times as
+// metav1.Time writes them (RFC 3339 in UTC to the second), a
+// creationTimestamp (the type writes null without one), and owner
+// references and managedFields entries in the same terms.
+func plainObjectMeta(data []byte) bool {
+	s := scanner{data: data}
+	created := false
+	err := s.objectBytes(func(key string) error {
+		var ok bool
+		switch key {
+		case "name", "generateName", "namespace", "selfLink", "uid":
+			ok = s.nonEmptyString()
+		case "generation":
+			ok = s.integer(false)
+		case "deletionGracePeriodSeconds":
+			ok = s.integer(true)
+		case "creationTimestamp":
+			ok, created = s.time(), true
+		case "deletionTimestamp":
+			ok = s.time()
+		case "labels", "annotations":
+			ok = s.nonEmpty('{', func() bool {
+				_, _, err := s.strEnd()
+				return err == nil
+			})
+		case "finalizers":
+			ok = s.nonEmpty('[', func() bool {
+				_, _, err := s.strEnd()
+				return err == nil
+			})
+		case "ownerReferences":
+			ok = s.nonEmpty('[', s.ownerReference)
+		case "managedFields":
+			ok = s.nonEmpty('[', s.managedFieldsEntry)
+		}
+		if !ok {
+			return errSyntax
+		}
+		return nil
+	})
+	return err == nil && created && s.pos == len(data)
+}
+
+// nonEmptyString reads a string that is not "".
+func (s *scanner) nonEmptyString() bool {
+	start, _, err := s.strEnd()
+	return err == nil && s.pos-start > 2
+}
+
+// integer reads an integer written as strconv writes an int64, not 0
+// unless zero is set.
+func (s *scanner) integer(zero bool) bool {
+	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	start := s.pos
+	if s.skip() != nil {
+		return false
+	}
+	lit := s.data[start:s.pos]
+	n, err := strconv.ParseInt(string(lit), 10, 64)
+	return err == nil && (n != 0 || zero) && string(strconv.AppendInt(nil, n, 10)) == string(lit)
+}
+
+// time reads a time in the form metav1.Time writes: RFC 3339, UTC, whole
+// seconds, not the zero time (written as null).
+func (s *scanner) time() bool {
+	if s.peek() != '"' {
+		return false
+	}
+	b, _, plain, err := s.strBytes()
+	if err != nil || !plain || len(b) != len(time.RFC3339)-5 {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, bytesString(b))
+	return err == nil && !t.IsZero() && t.Format(time.RFC3339) == bytesString(b)
+}
+
+// nonEmpty reads an object (open '{', each member's value read by
+// member) or an array ('[', each element read by member) with at least
+// one member or element.
+func (s *scanner) nonEmpty(open byte, member func() bool) bool {
+	if s.peek() != open {
+		return false
+	}
+	if open == '{' {
+		n := 0
+		err := s.objectBytes(func(string) error {
+			n++
+			if !member() {
+				return errSyntax
+			}
+			return nil
+		})
+		return err == nil && n > 0
+	}
+	s.pos++
+	if s.peek() == ']' {
+		return false
+	}
+	for {
+		if !member() {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// ownerReference reads an owner reference as metav1.OwnerReference
+// writes it: apiVersion, kind, name and uid always, as strings, and
+// controller and blockOwnerDeletion as booleans when set.
+func (s *scanner) ownerReference() bool {
+	var required int
+	err := s.objectBytes(func(key string) error {
+		switch key {
+		case "apiVersion", "kind", "name", "uid":
+			required++
+			if _, _, err := s.strEnd(); err != nil {
+				return err
+			}
+			return nil
+		case "controller", "blockOwnerDeletion":
+			if !s.boolean() {
+				return errSyntax
+			}
+			return nil
+		}
+		return errSyntax
+	})
+	return err == nil && required == 4
+}
+
+// managedFieldsEntry reads an entry as metav1.ManagedFieldsEntry writes
+// it: its strings not empty, its time as metav1.Time writes it, and
+// fieldsV1 an object (written back as it is).
+func (s *scanner) managedFieldsEntry() bool {
+	err := s.objectBytes(func(key string) error {
+		ok := false
+		switch key {
+		case "manager", "operation", "apiVersion", "fieldsType", "subresource":
+			ok = s.nonEmptyString()
+		case "time":
+			ok = s.time()
+		case "fieldsV1":
+			ok = s.peek() == '{' && s.skip() == nil
+		}
+		if !ok {
+			return errSyntax
+		}
+		return nil
+	})
+	return err == nil
+}
+
+// boolean reads true or false.
+func (s *scanner) boolean() bool {
+	for _, lit := range []string{"true", "false"} {
+		if s.peek() == lit[0] && len(s.data)-s.pos >= len(lit) && string(s.data[s.pos:s.pos+len(lit)]) == lit {
+			s.pos += len(lit)
+			return true
+		}
+	}
+	return false
 }

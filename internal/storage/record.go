@@ -58,6 +58,9 @@ type Record struct {
 	typeMeta [2]span
 	// deleting: metadata.deletionTimestamp is set.
 	deleting bool
+	// metaForm says whether metadata is in the plain form
+	// AppendObjectMetaJSON serves as it is (metaFormUnknown until asked).
+	metaForm atomic.Int32
 
 	// shared is the decoded object at Rev while some watcher holds it
 	// (SharedRecord).
@@ -340,6 +343,58 @@ func (r *Record) DecodeMetadata(rev int64) (*unstructured.Unstructured, error) {
 	}
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return obj, nil
+}
+
+// DecodeMembers returns the object's top-level members named in members,
+// decoded (the caller owns them), and no others: what a table's cells
+// read. Metadata, unless named, is passed over without a look; named,
+// it has resourceVersion rev.
+func (r *Record) DecodeMembers(rev int64, members []string) (map[string]any, error) {
+	if len(members) == 0 {
+		return map[string]any{}, nil
+	}
+	d := jsonDecoder{scanner: scanner{data: r.Value}, keep: members}
+	withMeta := slices.Contains(members, "metadata")
+	if !withMeta && r.metaEnd != 0 {
+		d.jump = span{r.metaStart, r.metaEnd}
+	}
+	m, _, ok := decodeTop(d)
+	if !ok {
+		full, err := r.Decode(rev)
+		if err != nil {
+			return nil, err
+		}
+		m = map[string]any{}
+		for _, k := range members {
+			if v, ok := full.Object[k]; ok {
+				m[k] = v
+			}
+		}
+		return m, nil
+	}
+	if md, ok := m["metadata"].(map[string]any); ok && withMeta {
+		md["resourceVersion"] = strconv.FormatInt(rev, 10)
+	}
+	return m, nil
+}
+
+// CreationTimestamp is metadata.creationTimestamp as stored, "" when
+// there is none or it is not a string.
+func (r *Record) CreationTimestamp() string {
+	if r.metaEnd == 0 {
+		return ""
+	}
+	s := scanner{data: r.Value[r.metaStart:r.metaEnd]}
+	var ts string
+	s.objectBytes(func(key string) error {
+		if key != "creationTimestamp" || s.peek() != '"' {
+			return s.skip()
+		}
+		v, err := s.str()
+		ts = v
+		return err
+	})
+	return ts
 }
 
 // Labels returns the object's labels for a label selector.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/kplane-dev/kplane/internal/kv"
@@ -542,6 +543,193 @@ func TestRecordPartialMetadata(t *testing.T) {
 	t.Logf("%d of 3000 scanned", scanned)
 	if scanned < 400 {
 		t.Fatalf("only %d of 3000 metadata took the scan", scanned)
+	}
+}
+
+// AppendObjectMetaJSON serves the stored metadata only where it means what
+// the typed encoding of ObjectMeta decoded from the object does (the
+// HTTP layer's PartialObjectMetadata and Table rows without the record),
+// compared as decoded JSON, over random metadata in plain and odd forms.
+func TestRecordObjectMetaJSON(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	pick := func(vs ...any) any { return vs[rnd.IntN(len(vs))] }
+	times := []any{"2026-11-23T10:00:00Z", "2026-11-23T10:00:00.5Z", "2026-11-23T12:00:00+02:00", "0001-01-01T00:00:00Z",
+		"not a time", "", nil, int64(5)}
+	strs := []any{"v", "é<&>\u2028", "", nil, int64(1), true}
+	plainRef := func() map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u-1"}
+	}
+	entry := func() map[string]any {
+		return map[string]any{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "time": "2026-11-23T10:00:00Z",
+			"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": map[string]any{".": map[string]any{}, "f:a": map[string]any{}}}}
+	}
+	odd := func(k string) any {
+		switch k {
+		case "creationTimestamp", "deletionTimestamp":
+			return pick(times...)
+		case "generation", "deletionGracePeriodSeconds":
+			return pick(int64(0), int64(-3), 1.5, 2.0, "7", nil)
+		case "labels", "annotations":
+			return pick(map[string]any{}, map[string]any{"k": nil}, map[string]any{"k": int64(1)}, map[string]any{"k": ""}, nil, "s")
+		case "finalizers":
+			return pick([]any{}, []any{"a", nil}, []any{""}, nil, "s")
+		case "ownerReferences":
+			r := plainRef()
+			switch rnd.IntN(5) {
+			case 0:
+				delete(r, "uid")
+			case 1:
+				r["controller"] = nil
+			case 2:
+				r["extra"] = "x"
+			case 3:
+				r["name"] = ""
+			default:
+				r["blockOwnerDeletion"] = "true"
+			}
+			return pick([]any{}, []any{r}, nil)
+		case "managedFields":
+			e := entry()
+			switch rnd.IntN(6) {
+			case 0:
+				e["time"] = pick(times...)
+			case 1:
+				e["manager"] = ""
+			case 2:
+				e["fieldsV1"] = pick(nil, "s", []any{})
+			case 3:
+				e["extra"] = int64(1)
+			case 4:
+				e["subresource"] = pick("", "status")
+			default:
+				delete(e, "fieldsV1")
+			}
+			return pick([]any{}, []any{e}, nil)
+		}
+		return pick(strs...)
+	}
+	members := []string{"name", "generateName", "namespace", "selfLink", "uid", "generation", "creationTimestamp",
+		"deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers",
+		"managedFields", "unknown"}
+	served := 0
+	for i := range 4000 {
+		md := map[string]any{}
+		for _, k := range members {
+			switch {
+			case k == "creationTimestamp" && rnd.IntN(10) > 0:
+				md[k] = "2026-11-23T10:00:00Z"
+			case rnd.IntN(3) == 0:
+			case k == "unknown" || rnd.IntN(8) == 0:
+				md[k] = odd(k)
+			default:
+				switch k { // the member's plain form
+				case "generation", "deletionGracePeriodSeconds":
+					md[k] = int64(rnd.IntN(3))
+				case "creationTimestamp", "deletionTimestamp":
+					md[k] = "2026-11-23T10:00:00Z"
+				case "labels", "annotations":
+					md[k] = map[string]any{"a": "x", "é/b": "y<z>\u2028"}
+				case "finalizers":
+					md[k] = []any{"example.com/f", "orphan"}
+				case "ownerReferences":
+					r := plainRef()
+					if rnd.IntN(2) == 0 {
+						r["controller"], r["blockOwnerDeletion"] = true, false
+					}
+					md[k] = []any{r, plainRef()}
+				case "managedFields":
+					md[k] = []any{entry(), map[string]any{"manager": "m", "operation": "Apply", "fieldsV1": map[string]any{}}}
+				default:
+					md[k] = "v-" + strconv.Itoa(rnd.IntN(10))
+				}
+			}
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": map[string]any{"k": "v"}}}
+		value, err := encode("/k", obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := NewRecord("/k", value, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := rec.AppendObjectMetaJSON([]byte("x"), 11)
+		if again, ok2 := rec.AppendObjectMetaJSON(nil, 11); ok2 != ok || ok && !bytes.Equal(again, got[1:]) {
+			t.Fatalf("%d: the second call differs from the first", i)
+		}
+		if !ok {
+			if string(got) != "x" {
+				t.Fatalf("%d: not served, yet appended: %q", i, got)
+			}
+			continue
+		}
+		served++
+		dec, err := rec.Decode(11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var typed metav1.ObjectMeta
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dec.Object["metadata"].(map[string]any), &typed); err != nil {
+			t.Fatalf("%d: served metadata the typed path cannot convert: %v\n%s", i, err, value)
+		}
+		wantJSON, err := json.Marshal(&typed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotV, wantV any
+		if err := json.Unmarshal(got[1:], &gotV); err != nil {
+			t.Fatalf("%d: %v\n%s", i, err, got)
+		}
+		if err := json.Unmarshal(wantJSON, &wantV); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gotV, wantV) {
+			t.Fatalf("%d: served\n%s\nwhere the typed encoding is\n%s", i, got[1:], wantJSON)
+		}
+	}
+	t.Logf("%d of 4000 served as stored", served)
+	if served < 300 {
+		t.Fatalf("only %d of 4000 served as stored", served)
+	}
+}
+
+// DecodeMembers gives the members named as the whole decode has them, and
+// no others; metadata passed over (or named, with its resourceVersion).
+func TestRecordDecodeMembers(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	names := []string{"apiVersion", "kind", "metadata", "spec", "zdata", "data", "lastTimestamp", "absent"}
+	for i := range 1000 {
+		value, err := encode("/k", randomObject(rnd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := NewRecord("/k", value, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var members []string
+		for _, n := range names {
+			if rnd.IntN(3) == 0 {
+				members = append(members, n)
+			}
+		}
+		got, err := rec.DecodeMembers(11, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := rec.Decode(11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{}
+		for _, n := range members {
+			if v, ok := full.Object[n]; ok {
+				want[n] = v
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d: members %v of %s:\n got %v\nwant %v", i, members, value, got, want)
+		}
 	}
 }
 

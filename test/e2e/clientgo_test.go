@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -317,5 +320,93 @@ func converged(t *testing.T, cs kubernetes.Interface, inf cache.SharedIndexInfor
 		sort.Strings(want)
 		sort.Strings(got)
 		return fmt.Sprint(want) == fmt.Sprint(got), fmt.Sprintf("server %d objects, informer %d", len(want), len(got))
+	})
+}
+
+// TestMetadataClient: client-go's metadata client (what controller-runtime
+// uses for metadata-only watches and the garbage collectors of operators)
+// lists, gets and follows ConfigMaps as PartialObjectMetadata that hold
+// exactly the objects' metadata, managedFields included, and its
+// informer ends with the server's state after a burst of writes.
+func TestMetadataClient(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		cs := kubernetes.NewForConfigOrDie(s.config())
+		mc := metadata.NewForConfigOrDie(s.config())
+		cmGVR := corev1.SchemeGroupVersion.WithResource("configmaps")
+		owner, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		yes := true
+		for i := range 5 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				GenerateName: "meta-", Labels: map[string]string{"i": fmt.Sprint(i)}, Annotations: map[string]string{"html": "<a&b>"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes}},
+			}, Data: map[string]string{"k": strings.Repeat("v", i)}}
+			if i%2 == 0 {
+				cm.Finalizers = []string{"example.com/hold"}
+			}
+			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		typed, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas, err := mc.Resource(cmGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if metas.ResourceVersion != typed.ResourceVersion || len(metas.Items) != len(typed.Items) {
+			t.Fatalf("metadata list: %d items at %s, the typed list %d at %s", len(metas.Items), metas.ResourceVersion, len(typed.Items), typed.ResourceVersion)
+		}
+		for i, it := range metas.Items {
+			if it.Kind != "PartialObjectMetadata" || it.APIVersion != "meta.k8s.io/v1" || !equality.Semantic.DeepEqual(it.ObjectMeta, typed.Items[i].ObjectMeta) {
+				t.Fatalf("item %d: %s %s %+v\nwant the typed object's metadata %+v", i, it.APIVersion, it.Kind, it.ObjectMeta, typed.Items[i].ObjectMeta)
+			}
+			one, err := mc.Resource(cmGVR).Namespace("default").Get(ctx, it.Name, metav1.GetOptions{})
+			if err != nil || !equality.Semantic.DeepEqual(one.ObjectMeta, it.ObjectMeta) {
+				t.Fatalf("get %s: %v %+v", it.Name, err, one)
+			}
+		}
+
+		factory := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, "default", nil)
+		inf := factory.ForResource(cmGVR).Informer()
+		stop := make(chan struct{})
+		defer close(stop)
+		factory.Start(stop)
+		if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+			t.Fatal("metadata informer never synced")
+		}
+		burst(t, cs, 4, 20)
+		for _, it := range metas.Items { // deletions held by a finalizer: MODIFIED with a deletionTimestamp
+			if len(it.Finalizers) > 0 {
+				if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, it.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		eventually(t, 30*time.Second, "metadata informer matches the server", func() (bool, string) {
+			list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			want := map[string]metav1.ObjectMeta{}
+			for _, it := range list.Items {
+				want[it.Name] = it.ObjectMeta
+			}
+			got := inf.GetStore().List()
+			if len(got) != len(want) {
+				return false, fmt.Sprintf("server %d objects, informer %d", len(want), len(got))
+			}
+			for _, o := range got {
+				p := o.(*metav1.PartialObjectMetadata)
+				if w, ok := want[p.Name]; !ok || !equality.Semantic.DeepEqual(p.ObjectMeta, w) {
+					return false, fmt.Sprintf("%s: informer %+v, server %+v", p.Name, p.ObjectMeta, w)
+				}
+			}
+			return true, ""
+		})
 	})
 }

@@ -27,7 +27,7 @@ func Kinds() []*registry.Kind {
 			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true,
 			Typed:    func() runtime.Object { return &corev1.ConfigMap{} },
 			Validate: validateConfigMap,
-			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount}},
+			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers}},
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
@@ -41,19 +41,16 @@ func Kinds() []*registry.Kind {
 				return fields.Set{"type": t}
 			},
 			Columns: []registry.Column{
-				{Name: "Type", Type: "string", Value: func(o *unstructured.Unstructured) any {
-					t, _, _ := unstructured.NestedString(o.Object, "type")
-					return t
-				}},
-				{Name: "Data", Type: "integer", Value: dataCount},
+				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
+				{Name: "Data", Type: "integer", Value: dataCount, Reads: dataMembers},
 			},
 		},
 		{
 			Versions: []string{"v1"}, Kind: "ServiceAccount", ListKind: "ServiceAccountList", Resource: "serviceaccounts", Singular: "serviceaccount",
 			ShortNames: []string{"sa"}, Namespaced: true, UnconditionalUpdate: true, ReturnDeletedObject: true,
 			Typed: func() runtime.Object { return &corev1.ServiceAccount{} },
-			Columns: []registry.Column{{Name: "Secrets", Type: "string", Value: func(o *unstructured.Unstructured) any {
-				s, _, _ := unstructured.NestedSlice(o.Object, "secrets")
+			Columns: []registry.Column{{Name: "Secrets", Type: "string", Reads: []string{"secrets"}, Value: func(o *unstructured.Unstructured) any {
+				s, _ := o.Object["secrets"].([]any)
 				return int64(len(s))
 			}}},
 		},
@@ -63,21 +60,21 @@ func Kinds() []*registry.Kind {
 			Typed:  func() runtime.Object { return &corev1.Event{} },
 			Fields: eventFields,
 			Columns: []registry.Column{
-				{Name: "Type", Type: "string", Value: str("type")},
-				{Name: "Reason", Type: "string", Value: str("reason")},
-				{Name: "Object", Type: "string", Value: func(o *unstructured.Unstructured) any {
+				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
+				{Name: "Reason", Type: "string", Value: str("reason"), Reads: []string{"reason"}},
+				{Name: "Object", Type: "string", Reads: []string{"involvedObject"}, Value: func(o *unstructured.Unstructured) any {
 					k, _, _ := unstructured.NestedString(o.Object, "involvedObject", "kind")
 					n, _, _ := unstructured.NestedString(o.Object, "involvedObject", "name")
 					return fmt.Sprintf("%s/%s", lower(k), n)
 				}},
-				{Name: "Message", Type: "string", Value: str("message")},
+				{Name: "Message", Type: "string", Value: str("message"), Reads: []string{"message"}},
 			},
 		},
 		{
 			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
 			Namespaced: true, UnconditionalUpdate: true,
 			Typed:   func() runtime.Object { return &coordinationv1.Lease{} },
-			Columns: []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity")}},
+			Columns: []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity"), Reads: []string{"spec"}}},
 		},
 		rbac("Role", "roles", true, func() runtime.Object { return &rbacv1.Role{} }),
 		rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} }),
@@ -114,11 +111,16 @@ func str(fieldPath ...string) func(*unstructured.Unstructured) any {
 	}
 }
 
+// dataCount is the Data column of ConfigMaps and Secrets, which reads
+// dataMembers: the count of their keys (read in place; NestedMap would
+// copy them).
 func dataCount(o *unstructured.Unstructured) any {
-	d, _, _ := unstructured.NestedMap(o.Object, "data")
-	b, _, _ := unstructured.NestedMap(o.Object, "binaryData")
+	d, _ := o.Object["data"].(map[string]any)
+	b, _ := o.Object["binaryData"].(map[string]any)
 	return int64(len(d) + len(b))
 }
+
+var dataMembers = []string{"data", "binaryData"}
 
 // maxDataSize is the limit on a ConfigMap's or Secret's data, as upstream.
 const maxDataSize = 1 << 20

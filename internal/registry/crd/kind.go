@@ -45,7 +45,7 @@ func Kind() *registry.Kind {
 				obj.SetFinalizers(append(fins, cleanupFinalizer))
 			}
 		},
-		Columns: []registry.Column{{Name: "Created At", Type: "date", Value: func(o *unstructured.Unstructured) any {
+		Columns: []registry.Column{{Name: "Created At", Type: "date", Reads: []string{"metadata"}, Value: func(o *unstructured.Unstructured) any {
 			return o.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
 		}}},
 	}
@@ -342,8 +342,12 @@ func openAPISchema(p *apiextensionsv1.JSONSchemaProps) *spec.Schema {
 // printerColumn turns an additionalPrinterColumn into a Table column.
 func printerColumn(c apiextensionsv1.CustomResourceColumnDefinition) registry.Column {
 	path := parseJSONPath(c.JSONPath)
+	reads := []string{"metadata"} // a path that names no member reads nothing
+	if len(path) > 0 {
+		reads = path[:1]
+	}
 	return registry.Column{
-		Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
+		Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority, Reads: reads,
 		Value: func(o *unstructured.Unstructured) any {
 			v, ok := path.get(o.Object)
 			if !ok {

@@ -1,0 +1,232 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// tableOf writes a kind's objects as a metav1.Table (kubectl get): NAME,
+// the kind's columns, AGE. Each row carries the object's metadata as a
+// PartialObjectMetadata (includeObject=Metadata, the default), the whole
+// object (Object) or nothing (None). It writes the JSON that encoding
+// the metav1.Table would give, row by row, so that a list's table goes
+// out in pieces and each row's object comes from the record where there
+// is one.
+type tableOf struct {
+	k       *registry.Kind
+	include string
+	now     time.Time
+	age     bool // AGE is added: no column of the kind's is a date
+}
+
+func (s *Server) tableFor(k *registry.Kind, r *http.Request) *tableOf {
+	t := &tableOf{k: k, include: r.URL.Query().Get("includeObject"), now: s.cfg.Registry.Now(), age: true}
+	for _, c := range k.Columns {
+		if c.Name == "Age" || c.Type == "date" {
+			t.age = false
+		}
+	}
+	return t
+}
+
+// tableRow is a row's object: decoded (obj) and, when the object is read
+// from the store, its record at rev.
+type tableRow struct {
+	obj *unstructured.Unstructured
+	rec *storage.Record
+	rev int64
+}
+
+// recordRow is the row of a stored object: its record, and for the cells
+// the object decoded, all of it or only the members the columns read
+// (registry.Kind.TableMembers) with the name and creationTimestamp the
+// row's first and last cells read.
+func recordRow(rec *storage.Record, members []string, all bool) (tableRow, error) {
+	row := tableRow{rec: rec, rev: rec.Rev}
+	if all {
+		obj, err := rec.Decode(rec.Rev)
+		row.obj = obj
+		return row, err
+	}
+	m, err := rec.DecodeMembers(rec.Rev, members)
+	if err != nil {
+		return row, err
+	}
+	if _, ok := m["metadata"]; !ok {
+		m["metadata"] = map[string]any{"name": rec.Name, "creationTimestamp": rec.CreationTimestamp()}
+	}
+	row.obj = &unstructured.Unstructured{Object: m}
+	return row, nil
+}
+
+// write appends the table of n rows, row(i) giving each, in pieces as
+// RecordList.WriteJSON does (flushAt, flush; a nil flush never flushes),
+// and returns the last piece.
+func (t *tableOf) write(b []byte, lm metav1.ListMeta, n int, row func(i int) (tableRow, error), flushAt int, flush func([]byte) error) ([]byte, error) {
+	head := metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"}, ListMeta: lm,
+		ColumnDefinitions: t.columns(), Rows: []metav1.TableRow{}}
+	data, err := json.Marshal(&head)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, data[:len(data)-len("]}")]...) // rows are last
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		tr, err := row(i)
+		if err == nil {
+			b, err = t.appendRow(b, tr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if flush != nil && len(b) >= flushAt {
+			if err := flush(b); err != nil {
+				return nil, err
+			}
+			b = b[:0]
+		}
+	}
+	return append(b, "]}"...), nil
+}
+
+func (t *tableOf) columns() []metav1.TableColumnDefinition {
+	defs := []metav1.TableColumnDefinition{{
+		Name: "Name", Type: "string", Format: "name",
+		Description: "Name must be unique within a namespace. Cannot be updated.",
+	}}
+	for _, c := range t.k.Columns {
+		defs = append(defs, metav1.TableColumnDefinition{
+			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority})
+	}
+	if t.age {
+		defs = append(defs, metav1.TableColumnDefinition{
+			Name: "Age", Type: "string",
+			Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+		})
+	}
+	return defs
+}
+
+// appendRow appends a metav1.TableRow's JSON: its cells, and its object
+// (a RawExtension, written as null when there is none).
+func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
+	obj := tr.obj
+	b = append(b, `{"cells":[`...)
+	b, err := storage.AppendJSON(b, obj.GetName())
+	for _, c := range t.k.Columns {
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b, err = storage.AppendJSON(b, c.Value(obj))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.age {
+		b = append(b, ',')
+		b, _ = storage.AppendJSON(b, humanAge(t.now, obj.GetCreationTimestamp().Time))
+	}
+	b = append(b, `],"object":`...)
+	switch t.include {
+	case "None":
+		b = append(b, "null"...)
+	case "Object":
+		if tr.rec != nil {
+			b, err = tr.rec.AppendJSON(b, tr.rev)
+		} else {
+			b, err = storage.AppendJSON(b, obj.Object)
+		}
+	default:
+		if tr.rec != nil {
+			obj = nil // maybe not all of it: the record is decoded if need be
+		}
+		b, err = appendPartial(b, tr.rec, tr.rev, obj)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+func humanAge(now, t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// partialPrefix opens a PartialObjectMetadata's JSON, up to its metadata.
+const partialPrefix = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`
+
+// appendPartial appends the PartialObjectMetadata of a stored object:
+// written from its record's metadata (rec at rev) where that is plain,
+// else encoded from obj (or, when obj is nil, from the record decoded).
+func appendPartial(b []byte, rec *storage.Record, rev int64, obj *unstructured.Unstructured) ([]byte, error) {
+	if rec != nil {
+		if out, ok := rec.AppendObjectMetaJSON(append(b, partialPrefix...), rev); ok {
+			return append(out, '}'), nil
+		}
+		if obj == nil {
+			var err error
+			if obj, err = rec.Decode(rev); err != nil {
+				return nil, err
+			}
+		}
+	}
+	data, err := json.Marshal(partial(obj))
+	if err != nil {
+		return nil, err
+	}
+	return append(b, data...), nil
+}
+
+// partial is obj's metadata as a PartialObjectMetadata, as encoded when
+// the stored metadata is not plain.
+func partial(obj *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+	runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"metadata": obj.Object["metadata"]}, p)
+	p.Kind, p.APIVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
+	return p
+}
+
+// writeMetaList appends a PartialObjectMetadataList of the records, in
+// pieces as RecordList.WriteJSON does, and returns the last piece.
+func writeMetaList(b []byte, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
+	lm, err := json.Marshal(recordsMeta(l))
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":`...)
+	b = append(b, lm...)
+	if len(l.Items) == 0 {
+		return append(b, `,"items":null}`...), nil // as the Go type writes no items
+	}
+	b = append(b, `,"items":[`...)
+	for i, rec := range l.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendPartial(b, rec, rec.Rev, nil); err != nil {
+			return nil, err
+		}
+		if flush != nil && len(b) >= flushAt {
+			if err := flush(b); err != nil {
+				return nil, err
+			}
+			b = b[:0]
+		}
+	}
+	return append(b, "]}"...), nil
+}

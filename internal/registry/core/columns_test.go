@@ -1,0 +1,55 @@
+package core
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// Each built-in column reads only the members it declares: its value from
+// an object decoded with only those (as a list's table decodes it) is its
+// value from the whole object.
+func TestColumnsReadWhatTheyDeclare(t *testing.T) {
+	value := `{"apiVersion":"v1","binaryData":{"b":"AA=="},"data":{"a":"1","c":"2"},"involvedObject":{"kind":"Pod","name":"p"},` +
+		`"kind":"Any","message":"M","metadata":{"creationTimestamp":"2026-11-23T10:00:00Z","labels":{"l":"v"},"name":"n"},` +
+		`"reason":"R","secrets":[{"name":"s"},{"name":"t"}],"spec":{"holderIdentity":"h"},"status":{"phase":"Active"},"type":"Opaque"}`
+	rec, err := storage.NewRecord("/any/n", []byte(value), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := rec.Decode(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, k := range Kinds() {
+		members, all := k.TableMembers()
+		if all {
+			if len(k.Columns) > 0 {
+				t.Errorf("%s: a column reads the whole object", k.Kind)
+			}
+			continue
+		}
+		m, err := rec.DecodeMembers(3, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := &unstructured.Unstructured{Object: m}
+		for _, c := range k.Columns {
+			want := c.Value(full)
+			if got := c.Value(part); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s column %s: %#v from the members %v, %#v from the whole object", k.Kind, c.Name, got, members, want)
+			}
+			if reflect.DeepEqual(want, c.Value(&unstructured.Unstructured{Object: map[string]any{}})) {
+				t.Errorf("%s column %s: the sample gives it no value", k.Kind, c.Name)
+			}
+			checked++
+		}
+	}
+	if checked < 8 {
+		t.Fatalf("%d columns checked", checked)
+	}
+}
