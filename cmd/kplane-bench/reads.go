@@ -2,34 +2,81 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata"
 )
 
 // list: ListRepeat lists of the namespace's Objects ConfigMaps in each of
-// three kinds: consistent (resourceVersion ""), from the cache
-// (resourceVersion "0"), and consistent in pages of PageSize. Each
+// five kinds: consistent (resourceVersion ""), from the cache
+// (resourceVersion "0"), consistent in pages of PageSize, as `kubectl
+// get` asks for them (a Table with each row's metadata, in pages of 500),
+// and as the metadata client does (PartialObjectMetadataList). Each
 // result's latency is per whole list (all its pages).
 func (r *runner) list(ctx context.Context) ([]Result, error) {
 	if err := r.ensure(ctx, r.sizes.Objects); err != nil {
 		return nil, err
 	}
 	cms := r.cs.CoreV1().ConfigMaps(r.ns)
+	mc, err := metadata.NewForConfig(r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	metas := mc.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(r.ns)
 	// The body's size, once, untimed.
 	raw, err := r.cs.CoreV1().RESTClient().Get().Namespace(r.ns).Resource("configmaps").DoRaw(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// page lists one page: its items and the continue token.
+	type page func(opts metav1.ListOptions) (items int, cont string, err error)
+	typed := func(opts metav1.ListOptions) (int, string, error) {
+		l, err := cms.List(ctx, opts)
+		if err != nil {
+			return 0, "", err
+		}
+		return len(l.Items), l.Continue, nil
+	}
 	kinds := []struct {
 		name string
 		opts metav1.ListOptions
+		page page
 	}{
-		{"list-consistent", metav1.ListOptions{}},
-		{"list-rv0", metav1.ListOptions{ResourceVersion: "0"}},
-		{"list-paged", metav1.ListOptions{Limit: int64(r.sizes.PageSize)}},
+		{"list-consistent", metav1.ListOptions{}, typed},
+		{"list-rv0", metav1.ListOptions{ResourceVersion: "0"}, typed},
+		{"list-paged", metav1.ListOptions{Limit: int64(r.sizes.PageSize)}, typed},
+		{"list-table", metav1.ListOptions{Limit: 500}, func(opts metav1.ListOptions) (int, string, error) {
+			req := r.cs.CoreV1().RESTClient().Get().Namespace(r.ns).Resource("configmaps").
+				SetHeader("Accept", kubectlTable).Param("limit", strconv.FormatInt(opts.Limit, 10))
+			if opts.Continue != "" {
+				req = req.Param("continue", opts.Continue)
+			}
+			data, err := req.DoRaw(ctx)
+			if err != nil {
+				return 0, "", err
+			}
+			var t metav1.Table
+			if err := json.Unmarshal(data, &t); err != nil {
+				return 0, "", err
+			}
+			if t.Kind != "Table" {
+				return 0, "", fmt.Errorf("asked for a Table, got a %q", t.Kind)
+			}
+			return len(t.Rows), t.Continue, nil
+		}},
+		{"list-metadata", metav1.ListOptions{}, func(opts metav1.ListOptions) (int, string, error) {
+			l, err := metas.List(ctx, opts)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		}},
 	}
 	var out []Result
 	for _, k := range kinds {
@@ -41,16 +88,16 @@ func (r *runner) list(ctx context.Context) ([]Result, error) {
 			opts := k.opts
 			items, pages = 0, 0
 			for {
-				l, err := cms.List(ctx, opts)
+				n, cont, err := k.page(opts)
 				if err != nil {
 					return out, fmt.Errorf("%s: %w", k.name, err)
 				}
-				items += len(l.Items)
+				items += n
 				pages++
-				if l.Continue == "" {
+				if cont == "" {
 					break
 				}
-				opts.Continue = l.Continue
+				opts.Continue = cont
 			}
 			lat = append(lat, time.Since(t0))
 		}
@@ -63,6 +110,10 @@ func (r *runner) list(ctx context.Context) ([]Result, error) {
 	}
 	return out, nil
 }
+
+// kubectlTable is the Accept header of `kubectl get` with its default
+// output: a Table, in either version, else the object list.
+const kubectlTable = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 
 // informerSync: a ConfigMap informer on the namespace (Objects of them);
 // the time from Start to HasSynced. ops is the objects in its store.

@@ -65,7 +65,7 @@ func (s Sizes) Validate() error {
 	return nil
 }
 
-// scenario is one load. run returns its results (list gives three).
+// scenario is one load. run returns its results (list gives five).
 type scenario struct {
 	name string
 	run  func(r *runner, ctx context.Context) ([]Result, error)

@@ -35,6 +35,8 @@ var rowsFor = map[string][]string{
 	"list-consistent":  {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-rv0":         {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
+	"list-table":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
+	"list-metadata":    {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"cr-list":          {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"watch":            {"p50 ms", "p99 ms", "cpu ms/op"},
 	"informer-sync":    {"ms", "ops/s", "cpu ms/op", "client ms/op"},
