@@ -26,7 +26,7 @@ Usage:
                                  on it, and report start-up, RSS, list pages and watch delivery
 
 Scenarios (--scenario, comma-separated; default all):
-  create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged),
+  create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged, table, metadata),
   watch, informer-sync, custom-resources (cr-create, cr-status, cr-list). compare adds
   start-to-ready and memory.
 
