@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -296,7 +297,13 @@ func (c *Controller) updateStatus(ctx context.Context, name string, change func(
 		if err != nil {
 			return
 		}
+		before := crd.Status.DeepCopy()
 		change(&crd.Status, &crd.Spec)
+		if equality.Semantic.DeepEqual(before, &crd.Status) {
+			// Nothing to write: a restart serves every stored CRD again,
+			// and each write would also validate the whole CRD.
+			return
+		}
 		st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&crd.Status)
 		if err != nil {
 			return

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,6 +144,9 @@ func validate(obj *unstructured.Unstructured) field.ErrorList {
 
 // resourceKind is the registry Kind serving crd's resource.
 func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind {
+	// The kind's schemas and type converter are built from crd when first
+	// used, so they keep it: a copy of their own.
+	crd = crd.DeepCopy()
 	s := crd.Spec
 	k := &registry.Kind{
 		Group: s.Group, Kind: s.Names.Kind, ListKind: s.Names.ListKind, Resource: s.Names.Plural,
@@ -182,9 +186,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 				k.Schemas = make(map[string]registry.Schema)
 			}
 			k.OpenAPI[v.Name] = openAPISchema(v.Schema.OpenAPIV3Schema)
-			if vs, err := newVersionSchema(v.Schema.OpenAPIV3Schema, v.Subresources); err == nil {
-				k.Schemas[v.Name] = vs
-			}
+			k.Schemas[v.Name] = newVersionSchema(v.Schema.OpenAPIV3Schema, v.Subresources)
 		}
 	}
 	k.TypeConverter = typeConverter(crd, k.Schemas)
@@ -205,13 +207,26 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 }
 
 // versionSchema enforces one version's schema: pruning, defaults, the
-// OpenAPI validations and the CEL rules.
+// OpenAPI validations and the CEL rules. It is compiled on first use,
+// not when the CRD is served: the compiled forms cost ~400 KB for a CRD
+// of forty fields and a rule (the CEL environment and program most of
+// it), and of the hundreds of CRDs a large install brings most never
+// have an object. Until then the version holds only its schema, shared
+// with the CRD the kind was made from.
 type versionSchema struct {
-	*schema.Schema
-	rules    *cel.Validator
-	defaults bool // the schema has a default somewhere
+	compiled func() compiledSchema // sync.OnceValue
+	defaults bool                  // the schema has a default somewhere
 	scale    *apiextensionsv1.CustomResourceSubresourceScale
 	id       uint64 // this compilation's number, for FactKey
+}
+
+// compiledSchema is a version's schema compiled. A nil Schema: it did not
+// compile (the CRD's validation compiles it too and refuses such a
+// schema, so only a CRD stored under other rules can get here), and the
+// version is served as one without a schema.
+type compiledSchema struct {
+	*schema.Schema
+	rules *cel.Validator
 }
 
 // schemaIDs numbers compiled schemas.
@@ -243,20 +258,57 @@ func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
 	return p.AdditionalProperties != nil && hasDefault(p.AdditionalProperties.Schema)
 }
 
-func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.CustomResourceSubresources) (*versionSchema, error) {
-	s, err := schema.New(p)
-	if err != nil {
-		return nil, err
-	}
-	rules, errs := cel.Compile(p, field.NewPath("openAPIV3Schema"))
-	if len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	vs := &versionSchema{Schema: s, rules: rules, defaults: hasDefault(p), id: schemaIDs.Add(1)}
+// newVersionSchema is the schema p of a version with subresources sub,
+// compiled on first use. p must not change afterwards.
+func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.CustomResourceSubresources) *versionSchema {
+	vs := &versionSchema{defaults: hasDefault(p), id: schemaIDs.Add(1)}
+	vs.compiled = sync.OnceValue(func() compiledSchema {
+		s, err := schema.New(p)
+		if err != nil {
+			return compiledSchema{}
+		}
+		rules, errs := cel.Compile(p, field.NewPath("openAPIV3Schema"))
+		if len(errs) > 0 {
+			return compiledSchema{}
+		}
+		return compiledSchema{Schema: s, rules: rules}
+	})
 	if sub != nil {
 		vs.scale = sub.Scale
 	}
-	return vs, nil
+	return vs
+}
+
+// Prune removes the fields the schema does not know (schema.Schema.Prune).
+func (v *versionSchema) Prune(obj map[string]any) []string {
+	if c := v.compiled(); c.Schema != nil {
+		return c.Prune(obj)
+	}
+	return nil
+}
+
+// Default sets the schema's defaults (schema.Schema.Default).
+func (v *versionSchema) Default(obj map[string]any) {
+	if c := v.compiled(); c.Schema != nil {
+		c.Default(obj)
+	}
+}
+
+// NeedsDefaults reports whether Default would change obj.
+func (v *versionSchema) NeedsDefaults(obj map[string]any) bool {
+	if !v.defaults {
+		return false
+	}
+	c := v.compiled()
+	return c.Schema != nil && c.NeedsDefaults(obj)
+}
+
+// CheckEmbedded checks obj's embedded resources (schema.Schema.CheckEmbedded).
+func (v *versionSchema) CheckEmbedded(obj map[string]any) error {
+	if c := v.compiled(); c.Schema != nil {
+		return c.CheckEmbedded(obj)
+	}
+	return nil
 }
 
 // Validate checks the schema and the scale paths, then the CEL rules, as
@@ -266,18 +318,22 @@ func newVersionSchema(p *apiextensionsv1.JSONSchemaProps, sub *apiextensionsv1.C
 // long or too many); otherwise one error says they were skipped, since
 // rules on such values would fail in confusing ways.
 func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
-	errs := v.Schema.Validate(ctx, obj, old)
+	c := v.compiled()
+	if c.Schema == nil {
+		return nil
+	}
+	errs := c.Schema.Validate(ctx, obj, old)
 	if v.scale != nil {
 		errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
 		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
 	}
-	if v.rules == nil {
+	if c.rules == nil {
 		return errs
 	}
 	if blocking(errs) {
 		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
 	}
-	return append(errs, v.rules.Validate(ctx, obj, old)...)
+	return append(errs, c.rules.Validate(ctx, obj, old)...)
 }
 
 // blocking reports an error that keeps the CEL rules from running.

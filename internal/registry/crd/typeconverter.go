@@ -44,8 +44,8 @@ const objectMetaRef = openapi.V3RefPrefix + "io.k8s.apimachinery.pkg.apis.meta.v
 // typeConverter is the type converter of crd's resource, built on the
 // first write that needs it. A CRD change builds a new Kind, and with it
 // a new converter. schemas are the served versions' schemas, by version.
+// crd must not change afterwards.
 func typeConverter(crd *apiextensionsv1.CustomResourceDefinition, schemas map[string]registry.Schema) managedfields.TypeConverter {
-	crd = crd.DeepCopy()
 	return &pruningTypeConverter{
 		TypeConverter: registry.LazyTypeConverter(func() (managedfields.TypeConverter, error) {
 			models, err := applyModels(crd)

@@ -27,10 +27,7 @@ properties:
 `), &p); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := newVersionSchema(&p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vs := newVersionSchema(&p, nil)
 	tests := []struct {
 		name string
 		obj  map[string]any
@@ -63,5 +60,48 @@ properties:
 				}
 			}
 		})
+	}
+}
+
+// A version's schema, compiled on its first use, prunes, defaults and
+// validates; one that does not compile (a CRD stored under other rules:
+// validation refuses such a rule now) serves its version as one without
+// a schema, as the eager build did by leaving the version out.
+func TestVersionSchemaCompiledOnUse(t *testing.T) {
+	schemaOf := func(rule string) *apiextensionsv1.JSONSchemaProps {
+		var p apiextensionsv1.JSONSchemaProps
+		if err := yaml.Unmarshal([]byte(`
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations: [{rule: "`+rule+`"}]
+    properties:
+      replicas: {type: integer, default: 1}
+`), &p); err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	good := newVersionSchema(schemaOf("self.replicas <= 5"), nil)
+	obj := map[string]any{"spec": map[string]any{"replicas": int64(6)}, "extra": true}
+	if !good.HasDefaults() || !good.NeedsDefaults(map[string]any{"spec": map[string]any{}}) {
+		t.Error("the defaults are not seen")
+	}
+	if pruned := good.Prune(obj); len(pruned) != 1 || pruned[0] != "extra" {
+		t.Errorf("pruned %v, want [extra]", pruned)
+	}
+	if errs := good.Validate(context.Background(), obj, nil); len(errs) != 1 {
+		t.Errorf("the rule gave %v, want one error", errs)
+	}
+
+	bad := newVersionSchema(schemaOf("self.nosuchfield <"), nil) // does not compile
+	obj = map[string]any{"spec": map[string]any{"replicas": int64(6)}, "extra": true}
+	if pruned := bad.Prune(obj); pruned != nil || obj["extra"] != true {
+		t.Errorf("a schema that does not compile pruned %v", pruned)
+	}
+	bad.Default(obj)
+	if errs := bad.Validate(context.Background(), obj, nil); errs != nil || bad.NeedsDefaults(obj) || bad.CheckEmbedded(obj) != nil {
+		t.Errorf("a schema that does not compile checked %v", errs)
 	}
 }
