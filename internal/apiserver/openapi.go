@@ -100,9 +100,11 @@ func (d *openAPIDoc) protobuf() ([]byte, error) {
 // openAPIDocs are the documents of one set of served kinds.
 type openAPIDocs struct {
 	kinds []*registry.Kind // the key: the kinds they describe, in Resources order
-	v2    *openAPIDoc
-	v3    map[string]*openAPIDoc // by group version path ("api/v1", "apis/g/v")
-	root  *openAPIDoc            // the /openapi/v3 index
+	// v2 builds the v2 document on first use: it is the largest (every
+	// definition in one), and kubectl and client-go read v3.
+	v2   func() (*openAPIDoc, error)
+	v3   map[string]*openAPIDoc // by group version path ("api/v1", "apis/g/v")
+	root *openAPIDoc            // the /openapi/v3 index
 }
 
 // openAPICache holds the documents of the latest set of served kinds.
@@ -206,6 +208,10 @@ func serveDoc(w http.ResponseWriter, r *http.Request, contentType string, d *ope
 
 func (s *Server) openAPIV2(w http.ResponseWriter, r *http.Request) {
 	docs, err := s.openAPIDocs()
+	var v2 *openAPIDoc
+	if err == nil {
+		v2, err = docs.v2()
+	}
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(err))
 		return
@@ -214,15 +220,15 @@ func (s *Server) openAPIV2(w http.ResponseWriter, r *http.Request) {
 	for _, mt := range acceptedTypes(r) {
 		switch {
 		case acceptsJSON(mt):
-			serveDoc(w, r, "application/json", docs.v2, docs.v2.json)
+			serveDoc(w, r, "application/json", v2, v2.json)
 			return
 		case mt == mimeOpenAPIV2Proto || mt == mimeOpenAPIV2ProtoOld:
-			data, err := docs.v2.protobuf()
+			data, err := v2.protobuf()
 			if err != nil {
 				writeError(w, apierrors.NewInternalError(err))
 				return
 			}
-			serveDoc(w, r, mimeOpenAPIV2Proto, docs.v2, data)
+			serveDoc(w, r, mimeOpenAPIV2Proto, v2, data)
 			return
 		}
 	}
@@ -333,18 +339,14 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 			}
 		}
 	}
-	defsV2, err := openapi.Definitions(typed, openapi.V2RefPrefix)
-	if err != nil {
-		return nil, err
-	}
 	defsV3, err := openapi.Definitions(typed, openapi.V3RefPrefix)
 	if err != nil {
 		return nil, err
 	}
 	// metav1.Patch is no runtime.Object; its definition is a bare object.
-	defsV2[defPatch], defsV3[defPatch] = patchSchema(), patchSchema()
+	defsV3[defPatch] = patchSchema()
 	model := openAPIModel{kind: map[schema.GroupVersionKind]string{}, list: map[schema.GroupVersionKind]string{}}
-	for name, def := range defsV2 {
+	for name, def := range defsV3 {
 		for _, gvk := range gvksOf(def) {
 			if isListOf(kinds, gvk) {
 				model.list[gvk] = name
@@ -363,8 +365,6 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 			name, listName := crModelName(k.Group, v, k.Kind), crModelName(k.Group, v, k.ListKind)
 			model.kind[k.GroupVersionKind(v)] = name
 			model.list[schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.ListKind}] = listName
-			defsV2[name] = crSchema(k, v, true)
-			defsV2[listName] = crListSchema(k, v, name, openapi.V2RefPrefix)
 			defsV3[name] = crSchema(k, v, false)
 			defsV3[listName] = crListSchema(k, v, name, openapi.V3RefPrefix)
 		}
@@ -390,26 +390,41 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 	info := map[string]any{"title": "Kubernetes", "version": gitVersion}
 	docs := &openAPIDocs{kinds: kinds, v3: map[string]*openAPIDoc{}}
 
-	// v2: one document, defaults pruned.
-	pathsV2 := map[string]any{}
-	for _, gv := range gvs {
-		for _, k := range gv.kinds {
-			addPaths(pathsV2, gv, k, model, false)
+	// v2: one document, defaults pruned, built when first asked for.
+	docs.v2 = sync.OnceValues(func() (*openAPIDoc, error) {
+		defsV2, err := openapi.Definitions(typed, openapi.V2RefPrefix)
+		if err != nil {
+			return nil, err
 		}
-	}
-	for name, def := range defsV2 {
-		defsV2[name] = pruneDefaults(def)
-	}
-	if docs.v2, err = newOpenAPIDoc(map[string]any{
-		"swagger": "2.0", "info": info, "paths": pathsV2, "definitions": defsV2,
-		"securityDefinitions": map[string]any{"BearerToken": map[string]any{
-			"type": "apiKey", "name": "authorization", "in": "header",
-			"description": "Bearer Token authentication",
-		}},
-		"security": []any{map[string]any{"BearerToken": []string{}}},
-	}, now); err != nil {
-		return nil, err
-	}
+		defsV2[defPatch] = patchSchema()
+		for _, k := range kinds {
+			if k.Typed != nil {
+				continue
+			}
+			for _, v := range k.Versions {
+				name, listName := crModelName(k.Group, v, k.Kind), crModelName(k.Group, v, k.ListKind)
+				defsV2[name] = crSchema(k, v, true)
+				defsV2[listName] = crListSchema(k, v, name, openapi.V2RefPrefix)
+			}
+		}
+		pathsV2 := map[string]any{}
+		for _, gv := range gvs {
+			for _, k := range gv.kinds {
+				addPaths(pathsV2, gv, k, model, false)
+			}
+		}
+		for name, def := range defsV2 {
+			defsV2[name] = pruneDefaults(def)
+		}
+		return newOpenAPIDoc(map[string]any{
+			"swagger": "2.0", "info": info, "paths": pathsV2, "definitions": defsV2,
+			"securityDefinitions": map[string]any{"BearerToken": map[string]any{
+				"type": "apiKey", "name": "authorization", "in": "header",
+				"description": "Bearer Token authentication",
+			}},
+			"security": []any{map[string]any{"BearerToken": []string{}}},
+		}, now)
+	})
 
 	// v3: a document per group version, with the schemas its paths reach.
 	rootPaths := map[string]any{}

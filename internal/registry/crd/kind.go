@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -38,8 +39,9 @@ func Kind() *registry.Kind {
 		Resource: "customresourcedefinitions", Singular: "customresourcedefinition",
 		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
 		Status: true, Generation: true,
-		Typed:    func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
-		Validate: validate,
+		Typed:          func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+		Validate:       validate,
+		ValidateUpdate: validateUpdate,
 		PrepareForDelete: func(obj *unstructured.Unstructured) {
 			fins := obj.GetFinalizers()
 			if !sets.New(fins...).Has(cleanupFinalizer) {
@@ -50,6 +52,20 @@ func Kind() *registry.Kind {
 			return o.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
 		}}},
 	}
+}
+
+// validateUpdate checks an update as validate does, unless it leaves the
+// spec as it was (a status write: the CRD controller's, once per CRD;
+// a label or finalizer change): validate reads only the spec and the
+// name, which cannot change, so the stored spec passes as it is, as
+// upstream's update validation lets unchanged fields pass (and its
+// status strategy validates only the status). A whole check compiles
+// every version's schema and CEL rules.
+func validateUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
+	if equality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
+		return nil
+	}
+	return validate(obj)
 }
 
 // decode reads a stored CRD.

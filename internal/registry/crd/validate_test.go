@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -103,5 +104,45 @@ properties:
 	bad.Default(obj)
 	if errs := bad.Validate(context.Background(), obj, nil); errs != nil || bad.NeedsDefaults(obj) || bad.CheckEmbedded(obj) != nil {
 		t.Errorf("a schema that does not compile checked %v", errs)
+	}
+}
+
+// An update that leaves a CRD's spec as it was passes without checking
+// the spec again (a status write, a label); one that changes it is
+// checked whole.
+func TestValidateUpdateChecksAChangedSpec(t *testing.T) {
+	var crd map[string]any
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-validations: [{rule: "self.nosuchfield <"}]
+`), &crd); err != nil {
+		t.Fatal(err)
+	}
+	old := &unstructured.Unstructured{Object: crd}
+	if errs := validate(old); len(errs) == 0 {
+		t.Fatal("the stored spec's rule does not compile, yet it validates")
+	}
+	next := old.DeepCopy()
+	next.SetLabels(map[string]string{"a": "b"})
+	next.Object["status"] = map[string]any{"storedVersions": []any{"v1"}}
+	if errs := validateUpdate(next, old); errs != nil {
+		t.Errorf("an update leaving the spec alone: %v", errs)
+	}
+	unstructured.SetNestedField(next.Object, "Cluster", "spec", "scope")
+	if errs := validateUpdate(next, old); len(errs) == 0 {
+		t.Error("an update of the spec passed unchecked")
 	}
 }
