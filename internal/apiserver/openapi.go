@@ -880,8 +880,10 @@ func crSchema(k *registry.Kind, v string, v2 bool) *spec.Schema {
 	if v2 {
 		prefix = openapi.V2RefPrefix
 	}
-	var out *spec.Schema
-	src := k.OpenAPI[v]
+	var out, src *spec.Schema
+	if k.OpenAPI != nil {
+		src = k.OpenAPI(v)
+	}
 	switch {
 	case src == nil:
 		// Without a schema kubectl must not assume the object has only

@@ -51,7 +51,12 @@ func widgetKind(t *testing.T) *registry.Kind {
 		t.Fatal(err)
 	}
 	return &registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Widget", ListKind: "WidgetList",
-		Resource: "widgets", Singular: "widget", Namespaced: true, Status: true, OpenAPI: map[string]*spec.Schema{"v1": s}}
+		Resource: "widgets", Singular: "widget", Namespaced: true, Status: true, OpenAPI: func(v string) *spec.Schema {
+			if v == "v1" {
+				return s
+			}
+			return nil
+		}}
 }
 
 // newOpenAPIServer serves the built-in kinds and Widget.
@@ -347,7 +352,7 @@ func TestOpenAPIFollowsKinds(t *testing.T) {
 	}
 	// A changed schema gives a new hash.
 	k := widgetKind(t)
-	k.OpenAPI["v1"].Properties["spec"].Properties["color"] = spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}}
+	k.OpenAPI("v1").Properties["spec"].Properties["color"] = spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}}}
 	if err := reg.Add(k); err != nil {
 		t.Fatal(err)
 	}

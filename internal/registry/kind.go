@@ -101,10 +101,11 @@ type Kind struct {
 	// normalize the objects of each version, by version name. Writes are
 	// pruned, defaulted and validated in the request's version.
 	Schemas map[string]Schema
-	// OpenAPI is the OpenAPI v3 schema of each version's objects, for the
-	// published documents. Built-in kinds are described by package
-	// openapi instead.
-	OpenAPI map[string]*spec.Schema
+	// OpenAPI returns the OpenAPI v3 schema of version v's objects (nil:
+	// none), for the published documents; the caller must not change it.
+	// Built-in kinds are described by package openapi instead, and have
+	// none.
+	OpenAPI func(v string) *spec.Schema
 }
 
 // ScalePaths locate a scalable object's replicas, as a CRD's

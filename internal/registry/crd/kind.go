@@ -195,14 +195,25 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 			k.Versions = append(k.Versions, v.Name)
 		}
 	}
+	openAPI := map[string]func() *spec.Schema{}
 	for _, v := range s.Versions {
 		if v.Served && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-			if k.OpenAPI == nil {
-				k.OpenAPI = make(map[string]*spec.Schema)
+			if k.Schemas == nil {
 				k.Schemas = make(map[string]registry.Schema)
 			}
-			k.OpenAPI[v.Name] = openAPISchema(v.Schema.OpenAPIV3Schema)
-			k.Schemas[v.Name] = newVersionSchema(v.Schema.OpenAPIV3Schema, v.Subresources)
+			p := v.Schema.OpenAPIV3Schema
+			// Converted when the documents are first built, as the
+			// schema is compiled on first use (newVersionSchema).
+			openAPI[v.Name] = sync.OnceValue(func() *spec.Schema { return openAPISchema(p) })
+			k.Schemas[v.Name] = newVersionSchema(p, v.Subresources)
+		}
+	}
+	if len(openAPI) > 0 {
+		k.OpenAPI = func(v string) *spec.Schema {
+			if f := openAPI[v]; f != nil {
+				return f()
+			}
+			return nil
 		}
 	}
 	k.TypeConverter = typeConverter(crd, k.Schemas)
