@@ -24,6 +24,8 @@ Usage:
                                  --storage embedded, memory and etcd in turn, side by side
   kplane-bench scale [flags]     seed the embedded store with --sizes objects each, start kplane
                                  on it, and report start-up, RSS, list pages and watch delivery
+  kplane-bench crds [flags]      create --count CRDs in kplane, restart it, and report the creates,
+                                 the restart, RSS, the first object of a kind and the first OpenAPI
 
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, apply, list (consistent, rv0, paged, table, metadata),
@@ -93,6 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "scale" {
 		return runScale(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "crds" {
+		return runCRDs(ctx, args[1:], stdout, stderr)
 	}
 	return runLoad(ctx, args, stdout, stderr)
 }

@@ -168,6 +168,32 @@ func TestCompareMemoryTiny(t *testing.T) {
 		}
 	})
 
+	t.Run("crds creates, restarts and reports every step", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "crds.json")
+		var stdout, stderr bytes.Buffer
+		args := []string{"crds", "--count", "12", "--fields", "3", "--kplane-bin", bin, "--json", path}
+		if code := run(ctx, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+		}
+		got := map[string]Result{}
+		for _, r := range readLines(t, path) {
+			got[r.Name] = r
+		}
+		for _, name := range []string{"start-to-ready (empty)", "create and establish", "restart to ready", "restart to every CRD served",
+			"first create of a kind", "second create", "first /openapi/v3"} {
+			r, ok := got[name]
+			if !ok || r.Seconds <= 0 || r.Error != "" {
+				t.Errorf("%s: %+v", name, r)
+			}
+		}
+		if r := got["create and establish"]; r.Ops != 12 || r.ServerCPUPerOp == nil || r.RSSBytes == nil {
+			t.Errorf("create and establish: %+v, want 12 ops with server figures", r)
+		}
+		if !strings.Contains(stdout.String(), "| restart to every CRD served |") {
+			t.Errorf("no table:\n%s", stdout.String())
+		}
+	})
+
 	t.Run("an external kubeconfig gets n/a server figures unless given the pid", func(t *testing.T) {
 		p, kubeconfig, _, err := startKplane(ctx, bin, t.TempDir(), []string{"--storage", "memory"})
 		if err != nil {
