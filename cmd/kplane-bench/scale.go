@@ -72,15 +72,8 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	if *kplaneBin == "" {
-		root, err := repoRoot()
-		if err != nil {
-			return fail(err)
-		}
-		*kplaneBin = filepath.Join(tmp, "kplane")
-		if err := goBuild(ctx, root, "./cmd/kplane", *kplaneBin); err != nil {
-			return fail(err)
-		}
+	if *kplaneBin, err = kplaneFor(ctx, *kplaneBin, tmp); err != nil {
+		return fail(err)
 	}
 	out, closeOut, err := (&options{jsonPath: *jsonPath}).jsonOut(stdout)
 	if err != nil {

@@ -132,6 +132,20 @@ func goBuild(ctx context.Context, dir, pkg, out string) error {
 	return nil
 }
 
+// kplaneFor returns bin, or when it is empty a release build of
+// ./cmd/kplane made in dir.
+func kplaneFor(ctx context.Context, bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin = filepath.Join(dir, "kplane")
+	return bin, goBuild(ctx, root, "./cmd/kplane", bin)
+}
+
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

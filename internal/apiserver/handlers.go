@@ -198,8 +198,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			case formTable:
 				members, all := h.kind.TableMembers()
 				writeTable(w, h.s.tableFor(h.kind, r), recordsMeta(recs), len(recs.Items), func(i int) (tableRow, error) {
-					rec := recs.Items[i]
-					return recordRow(rec, members, all)
+					return recordRow(recs.Items[i], members, all)
 				})
 				return
 			case formProtobuf:

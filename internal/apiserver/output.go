@@ -300,3 +300,16 @@ func writeTable(w http.ResponseWriter, t *tableOf, lm metav1.ListMeta, n int, ro
 		return append(b, '\n'), nil
 	})
 }
+
+// flushFull hands b to flush and returns it emptied once it holds
+// flushAt bytes or more, so that a list of any length is written in
+// pieces of about flushAt through one buffer; a nil flush never flushes.
+func flushFull(b []byte, flushAt int, flush func([]byte) error) ([]byte, error) {
+	if flush == nil || len(b) < flushAt {
+		return b, nil
+	}
+	if err := flush(b); err != nil {
+		return nil, err
+	}
+	return b[:0], nil
+}

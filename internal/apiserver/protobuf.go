@@ -236,11 +236,8 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	for _, it := range items {
 		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, it)
-		if flush != nil && len(dst) >= flushAt {
-			if err := flush(dst); err != nil {
-				return nil, err
-			}
-			dst = dst[:0]
+		if dst, err = flushFull(dst, flushAt, flush); err != nil {
+			return nil, err
 		}
 	}
 	for _, field := range []protowire.Number{3, 4} { // contentEncoding, contentType: ""

@@ -90,11 +90,8 @@ func (t *tableOf) write(b []byte, lm metav1.ListMeta, n int, row func(i int) (ta
 		if err != nil {
 			return nil, err
 		}
-		if flush != nil && len(b) >= flushAt {
-			if err := flush(b); err != nil {
-				return nil, err
-			}
-			b = b[:0]
+		if b, err = flushFull(b, flushAt, flush); err != nil {
+			return nil, err
 		}
 	}
 	return append(b, "]}"...), nil
@@ -221,11 +218,8 @@ func writeMetaList(b []byte, l *storage.RecordList, flushAt int, flush func([]by
 		if b, err = appendPartial(b, rec, rec.Rev, nil); err != nil {
 			return nil, err
 		}
-		if flush != nil && len(b) >= flushAt {
-			if err := flush(b); err != nil {
-				return nil, err
-			}
-			b = b[:0]
+		if b, err = flushFull(b, flushAt, flush); err != nil {
+			return nil, err
 		}
 	}
 	return append(b, "]}"...), nil

@@ -166,7 +166,7 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 	default:
 		if f == formTable || f == formMetadata {
 			if row, ok := asRow(ev.Object); ok {
-				return h.frameOf(buf, ev.Type, func(b []byte) ([]byte, error) {
+				return writeFrame(buf, ev.Type, func(b []byte) ([]byte, error) {
 					if f == formMetadata {
 						return appendPartial(b, row.rec, row.rev, row.obj)
 					}
@@ -185,11 +185,12 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 	if err != nil {
 		return err
 	}
-	return h.frameOf(buf, ev.Type, func(b []byte) ([]byte, error) { return append(b, data...), nil })
+	return writeFrame(buf, ev.Type, func(b []byte) ([]byte, error) { return append(b, data...), nil })
 }
 
-// frameOf writes an event line of type typ, its object appended by object.
-func (h *handler) frameOf(buf *bytes.Buffer, typ watch.EventType, object func([]byte) ([]byte, error)) error {
+// writeFrame writes an event line of type typ, its object appended by
+// object.
+func writeFrame(buf *bytes.Buffer, typ watch.EventType, object func([]byte) ([]byte, error)) error {
 	b := append(buf.AvailableBuffer(), `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","object":`...)
