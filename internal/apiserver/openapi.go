@@ -102,9 +102,13 @@ type openAPIDocs struct {
 	kinds []*registry.Kind // the key: the kinds they describe, in Resources order
 	// v2 builds the v2 document on first use: it is the largest (every
 	// definition in one), and kubectl and client-go read v3.
-	v2   func() (*openAPIDoc, error)
-	v3   map[string]*openAPIDoc // by group version path ("api/v1", "apis/g/v")
-	root *openAPIDoc            // the /openapi/v3 index
+	v2 func() (*openAPIDoc, error)
+	v3 map[string]*openAPIDoc // by group version path ("api/v1", "apis/g/v")
+	// v3Kinds are the kinds each v3 document describes: the next build
+	// keeps a document whose kinds are the same (a CRD change rebuilds
+	// its own group version's, not the hundreds of others).
+	v3Kinds map[string][]*registry.Kind
+	root    *openAPIDoc // the /openapi/v3 index
 }
 
 // openAPICache holds the documents of the latest set of served kinds.
@@ -129,7 +133,7 @@ func (s *Server) openAPIDocs() (*openAPIDocs, error) {
 	if d := c.mu.docs; d != nil && sameKinds(d.kinds, kinds) {
 		return d, nil
 	}
-	d, err := buildOpenAPI(kinds, s.Info().GitVersion, time.Now())
+	d, err := buildOpenAPI(kinds, c.mu.docs, s.Info().GitVersion, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -311,8 +315,15 @@ type openAPIModel struct {
 	kind, list map[schema.GroupVersionKind]string
 }
 
-// buildOpenAPI builds every document for kinds.
-func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*openAPIDocs, error) {
+// buildOpenAPI builds every document for kinds; prev, when not nil, are
+// the documents of the kinds before, whose v3 documents are kept where
+// they describe the same kinds (all of them kept only while the
+// built-in kinds, which every document's shared definitions come from,
+// are the same).
+func buildOpenAPI(kinds []*registry.Kind, prev *openAPIDocs, gitVersion string, now time.Time) (*openAPIDocs, error) {
+	if prev != nil && !sameKinds(builtIn(prev.kinds), builtIn(kinds)) {
+		prev = nil
+	}
 	// The built-in kinds, their lists and Status, from their Go types, and
 	// what the operations read and write besides the kinds: the body of a
 	// delete, the events of a watch, the Scale of a /scale subresource.
@@ -356,17 +367,15 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 		}
 	}
 
-	// Custom resources, from their CRDs' schemas.
+	// Custom resources, from their CRDs' schemas (their definitions are
+	// made with their group version's document).
 	for _, k := range kinds {
 		if k.Typed != nil {
 			continue
 		}
 		for _, v := range k.Versions {
-			name, listName := crModelName(k.Group, v, k.Kind), crModelName(k.Group, v, k.ListKind)
-			model.kind[k.GroupVersionKind(v)] = name
-			model.list[schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.ListKind}] = listName
-			defsV3[name] = crSchema(k, v, false)
-			defsV3[listName] = crListSchema(k, v, name, openapi.V3RefPrefix)
+			model.kind[k.GroupVersionKind(v)] = crModelName(k.Group, v, k.Kind)
+			model.list[schema.GroupVersionKind{Group: k.Group, Version: v, Kind: k.ListKind}] = crModelName(k.Group, v, k.ListKind)
 		}
 	}
 
@@ -388,7 +397,7 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 	sort.Slice(gvs, func(i, j int) bool { return gvs[i].path() < gvs[j].path() })
 
 	info := map[string]any{"title": "Kubernetes", "version": gitVersion}
-	docs := &openAPIDocs{kinds: kinds, v3: map[string]*openAPIDoc{}}
+	docs := &openAPIDocs{kinds: kinds, v3: map[string]*openAPIDoc{}, v3Kinds: map[string][]*registry.Kind{}}
 
 	// v2: one document, defaults pruned, built when first asked for.
 	docs.v2 = sync.OnceValues(func() (*openAPIDoc, error) {
@@ -429,9 +438,20 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 	// v3: a document per group version, with the schemas its paths reach.
 	rootPaths := map[string]any{}
 	for _, gv := range gvs {
+		docs.v3Kinds[gv.path()] = gv.kinds
+		if d := prev.v3Doc(gv.path(), gv.kinds); d != nil {
+			docs.v3[gv.path()] = d
+			rootPaths[gv.path()] = map[string]string{"serverRelativeURL": v3URL(gv.path(), d.etag)}
+			continue
+		}
 		paths := map[string]any{}
 		for _, k := range gv.kinds {
 			addPaths(paths, gv, k, model, true)
+			if k.Typed == nil {
+				name, listName := crModelName(k.Group, gv.version, k.Kind), crModelName(k.Group, gv.version, k.ListKind)
+				defsV3[name] = crSchema(k, gv.version, false)
+				defsV3[listName] = crListSchema(k, gv.version, name, openapi.V3RefPrefix)
+			}
 		}
 		schemas := map[string]*spec.Schema{}
 		for _, name := range reachable(paths, defsV3) {
@@ -457,6 +477,27 @@ func buildOpenAPI(kinds []*registry.Kind, gitVersion string, now time.Time) (*op
 		return nil, err
 	}
 	return docs, nil
+}
+
+// v3Doc returns the v3 document at path when it describes kinds, the
+// same *registry.Kind values in the same order; else nil. A nil d has
+// none.
+func (d *openAPIDocs) v3Doc(path string, kinds []*registry.Kind) *openAPIDoc {
+	if d == nil || !sameKinds(d.v3Kinds[path], kinds) {
+		return nil
+	}
+	return d.v3[path]
+}
+
+// builtIn are the kinds of kinds described by their Go types.
+func builtIn(kinds []*registry.Kind) []*registry.Kind {
+	var out []*registry.Kind
+	for _, k := range kinds {
+		if k.Typed != nil {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // gvksOf reads a definition's x-kubernetes-group-version-kind.
