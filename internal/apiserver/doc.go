@@ -18,13 +18,17 @@
 // beyond that: an authenticated client is an admin.
 //
 // Request bodies may be JSON, YAML, or (for the built-in kinds and
-// DeleteOptions) the Kubernetes protobuf wire format; responses are JSON
-// (or YAML when asked for).
+// DeleteOptions) the Kubernetes protobuf wire format. Responses are JSON,
+// YAML, Tables and PartialObjectMetadata when asked for, and protobuf for
+// built-in kinds when the client prefers it. JSON, protobuf, Tables and
+// metadata are written from the stored records (the stored JSON, the
+// protobuf message kept with a record, the stored metadata), lists in
+// pieces through pooled buffers; only YAML and objects that must be
+// presented in another version go through a decode.
 //
 // PATCH takes the four upstream patch media types (strategic merge only
 // for built-in kinds) and the PatchOptions query; the registry applies
 // them.
 //
-// Not yet: protobuf responses, and OpenAPI schemas in the published
-// documents (they list operations, not fields).
+// Not offered: CBOR, and protobuf watch streams (watches are JSON).
 package apiserver

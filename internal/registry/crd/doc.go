@@ -10,5 +10,8 @@
 // OpenAPI and CEL validation with ratcheting); server-side apply merges by
 // the schema's list and map types (typeconverter.go); selectableFields
 // add field selectors. Versions are served with conversion strategy None
-// (only apiVersion changes between them).
+// (only apiVersion changes between them). What is expensive about a
+// served CRD (its compiled schema and CEL rules, the OpenAPI form of its
+// schema, the type converter) is built on first use, so that the many
+// CRDs of a large install cost little until they have objects.
 package crd
