@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -43,6 +44,20 @@ const (
 func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
 
 func negotiateFor(r *http.Request, proto bool) (form, error) {
+	f, err := negotiateAccept(r, proto)
+	if err == nil && f == formTable {
+		// A Table's TableOptions, refused as upstream refuses them.
+		switch v := r.URL.Query().Get("includeObject"); v {
+		case "", "None", "Metadata", "Object":
+		default:
+			return 0, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", v))
+		}
+	}
+	return f, err
+}
+
+// negotiateAccept is negotiateFor's reading of Accept.
+func negotiateAccept(r *http.Request, proto bool) (form, error) {
 	accept := r.Header.Get("Accept")
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, nil

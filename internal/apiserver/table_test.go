@@ -138,6 +138,22 @@ func TestTableAndMetadataFromRecords(t *testing.T) {
 		}
 	}
 
+	// An includeObject a Table does not know is refused, as upstream's
+	// TableOptions are.
+	for _, path := range []string{cms, cms + "/plain", cms + "?watch=1"} {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		r := httptest.NewRequest(http.MethodGet, path+sep+"includeObject=Everything", nil)
+		r.Header.Set("Accept", asTable)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `unrecognized includeObject value: \"Everything\"`) {
+			t.Errorf("%s with includeObject=Everything: %d %s", path, w.Code, w.Body)
+		}
+	}
+
 	// Watches, from the state above: each form's events against the JSON
 	// watch's, for updates, a delete held by a finalizer, a delete.
 	var list metav1.List
