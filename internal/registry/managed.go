@@ -152,7 +152,7 @@ func ManagerName(fieldManager, userAgent string) string {
 // back too (from updateManagedEntries) when the map holds just them
 // (known), so that validation needn't read them back out of the map.
 func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
-	out, _, _ := updateManagedEntries(fm, live, obj, manager)
+	out, _, _ := updateManagedEntriesOf(fm, live, obj, manager, true)
 	return out
 }
 
@@ -194,8 +194,20 @@ func updateManagedFor(k *Kind, subresource string, fm *managedfields.FieldManage
 }
 
 func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) (out *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry, known bool) {
+	return updateManagedEntriesOf(fm, live, obj, manager, false)
+}
+
+// updateManagedEntriesOf is updateManagedEntries; diffs hands the field
+// manager's comparison only what differs between live and obj (see
+// comparison), which pays on an update and not on a create.
+func updateManagedEntriesOf(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string, diffs bool) (out *unstructured.Unstructured, entries []metav1.ManagedFieldsEntry, known bool) {
 	mo := &managedObject{Unstructured: obj}
-	switch o := fm.UpdateNoErrors(newLiveObject(live), mo, manager).(type) {
+	lo := newLiveObject(live)
+	if diffs {
+		c := &comparison{live: lo.Unstructured, obj: obj}
+		lo.cmp, mo.cmp = c, c
+	}
+	switch o := fm.UpdateNoErrors(lo, mo, manager).(type) {
 	case *managedObject:
 		return o.Unstructured, o.written, o == mo && o.known
 	case *unstructured.Unstructured:
@@ -218,6 +230,7 @@ func updateManagedEntries(fm *managedfields.FieldManager, live, obj *unstructure
 type liveObject struct {
 	*unstructured.Unstructured // without metadata.managedFields
 	full                       *unstructured.Unstructured
+	cmp                        *comparison // nil: compared whole
 }
 
 func newLiveObject(live *unstructured.Unstructured) *liveObject {
@@ -268,7 +281,8 @@ func unwrap(obj runtime.Object) runtime.Object {
 type managedObject struct {
 	*unstructured.Unstructured
 	written []metav1.ManagedFieldsEntry
-	known   bool // the map's managedFields are written
+	known   bool        // the map's managedFields are written
+	cmp     *comparison // nil: compared whole
 }
 
 // SetManagedFields stores entries as Unstructured.SetManagedFields does
@@ -438,9 +452,10 @@ func (relabel) Convert(in, out, _ any) error {
 
 // ConvertToVersion returns in itself when it is of the target version, as
 // kube-apiserver's unsafe converter does: the field manager only reads
-// what it converts, or converts objects it has just made.
+// what it converts, or converts objects it has just made. The sides of
+// an update's comparison come out as the comparison sees them.
 func (relabel) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
-	u, ok := unwrap(in).(*unstructured.Unstructured)
+	u, ok := compared(in).(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("cannot convert %T", in)
 	}

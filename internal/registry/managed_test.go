@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -144,26 +145,43 @@ func parseObject(t *testing.T, s string) *unstructured.Unstructured {
 	return u
 }
 
-// sameTimes gives got's entries the times of want's: the two writes ran
-// a moment apart, perhaps across a second.
+// sameTimes gives got's entries the times of want's, and want's order
+// (the field manager sorts the entries by time): the two writes ran a
+// moment apart, perhaps across a second. Entries are matched by manager,
+// operation, subresource and apiVersion; without a match for each,
+// nothing changes and the comparison reports it.
 func sameTimes(t *testing.T, got, want *unstructured.Unstructured) {
 	t.Helper()
 	g, _, _ := unstructured.NestedSlice(got.Object, "metadata", "managedFields")
 	w, _, _ := unstructured.NestedSlice(want.Object, "metadata", "managedFields")
-	if len(g) != len(w) {
-		return // the comparison reports it
+	if len(g) != len(w) || len(g) == 0 {
+		return
 	}
-	for i := range g {
-		ge, ok1 := g[i].(map[string]any)
+	key := func(e any) string {
+		m, _ := e.(map[string]any)
+		return fmt.Sprint(m["manager"], "|", m["operation"], "|", m["subresource"], "|", m["apiVersion"])
+	}
+	at := make(map[string]int, len(w))
+	for i, e := range w {
+		at[key(e)] = i
+	}
+	ordered := make([]any, len(w))
+	for _, e := range g {
+		i, ok := at[key(e)]
+		if !ok || ordered[i] != nil {
+			return
+		}
+		ordered[i] = e
+	}
+	for i := range ordered {
+		ge, ok1 := ordered[i].(map[string]any)
 		we, ok2 := w[i].(map[string]any)
 		if ok1 && ok2 && ge["time"] != nil && we["time"] != nil {
 			ge["time"] = we["time"]
 		}
 	}
-	if len(g) > 0 {
-		if err := unstructured.SetNestedSlice(got.Object, g, "metadata", "managedFields"); err != nil {
-			t.Fatal(err)
-		}
+	if err := unstructured.SetNestedSlice(got.Object, ordered, "metadata", "managedFields"); err != nil {
+		t.Fatal(err)
 	}
 }
 
