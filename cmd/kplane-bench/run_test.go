@@ -180,7 +180,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			got[r.Name] = r
 		}
 		for _, name := range []string{"start-to-ready (empty)", "create and establish", "restart to ready", "restart to every CRD served",
-			"first create of a kind", "second create", "first /openapi/v3"} {
+			"first create of a kind", "second create", "first /openapi/v3", "first /openapi/v2", "second /openapi/v2"} {
 			r, ok := got[name]
 			if !ok || r.Seconds <= 0 || r.Error != "" {
 				t.Errorf("%s: %+v", name, r)
