@@ -16,7 +16,9 @@
 //     apply configuration to the current object and updates with it,
 //     conditional only if the patch set a resourceVersion;
 //   - every write records field ownership (metadata.managedFields) with
-//     apimachinery's field manager;
+//     apimachinery's field manager (managed.go); a create's come from a
+//     memo of object shapes when it can (createmanaged.go), and an
+//     update's comparison sees only what differs (managedcompare.go);
 //   - delete honours preconditions, finalizers and the propagation
 //     policy: an object with finalizers (orphan and foregroundDeletion
 //     included) gets a deletionTimestamp and goes away when its last
@@ -28,7 +30,8 @@
 // kinds live in registry/core; kinds defined by CustomResourceDefinitions
 // are added and removed at run time by registry/crd.
 //
-// The registry does not speak HTTP (package apiserver does) and does not
-// enforce CRD schemas yet. Package openapi gives the built-in kinds the
-// schemas field ownership needs; package gc collects garbage.
+// The registry does not speak HTTP (package apiserver does). A custom
+// resource's schema (validation, defaults, pruning, CEL rules) comes from
+// registry/crd through its Kind. Package openapi gives the built-in kinds
+// the schemas field ownership needs; package gc collects garbage.
 package registry
