@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
@@ -29,9 +30,15 @@ var scaleKind = schema.GroupKind{Group: "autoscaling", Kind: "Scale"}
 // scalePath splits ".spec.replicas" into its fields.
 func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
 
-// scaleOf is obj's Scale.
-func scaleOf(sp *ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Scale, error) {
-	out := &autoscalingv1.Scale{
+// noReplicas stands for replicas the object does not have, in the Scale a
+// write through /scale starts from, as upstream marks them: a write that
+// leaves them so is refused.
+const noReplicas = math.MinInt32
+
+// scaleOf is obj's Scale; without replicas at the CRD's path, its
+// replicas are 0 and found is false.
+func scaleOf(sp *ScalePaths, obj *unstructured.Unstructured) (out *autoscalingv1.Scale, found bool, err error) {
+	out = &autoscalingv1.Scale{
 		TypeMeta: metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
@@ -41,14 +48,15 @@ func scaleOf(sp *ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Sca
 	if v, ok, err := unstructured.NestedFieldNoCopy(obj.Object, scalePath(sp.SpecReplicas)...); err == nil && ok {
 		n, ok := asInt(v)
 		if !ok {
-			return nil, fmt.Errorf("%s is not an integer: %v", sp.SpecReplicas, v)
+			return nil, false, fmt.Errorf("%s is not an integer: %v", sp.SpecReplicas, v)
 		}
 		out.Spec.Replicas = int32(n)
+		found = true
 	}
 	if v, ok, err := unstructured.NestedFieldNoCopy(obj.Object, scalePath(sp.StatusReplicas)...); err == nil && ok {
 		n, ok := asInt(v)
 		if !ok {
-			return nil, fmt.Errorf("%s is not an integer: %v", sp.StatusReplicas, v)
+			return nil, false, fmt.Errorf("%s is not an integer: %v", sp.StatusReplicas, v)
 		}
 		out.Status.Replicas = int32(n)
 	}
@@ -57,7 +65,7 @@ func scaleOf(sp *ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Sca
 			out.Status.Selector = v
 		}
 	}
-	return out, nil
+	return out, found, nil
 }
 
 func asInt(v any) (int64, bool) {
@@ -80,7 +88,10 @@ func (r *Resource) GetScale(ctx context.Context, version, ns, name string) (*aut
 	if k.Scale == nil {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
-	s, err := scaleOf(k.Scale, obj)
+	s, found, err := scaleOf(k.Scale, obj)
+	if err == nil && !found {
+		err = fmt.Errorf("the spec replicas field %q does not exist", k.Scale.SpecReplicas)
+	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -89,7 +100,9 @@ func (r *Resource) GetScale(ctx context.Context, version, ns, name string) (*aut
 
 // UpdateScale sets ns/name's replicas from scale, which produce computes
 // from the current Scale (so a patch is reapplied on retries). A
-// resourceVersion in the result makes the write conditional.
+// resourceVersion in the result makes the write conditional. An object
+// without replicas gives produce a Scale whose replicas are noReplicas,
+// and a result that still has them is refused, as upstream's.
 func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, opts WriteOptions, produce func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) (*autoscalingv1.Scale, error) {
 	k := r.Kind()
 	if k.Scale == nil {
@@ -102,13 +115,19 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	}
 	// produce only reads cur: the new object is its own copy.
 	out, _, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		curScale, err := scaleOf(k.Scale, cur)
+		curScale, found, err := scaleOf(k.Scale, cur)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
+		}
+		if !found {
+			curScale.Spec.Replicas = noReplicas
 		}
 		want, err := produce(curScale)
 		if err != nil {
 			return nil, err
+		}
+		if want.Spec.Replicas == noReplicas {
+			return nil, emptyReplicas(k)
 		}
 		if want.Name != name {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, name))
@@ -129,13 +148,19 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	return scaleAnswer(k, out, err)
 }
 
+// emptyReplicas refuses a write through /scale that leaves an object
+// without replicas.
+func emptyReplicas(k *Kind) error {
+	return apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", k.Scale.SpecReplicas))
+}
+
 // scaleAnswer is the Scale of out, the object a write through /scale
 // left, or that write's error.
 func scaleAnswer(k *Kind, out *unstructured.Unstructured, err error) (*autoscalingv1.Scale, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := scaleOf(k.Scale, out)
+	s, _, err := scaleOf(k.Scale, out)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -218,7 +243,10 @@ func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, dat
 // replicas path, and a replicas value owned by another manager is a
 // conflict unless forced. Other fields of the configuration are ignored,
 // as they are upstream (only the replicas reach the object); a
-// resourceVersion makes the apply conditional.
+// resourceVersion makes the apply conditional. Replicas the configuration
+// leaves out and the manager owned are given up, and then, as upstream
+// writes the Scale's int32 into the object, are 0; an object left without
+// replicas is refused.
 func (r *Resource) applyScale(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (*autoscalingv1.Scale, error) {
 	k := r.Kind()
 	if k.Scale == nil {
@@ -267,8 +295,21 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	replicas := scalePath(k.Scale.SpecReplicas)
 	out, _, err := r.update(ctx, k, version, ns, name, opts.WriteOptions, true, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		return r.apply(k, version, cur, parent, fm, opts)
+		next, err := r.apply(k, version, cur, parent, fm, opts)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok, _ := unstructured.NestedFieldNoCopy(next.Object, replicas...); !ok {
+			if _, had, _ := unstructured.NestedFieldNoCopy(cur.Object, replicas...); !had {
+				return nil, emptyReplicas(k)
+			}
+			if err := unstructured.SetNestedField(next.Object, int64(0), replicas...); err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+		}
+		return next, nil
 	})
 	return scaleAnswer(k, out, err)
 }

@@ -804,6 +804,18 @@ func checkWidgetScaleManagedFields(t *testing.T, s *server) {
 	if out := s.mustKubectl(t, "get", "widget", "sc", "-o", "jsonpath={.spec.replicas}"); out != "5" {
 		t.Errorf("spec.replicas after the apply = %q", out)
 	}
+	// A configuration that leaves out the replicas its manager owned gives
+	// them up; the Scale's int32 then writes 0 into the Widget, as
+	// upstream's, where a removed field would have read as the default, 1.
+	if code, data := apply("fieldManager=autoscaler", "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: sc\n"); code != http.StatusOK {
+		t.Fatalf("apply of a Scale without replicas: %d %s", code, data)
+	}
+	if out := s.mustKubectl(t, "get", "widget", "sc", "-o", "jsonpath={.spec.replicas}"); out != "0" {
+		t.Errorf("spec.replicas after an apply that gave them up = %q, want 0", out)
+	}
+	if entries = scaleEntries(); len(entries) != 0 {
+		t.Errorf("after the apply without replicas no scale entry should own anything: %v", entries)
+	}
 	// Bad configurations: the wrong kind, no fieldManager, a stale
 	// resourceVersion.
 	if code, data := apply("fieldManager=autoscaler", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sc\n"); code != http.StatusBadRequest {
