@@ -1,7 +1,10 @@
 package apiserver_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -404,4 +407,68 @@ func refs(data []byte) []string {
 	}
 	walk(v)
 	return out
+}
+
+// The documents go gzip-compressed to clients that accept it, expanded to
+// others, with the same ETag either way; Go's transport (client-go's,
+// kubectl's) asks for gzip and expands them itself.
+func TestOpenAPIGzip(t *testing.T) {
+	srv, _ := newOpenAPIServer(t)
+	root := v3Root(t, srv)
+	paths := []struct{ path, accept string }{
+		{"/openapi/v2", "application/json"},
+		{"/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"},
+		{"/openapi/v3", "application/json"},
+		{root["api/v1"], "application/json"},
+		{root["apis/example.kplane.dev/v1"], "application/json"},
+	}
+	for _, p := range paths {
+		plain := get(t, srv, p.path, "Accept", p.accept)
+		if plain.Code != http.StatusOK || plain.Header().Get("Content-Encoding") != "" || plain.Body.Len() == 0 {
+			t.Fatalf("%s without Accept-Encoding: %d, Content-Encoding %q", p.path, plain.Code, plain.Header().Get("Content-Encoding"))
+		}
+		gz := get(t, srv, p.path, "Accept", p.accept, "Accept-Encoding", "br;q=0.9, gzip")
+		if gz.Code != http.StatusOK || gz.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(strings.Join(gz.Header().Values("Vary"), ","), "Accept-Encoding") {
+			t.Fatalf("%s with gzip: %d, headers %v", p.path, gz.Code, gz.Header())
+		}
+		if plain.Body.Len() > 10000 && gz.Body.Len()*2 > plain.Body.Len() {
+			t.Errorf("%s: %d bytes compressed, %d not", p.path, gz.Body.Len(), plain.Body.Len())
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz.Body.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expanded, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(expanded, plain.Body.Bytes()) {
+			t.Errorf("%s: the gzip answer expands to other bytes than the plain one", p.path)
+		}
+		etag := gz.Header().Get("Etag")
+		if etag == "" || etag != plain.Header().Get("Etag") {
+			t.Errorf("%s: ETag %q with gzip, %q without", p.path, etag, plain.Header().Get("Etag"))
+		}
+		for _, enc := range []string{"gzip", ""} {
+			if w := get(t, srv, p.path, "Accept", p.accept, "Accept-Encoding", enc, "If-None-Match", etag); w.Code != http.StatusNotModified {
+				t.Errorf("%s, If-None-Match its ETag, Accept-Encoding %q: %d", p.path, enc, w.Code)
+			}
+		}
+		if w := get(t, srv, p.path, "Accept", p.accept, "Accept-Encoding", "gzip;q=0, identity"); w.Header().Get("Content-Encoding") != "" || !bytes.Equal(w.Body.Bytes(), plain.Body.Bytes()) {
+			t.Errorf("%s, gzip;q=0: Content-Encoding %q", p.path, w.Header().Get("Content-Encoding"))
+		}
+	}
+
+	// Through Go's transport, which asks for gzip on its own.
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/openapi/v3/api/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc spec3.OpenAPI
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || !resp.Uncompressed || len(doc.Paths.Paths) == 0 {
+		t.Errorf("through Go's transport: uncompressed by it %v, %d paths, %v", resp.Uncompressed, len(doc.Paths.Paths), err)
+	}
 }
