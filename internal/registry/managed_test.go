@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 )
 
 // managedFieldsEntryMap must write an entry exactly as apimachinery's
@@ -358,19 +359,7 @@ func TestUpdateManagedHistories(t *testing.T) {
 				body.SetManagedFields([]metav1.ManagedFieldsEntry{}) // a reset
 			}
 			manager := pick("alpha", "beta", "gamma")
-			live := cur.DeepCopy()
-			got := updateManagedFor(k, sub, fm, live, body.DeepCopy(), manager)
-			if !equality.Semantic.DeepEqual(live.Object, cur.Object) {
-				t.Fatalf("%s write %d: the live object changed", k.Kind, writes) // update hands it over uncopied
-			}
-			want := fm.UpdateNoErrors(cur.DeepCopy(), body.DeepCopy(), manager).(*unstructured.Unstructured)
-			sameTimes(t, got, want)
-			if !equality.Semantic.DeepEqual(got.Object, want.Object) {
-				g, _ := utiljson.Marshal(got.Object)
-				w, _ := utiljson.Marshal(want.Object)
-				c, _ := utiljson.Marshal(cur.Object)
-				t.Fatalf("%s write %d by %s through %q:\nlive %s\ngot  %s\nwant %s", k.Kind, writes, manager, sub, c, g, w)
-			}
+			want := updateMatchesLibrary(t, fmt.Sprintf("%s write %d", k.Kind, writes), k, sub, fm, cur, body, manager)
 			writes++
 			cur = want
 			if len(want.GetManagedFields()) >= 2 {
@@ -382,4 +371,26 @@ func TestUpdateManagedHistories(t *testing.T) {
 	if shared < writes/2 {
 		t.Errorf("only %d of %d writes leave several owners: the histories should build them up", shared, writes)
 	}
+}
+
+// updateMatchesLibrary writes body over cur as manager through
+// subresource sub with updateManagedFor, fails the test unless that
+// leaves cur as it was and gives what the field manager gives fed whole
+// objects, and returns the field manager's result.
+func updateMatchesLibrary(t *testing.T, what string, k *Kind, sub string, fm *managedfields.FieldManager, cur, body *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+	t.Helper()
+	live := cur.DeepCopy()
+	got := updateManagedFor(k, sub, fm, live, body.DeepCopy(), manager)
+	if !equality.Semantic.DeepEqual(live.Object, cur.Object) {
+		t.Fatalf("%s: the live object changed", what) // update hands it over uncopied
+	}
+	want := fm.UpdateNoErrors(cur.DeepCopy(), body.DeepCopy(), manager).(*unstructured.Unstructured)
+	sameTimes(t, got, want)
+	if !equality.Semantic.DeepEqual(got.Object, want.Object) {
+		g, _ := utiljson.Marshal(got.Object)
+		w, _ := utiljson.Marshal(want.Object)
+		c, _ := utiljson.Marshal(cur.Object)
+		t.Fatalf("%s by %s through %q:\nlive %s\ngot  %s\nwant %s", what, manager, sub, c, g, w)
+	}
+	return want
 }
