@@ -104,7 +104,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			got[r.Name] = r
 			checkSane(t, r, "memory", true)
 		}
-		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply",
+		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply", "apply-unchanged",
 			"list-consistent", "list-rv0", "list-paged", "list-table", "list-metadata", "watch", "informer-sync", "cr-create", "cr-status", "cr-list", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)

@@ -213,5 +213,35 @@ func (r *runner) apply(ctx context.Context) ([]Result, error) {
 			return []Result{res}, fmt.Errorf("%s: managedFields %+v, want one Apply entry of kplane-bench", name(w), cm.ManagedFields)
 		}
 	}
-	return []Result{res}, nil
+	// apply-unchanged: each worker applies its last configuration again
+	// and again, as a GitOps controller re-applies its manifests on every
+	// sync; nothing changes, so no write may happen.
+	rvs := make([]string, r.sizes.ApplyWorkers)
+	for w := range rvs {
+		if last[w].Load() == 0 {
+			continue
+		}
+		cm, err := cms.Get(ctx, name(w), metav1.GetOptions{})
+		if err != nil {
+			return []Result{res}, err
+		}
+		rvs[w] = cm.ResourceVersion
+	}
+	s = r.begin()
+	lat, err = parallel(ctx, r.sizes.ApplyWorkers, r.sizes.Applies, func(ctx context.Context, w, _ int) error {
+		if rvs[w] == "" {
+			return nil
+		}
+		cm := corev1ac.ConfigMap(name(w), r.ns).
+			WithLabels(map[string]string{"app": "kplane-bench"}).
+			WithData(map[string]string{"payload": payload, "n": strconv.FormatInt(last[w].Load()-1, 10)})
+		got, err := cms.Apply(ctx, cm, opts)
+		if err == nil && got.ResourceVersion != rvs[w] {
+			err = fmt.Errorf("%s: an apply of the configuration it matches wrote it (resourceVersion %s, was %s)", name(w), got.ResourceVersion, rvs[w])
+		}
+		return err
+	})
+	unchanged := s.end("apply-unchanged", len(lat), lat)
+	unchanged.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": len(payload)})
+	return []Result{res, unchanged}, err
 }

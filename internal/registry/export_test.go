@@ -22,3 +22,9 @@ func CustomPlain(data []byte) bool {
 	m, ok := storage.DecodeObjectNoDuplicates(data)
 	return ok && metadataDecodes(m["metadata"])
 }
+
+// NoopApplies turns the memo of applies that changed nothing on or off.
+func NoopApplies(on bool) { noopAppliesOff = !on }
+
+// NoopApplyHits is how many applies r answered from that memo.
+func NoopApplyHits(r *Resource) int64 { return r.noops.hits.Load() }

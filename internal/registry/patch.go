@@ -84,13 +84,36 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 			return updateManagedFor(k, opts.Subresource, fm, cur, obj, opts.FieldManager), nil
 		}
 	case types.ApplyYAMLPatchType:
-		applied, errs, err := parseApply(k, version, data, opts)
-		if err != nil {
-			return nil, nil, false, err
+		key, memo := noopKey(k, version, ns, name, data, opts)
+		if memo {
+			if out, ok := r.unchangedApply(ctx, k, version, ns, name, key); ok {
+				return out, nil, false, nil
+			}
+		}
+		applied, errs, perr := parseApply(k, version, data, opts)
+		if perr != nil {
+			return nil, nil, false, perr
 		}
 		strict = errs
+		var seen string // the resourceVersion the last attempt started from
 		produce = func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			seen = cur.GetResourceVersion()
 			return r.apply(k, version, cur, applied, fm, opts)
+		}
+		if memo {
+			warned := false
+			if warn := opts.Warn; warn != nil {
+				opts.Warn = func(msg string) { warned = true; warn(msg) }
+			}
+			defer func() {
+				// Nothing written (the revision it started from), nothing
+				// said: the same request at that revision changes nothing.
+				if err == nil && !created && !warned && len(strict) == 0 && out.GetResourceVersion() == seen {
+					if rev, perr := storage.ParseResourceVersion(seen); perr == nil && rev > 0 {
+						r.noops.remember(key, rev)
+					}
+				}
+			}()
 		}
 	default:
 		return nil, nil, false, unsupportedPatch(k)

@@ -27,6 +27,7 @@ type Resource struct {
 	stop  func() // ends the cache; guarded by reg.mu
 
 	managers fieldManagers
+	noops    noopApplies // applies that changed nothing (applymemo.go)
 }
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
