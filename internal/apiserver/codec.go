@@ -121,23 +121,24 @@ func parseFieldValidation(r *http.Request) (fieldValidation, error) {
 	}
 }
 
-// decodeObject parses a create or update body for kind k at version v.
+// decodeObject parses a create or update body for kind k at version v,
+// and returns it too, as JSON.
 // Built-in kinds go through their Go type, which refuses wrong field
 // types (400) and drops unknown fields, reporting them according to the
 // field validation directive (Strict: 400; Warn: Warning headers).
-func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string) (*unstructured.Unstructured, error) {
+func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string) (*unstructured.Unstructured, []byte, error) {
 	body, isProto, err := s.readBodyProto(w, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fv, err := parseFieldValidation(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gv := k.GroupVersionKind(v).GroupVersion().String()
 	if isProto {
 		if body, err = protoToJSON(k, v, body); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// The body's apiVersion and kind come first, as the API's decoder
@@ -147,15 +148,15 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 	// which, exactly as before.
 	if a, kind, ok := storage.TypeMeta(body); !ok || (a != "" && a != gv) || (kind != "" && kind != k.Kind) {
 		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	obj, strictErrs, err := registry.Decode(k, body)
 	if err != nil {
 		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
-			return nil, err // malformed: the scan does not validate
+			return nil, nil, err // malformed: the scan does not validate
 		}
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
 	}
 	if len(strictErrs) > 0 {
 		switch fv {
@@ -164,7 +165,7 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 			for i, e := range strictErrs {
 				msgs[i] = e.Error()
 			}
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s", k.Kind, v, k.Kind, strings.Join(msgs, ", ")))
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s", k.Kind, v, k.Kind, strings.Join(msgs, ", ")))
 		case validationWarn:
 			for _, e := range strictErrs {
 				w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
@@ -173,7 +174,7 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 	}
 	obj.SetAPIVersion(gv)
 	obj.SetKind(k.Kind)
-	return obj, nil
+	return obj, body, nil
 }
 
 // checkTypeMeta decodes the body's apiVersion and kind and refuses a

@@ -168,6 +168,18 @@ func BenchmarkUpdateCustomResourceStatus(b *testing.B) {
 	})
 }
 
+// BenchmarkUpdateCustomResourceStatusUnchanged is a status update that
+// changes nothing, as an operator ends every reconcile with an
+// unconditional status update of what it read.
+func BenchmarkUpdateCustomResourceStatusUnchanged(b *testing.B) {
+	benchmarkGizmoUpdates(b, "/status", func(name, rv, spec string, _ int) string {
+		return fmt.Sprintf(`{"apiVersion":"bench.kplane.dev/v1","kind":"Gizmo","metadata":{"name":%q,"namespace":"default","resourceVersion":%q},`+
+			`"spec":%s,"status":{"readyReplicas":3,"phase":"Running",`+
+			`"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-01-02T03:04:05Z","reason":"Reconciled","message":"ready"}]}}`,
+			name, rv, spec)
+	})
+}
+
 // BenchmarkUpdateCustomResource is a controller's update of the main
 // resource (PUT with the resourceVersion of the last answer) that changes
 // one annotation, as a controller records a hash or a timestamp, of the

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -296,7 +297,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 	if err != nil {
 		return nil, wo, err
 	}
-	obj, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
+	obj, body, err := h.s.decodeObject(w, r, h.kind, h.ri.version)
 	if err != nil {
 		return nil, wo, err
 	}
@@ -305,6 +306,12 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 		return nil, wo, err
 	}
 	wo = registry.WriteOptions{DryRun: dry, FieldManager: manager}
+	if r.Method == http.MethodPut {
+		// Lets an update that changed nothing be answered from the store
+		// when it comes again (registry/noopwrites.go).
+		sum := sha256.Sum256(body)
+		wo.BodySum = &sum
+	}
 	fv, _ := parseFieldValidation(r) // checked by decodeObject
 	fv.apply(w, &wo)
 	return obj, wo, nil

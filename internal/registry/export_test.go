@@ -23,8 +23,8 @@ func CustomPlain(data []byte) bool {
 	return ok && metadataDecodes(m["metadata"])
 }
 
-// NoopApplies turns the memo of applies that changed nothing on or off.
-func NoopApplies(on bool) { noopAppliesOff = !on }
+// NoopWrites turns the memo of writes that changed nothing on or off.
+func NoopWrites(on bool) { noopWritesOff = !on }
 
-// NoopApplyHits is how many applies r answered from that memo.
-func NoopApplyHits(r *Resource) int64 { return r.noops.hits.Load() }
+// NoopWriteHits is how many writes r answered from that memo.
+func NoopWriteHits(r *Resource) int64 { return r.noops.hits.Load() }

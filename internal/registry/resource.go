@@ -27,7 +27,7 @@ type Resource struct {
 	stop  func() // ends the cache; guarded by reg.mu
 
 	managers fieldManagers
-	noops    noopApplies // applies that changed nothing (applymemo.go)
+	noops    noopWrites // writes that changed nothing (noopwrites.go)
 }
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }

@@ -49,7 +49,22 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	// update uses obj itself.
 	want := obj.GetResourceVersion()
 	used := false
-	return r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	// An update that changed nothing at the object's revision changes
+	// nothing again (noopwrites.go), if the caller has the body's sum.
+	var key noopWrite
+	memo := false
+	if opts.BodySum != nil {
+		key, memo = noopKey(k, "update", version, ns, name, *opts.BodySum, opts, false)
+	}
+	if memo {
+		if out, ok := r.unchanged(ctx, k, version, ns, name, key); ok {
+			return out, nil, nil
+		}
+	}
+	var watch noopWatch
+	watch.wrap(&opts)
+	out, enc, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		watch.seen = cur.GetResourceVersion()
 		// A stale resourceVersion is a conflict whatever the field
 		// manager makes of the object (update checks it again after), so
 		// the writers that lose a race skip its work.
@@ -63,6 +78,10 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 		used = true
 		return updateManagedFor(k, opts.Subresource, fm, cur, in, opts.FieldManager), nil
 	})
+	if memo {
+		r.noopDone(key, &watch, out, err)
+	}
+	return out, enc, err
 }
 
 // checkUpdated checks the name, namespace and resourceVersion of an
