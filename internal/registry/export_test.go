@@ -26,5 +26,5 @@ func CustomPlain(data []byte) bool {
 // NoopWrites turns the memo of writes that changed nothing on or off.
 func NoopWrites(on bool) { noopWritesOff = !on }
 
-// NoopWriteHits is how many writes r answered from that memo.
-func NoopWriteHits(r *Resource) int64 { return r.noops.hits.Load() }
+// NoopWriteHits is how many writes r's registry answered from that memo.
+func NoopWriteHits(r *Resource) int64 { return r.reg.noops.hits.Load() }

@@ -25,15 +25,16 @@ import (
 // version and the kind (a CRD change makes a new Kind). The object at one
 // revision of a key never changes. So once a write changed nothing, the
 // same request against the same revision changes nothing again, and its
-// answer is the object as stored: a resource remembers, for the writes
+// answer is the object as stored: the registry remembers, for the writes
 // that changed nothing and said nothing (no warning), the revision they
 // found, and answers the same request from a consistent read while the
 // object is still at that revision. Anything else (another revision, a
 // dry run, a write that warned, a kind with a write hook) goes the whole
 // way. A test runs random histories both ways and compares every answer.
 
-// noopWriteSize bounds a resource's memo; when full, it starts over.
-const noopWriteSize = 4096
+// noopWriteSize bounds the memo, for all resources together (an entry
+// is ~250 B); when full, it starts over.
+const noopWriteSize = 16384
 
 // noopWritesOff turns the memo off (tests compare with it off).
 var noopWritesOff bool
@@ -89,7 +90,7 @@ func (n *noopWrites) remember(key noopWrite, rev int64) {
 // revision the last time: the object as stored, read consistently.
 // false: the object is elsewhere now (or gone), and the write must run.
 func (r *Resource) unchanged(ctx context.Context, k *Kind, version, ns, name string, key noopWrite) (*unstructured.Unstructured, bool) {
-	rev, ok := r.noops.revision(key)
+	rev, ok := r.reg.noops.revision(key)
 	if !ok {
 		return nil, false
 	}
@@ -101,7 +102,7 @@ func (r *Resource) unchanged(ctx context.Context, k *Kind, version, ns, name str
 	if err != nil {
 		return nil, false
 	}
-	r.noops.hits.Add(1)
+	r.reg.noops.hits.Add(1)
 	return convert(k, version, obj), true
 }
 
@@ -126,6 +127,6 @@ func (r *Resource) noopDone(key noopWrite, w *noopWatch, out *unstructured.Unstr
 		return
 	}
 	if rev, perr := storage.ParseResourceVersion(w.seen); perr == nil && rev > 0 {
-		r.noops.remember(key, rev)
+		r.reg.noops.remember(key, rev)
 	}
 }

@@ -40,6 +40,7 @@ type Registry struct {
 		wg        sync.WaitGroup  // the caches' goroutines
 	}
 	changed chan struct{} // signalled when the set of resources changes (capacity 1)
+	noops   noopWrites    // writes that changed nothing, of every resource (noopwrites.go)
 }
 
 // New returns an empty registry.

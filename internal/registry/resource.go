@@ -27,7 +27,6 @@ type Resource struct {
 	stop  func() // ends the cache; guarded by reg.mu
 
 	managers fieldManagers
-	noops    noopWrites // writes that changed nothing (noopwrites.go)
 }
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
