@@ -350,33 +350,28 @@ func BenchmarkGet(b *testing.B) {
 // key each time: the decode, the field manager's merge, validation, the
 // store and the answer.
 func BenchmarkApply(b *testing.B) {
-	h := newInProcess(b)
 	payload := strings.Repeat("x", 1024)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"applied","labels":{"app":"kplane-bench"}},"data":{"payload":%q,"n":"%d"}}`, payload, i)
-		r := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/configmaps/applied?fieldManager=bench&force=true", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/apply-patch+yaml")
-		r.Header.Set("Accept", "application/json, */*")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusOK && w.Code != http.StatusCreated {
-			b.Fatalf("apply: %d %s", w.Code, w.Body)
-		}
-	}
+	benchApply(b, func(i int) string {
+		return fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"applied","labels":{"app":"kplane-bench"}},"data":{"payload":%q,"n":"%d"}}`, payload, i)
+	})
 }
 
 // BenchmarkApplyUnchanged is a server-side apply of the configuration the
 // ConfigMap already matches, as a GitOps controller re-applies its
 // manifests on every sync: after the first, nothing changes.
 func BenchmarkApplyUnchanged(b *testing.B) {
-	h := newInProcess(b)
 	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"applied","labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, strings.Repeat("x", 1024))
+	benchApply(b, func(int) string { return body })
+}
+
+// benchApply times server-side applies of config(i) to one ConfigMap by
+// one manager, forced.
+func benchApply(b *testing.B, config func(i int) string) {
+	h := newInProcess(b)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
-		r := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/configmaps/applied?fieldManager=bench&force=true", strings.NewReader(body))
+	for i := range b.N {
+		r := httptest.NewRequest(http.MethodPatch, "/api/v1/namespaces/default/configmaps/applied?fieldManager=bench&force=true", strings.NewReader(config(i)))
 		r.Header.Set("Content-Type", "application/apply-patch+yaml")
 		r.Header.Set("Accept", "application/json, */*")
 		w := httptest.NewRecorder()

@@ -25,16 +25,26 @@ import (
 // widgets is a kind as a CRD defines it (it tracks generation).
 func newWidgets(t *testing.T) (context.Context, *registry.Resource) {
 	t.Helper()
+	k := &registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Widget", ListKind: "WidgetList",
+		Resource: "widgets", Singular: "widget", Generation: true}
+	ctx, reg := runRegistry(t, k)
+	res, _ := reg.Get(k.GroupResource())
+	return ctx, res
+}
+
+// runRegistry serves kinds on a store of its own until the test ends.
+func runRegistry(t *testing.T, kinds ...*registry.Kind) (context.Context, *registry.Registry) {
+	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	k := &registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Widget", ListKind: "WidgetList",
-		Resource: "widgets", Singular: "widget", Generation: true}
-	if err := reg.Add(k); err != nil {
-		t.Fatal(err)
+	for _, k := range kinds {
+		if err := reg.Add(k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -43,8 +53,7 @@ func newWidgets(t *testing.T) (context.Context, *registry.Resource) {
 		reg.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	res, _ := reg.Get(k.GroupResource())
-	return ctx, res
+	return ctx, reg
 }
 
 func createWidget(t *testing.T, ctx context.Context, res *registry.Resource, name string, finalizers ...string) *unstructured.Unstructured {

@@ -17,54 +17,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
-	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // newApplyTarget serves ConfigMaps and Widgets (no schema) on a store of
-// its own.
+// its own, by kind.
 func newApplyTarget(t *testing.T) (context.Context, map[string]*registry.Resource) {
 	t.Helper()
-	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kvs.Close() })
-	reg := registry.New(registry.Config{Store: storage.New(kvs)})
 	widgets := &registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Widget", ListKind: "WidgetList",
 		Resource: "widgets", Singular: "widget", Namespaced: true, Generation: true, Status: true}
 	kinds := append(core.Kinds(), widgets)
 	registry.SetTypeConverters(kinds...)
-	for _, k := range kinds {
-		if err := reg.Add(k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reg.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx, reg := runRegistry(t, kinds...)
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*registry.Resource{}
-	for _, k := range []*registry.Kind{kinds[0], widgets} {
-		if k.Kind != "ConfigMap" && k.Kind != "Widget" {
-			continue
-		}
-		res, _ := reg.Get(k.GroupResource())
-		out[k.Kind] = res
-	}
-	if out["ConfigMap"] == nil {
-		for _, k := range kinds {
-			if k.Kind == "ConfigMap" {
-				out["ConfigMap"], _ = reg.Get(k.GroupResource())
-			}
+	for _, k := range kinds {
+		if k.Kind == "ConfigMap" || k.Kind == "Widget" {
+			out[k.Kind], _ = reg.Get(k.GroupResource())
 		}
 	}
 	return ctx, out
