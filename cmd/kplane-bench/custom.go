@@ -117,7 +117,9 @@ func newWidget(ns string, i int) *unstructured.Unstructured {
 // waited for, and deleted at the end), then Workers clients create
 // CustomResources Widgets ("cr-create"), then update the status of each
 // once from the object their create returned, as a controller does from
-// its cache ("cr-status"), then list them ListRepeat times ("cr-list",
+// its cache ("cr-status"), then write the same status again from the
+// object that update returned, three times, which must change nothing
+// ("cr-status-unchanged"), then list them ListRepeat times ("cr-list",
 // consistent, JSON through the dynamic client). The creates must come back defaulted, a status
 // update must not conflict (each object has one writer), and every
 // object must end with its status and a managedFields entry of it.
@@ -155,20 +157,43 @@ func (r *runner) customResources(ctx context.Context) ([]Result, error) {
 	}
 
 	var conflicts atomic.Int64
+	updated := make([]*unstructured.Unstructured, n)
 	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 	s = r.begin()
 	lat, err = parallel(ctx, r.sizes.Workers, n, func(ctx context.Context, _, i int) error {
 		w := created[i].DeepCopy()
 		w.Object["status"] = widgetStatus(i, w.GetGeneration(), now)
-		_, err := widgets.UpdateStatus(ctx, w, metav1.UpdateOptions{})
+		got, err := widgets.UpdateStatus(ctx, w, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			conflicts.Add(1) // parallel stops at the first error
 		}
+		updated[i] = got
 		return err
 	})
 	results = append(results, s.end("cr-status", len(lat), lat))
 	results[1].Conflicts = conflicts.Load()
 	results[1].addExtra(map[string]any{"workers": r.sizes.Workers})
+	if err != nil {
+		return results, err
+	}
+	// cr-status-unchanged: the same status written again from the
+	// object the update returned, three times over, as an operator ends
+	// each reconcile of an object that did not change with an
+	// unconditional status update; nothing changes, so nothing may be
+	// written.
+	const rounds = 3
+	s = r.begin()
+	lat, err = parallel(ctx, r.sizes.Workers, rounds*n, func(ctx context.Context, _, j int) error {
+		i := j % n
+		got, err := widgets.UpdateStatus(ctx, updated[i].DeepCopy(), metav1.UpdateOptions{})
+		if err == nil && got.GetResourceVersion() != updated[i].GetResourceVersion() {
+			err = fmt.Errorf("%s: a status update that changes nothing wrote it (resourceVersion %s, was %s)", widgetName(i), got.GetResourceVersion(), updated[i].GetResourceVersion())
+		}
+		return err
+	})
+	unchanged := s.end("cr-status-unchanged", len(lat), lat)
+	unchanged.addExtra(map[string]any{"workers": r.sizes.Workers, "rounds": rounds})
+	results = append(results, unchanged)
 	if err != nil {
 		return results, err
 	}
@@ -184,8 +209,9 @@ func (r *runner) customResources(ctx context.Context) ([]Result, error) {
 		}
 		lat = append(lat, time.Since(t0))
 	}
-	results = append(results, s.end("cr-list", len(lat), lat))
-	results[2].addExtra(map[string]any{"objects": n})
+	listed := s.end("cr-list", len(lat), lat)
+	listed.addExtra(map[string]any{"objects": n})
+	results = append(results, listed)
 	if len(list.Items) != n {
 		return results, fmt.Errorf("%d Widgets listed, %d created", len(list.Items), n)
 	}

@@ -29,7 +29,7 @@ Usage:
 
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, apply (and apply-unchanged), list (consistent, rv0, paged, table, metadata),
-  watch, informer-sync, custom-resources (cr-create, cr-status, cr-list). compare adds
+  watch, informer-sync, custom-resources (cr-create, cr-status, cr-status-unchanged, cr-list). compare adds
   start-to-ready and memory.
 
 Flags:

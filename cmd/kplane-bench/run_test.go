@@ -105,7 +105,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			checkSane(t, r, "memory", true)
 		}
 		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply", "apply-unchanged",
-			"list-consistent", "list-rv0", "list-paged", "list-table", "list-metadata", "watch", "informer-sync", "cr-create", "cr-status", "cr-list", "memory"} {
+			"list-consistent", "list-rv0", "list-paged", "list-table", "list-metadata", "watch", "informer-sync", "cr-create", "cr-status", "cr-status-unchanged", "cr-list", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)
 			}
