@@ -121,9 +121,14 @@ func repoRoot() (string, error) {
 
 // goBuild runs `go build -o out pkg` in dir, as a release build:
 // CGO_ENABLED=0, a static binary without libc (as etcd and Kubernetes
-// ship theirs), which idles in ~1.7 MB less (libc and ld.so).
+// ship theirs), which idles in ~1.7 MB less (libc and ld.so); and the
+// grpcnotrace tag, which leaves out gRPC's request tracing
+// (golang.org/x/net/trace, never served by kplane), whose pages are
+// html/templates: executing templates looks methods up by name, which
+// keeps every exported method of every linked type in the binary.
+// 53 → 43 MB of binary, ~3 MB less at idle.
 func goBuild(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {

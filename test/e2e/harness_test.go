@@ -43,7 +43,8 @@ func kplaneBinary(t testing.TB) string {
 			return
 		}
 		binary = filepath.Join(dir, "kplane")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/kplane")
+		// The release build's tags (README): without gRPC's tracing.
+		cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", binary, "./cmd/kplane")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kplane: %v\n%s", err, out)
