@@ -306,7 +306,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 		return nil, wo, err
 	}
 	wo = registry.WriteOptions{DryRun: dry, FieldManager: manager}
-	if r.Method == http.MethodPut {
+	if r.Method == http.MethodPut && !dry {
 		// Lets an update that changed nothing be answered from the store
 		// when it comes again (registry/noopwrites.go).
 		sum := sha256.Sum256(body)

@@ -58,15 +58,15 @@ type noopWrite struct {
 }
 
 // noopKey is the memo's key for the write op ("update", or a patch type)
-// of a body whose SHA-256 is sum, and whether the write may use the memo
-// at all.
-func noopKey(k *Kind, op, version, ns, name string, sum [sha256.Size]byte, opts WriteOptions, force bool) (noopWrite, bool) {
+// of a body whose SHA-256 sum gives, and whether the write may use the
+// memo at all (sum is not called when it may not).
+func noopKey(k *Kind, op, version, ns, name string, sum func() [sha256.Size]byte, opts WriteOptions, force bool) (noopWrite, bool) {
 	if noopWritesOff || opts.DryRun || k.Written != nil {
 		return noopWrite{}, false
 	}
 	return noopWrite{
 		kind: k, op: op, version: version, ns: ns, name: name, subresource: opts.Subresource, manager: opts.FieldManager,
-		force: force, strict: opts.Strict, warn: opts.Warn != nil, body: sum,
+		force: force, strict: opts.Strict, warn: opts.Warn != nil, body: sum(),
 	}, true
 }
 

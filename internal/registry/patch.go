@@ -71,14 +71,14 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 	// A patch that changed nothing at the object's revision changes
 	// nothing again (noopwrites.go). Only a patch type k takes gets into
 	// the memo, so the lookup may come before the type is checked.
-	key, memo := noopKey(k, string(opts.Type), version, ns, name, sha256.Sum256(data), opts.WriteOptions, opts.Force)
+	key, memo := noopKey(k, string(opts.Type), version, ns, name, func() [sha256.Size]byte { return sha256.Sum256(data) }, opts.WriteOptions, opts.Force)
+	var watch noopWatch
 	if memo {
 		if out, ok := r.unchanged(ctx, k, version, ns, name, key); ok {
 			return out, nil, false, nil
 		}
+		watch.wrap(&opts.WriteOptions)
 	}
-	var watch noopWatch
-	watch.wrap(&opts.WriteOptions)
 	var strict []error // of the last attempt
 	var produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	switch opts.Type {

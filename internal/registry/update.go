@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,15 +55,15 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	var key noopWrite
 	memo := false
 	if opts.BodySum != nil {
-		key, memo = noopKey(k, "update", version, ns, name, *opts.BodySum, opts, false)
+		key, memo = noopKey(k, "update", version, ns, name, func() [sha256.Size]byte { return *opts.BodySum }, opts, false)
 	}
+	var watch noopWatch
 	if memo {
 		if out, ok := r.unchanged(ctx, k, version, ns, name, key); ok {
 			return out, nil, nil
 		}
+		watch.wrap(&opts)
 	}
-	var watch noopWatch
-	watch.wrap(&opts)
 	out, enc, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		watch.seen = cur.GetResourceVersion()
 		// A stale resourceVersion is a conflict whatever the field
