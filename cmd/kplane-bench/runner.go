@@ -133,12 +133,7 @@ func newRunner(cfg *rest.Config, protobuf bool) (*runner, error) {
 	// bottleneck, not the server.
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.UserAgent = "kplane-bench"
-	if protobuf {
-		// Protobuf preferred: kplane answers JSON to a client that takes
-		// both equally. Watches stay JSON.
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json;q=0.5"
-	} else {
+	if !protobuf {
 		// JSON both ways, as issue 6's reference was measured: typed
 		// clients otherwise ask for protobuf first.
 		cfg.ContentType = "application/json"

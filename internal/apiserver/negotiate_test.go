@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// Content negotiation: the first form kplane can produce in Accept order,
-// protobuf only when preferred by q-value to every JSON form, or when no
-// JSON form is acceptable; 406 when nothing is.
+// Content negotiation, as kube-apiserver's: by q-value, then the more
+// specific range, then the order sent; protobuf only where offered; 406
+// when nothing is acceptable.
 func TestNegotiate(t *testing.T) {
 	table := "application/json;as=Table;v=v1;g=meta.k8s.io"
 	for _, tc := range []struct {
@@ -19,16 +19,28 @@ func TestNegotiate(t *testing.T) {
 		{"", true, formJSON, false},
 		{"application/json", true, formJSON, false},
 		{"*/*", true, formJSON, false},
-		{"application/vnd.kubernetes.protobuf,application/json", true, formJSON, false}, // client-go's typed clients
+		{"application/*", true, formJSON, false},
+		{"application/vnd.kubernetes.protobuf,application/json", true, formProtobuf, false}, // client-go's typed clients
+		{"application/vnd.kubernetes.protobuf, */*", true, formProtobuf, false},             // controller-runtime's, built-in kinds
+		{"application/vnd.kubernetes.protobuf,application/json", false, formJSON, false},    // a custom resource
+		{"application/json, application/vnd.kubernetes.protobuf", true, formJSON, false},    // the order sent
+		{"*/*, application/vnd.kubernetes.protobuf", true, formProtobuf, false},             // the more specific first
+		{"application/*, application/vnd.kubernetes.protobuf", true, formProtobuf, false},   // likewise
+		{"*/*, application/*;q=1, application/yaml", true, formYAML, false},                 // likewise
 		{"application/vnd.kubernetes.protobuf, application/json;q=0.9", true, formProtobuf, false},
 		{"application/json;q=0.5, application/vnd.kubernetes.protobuf", true, formProtobuf, false},
+		{"application/yaml;q=0.5, application/json", true, formJSON, false},
+		{"application/vnd.kubernetes.protobuf;q=0.5, */*;q=0.6", true, formJSON, false},
 		{"application/vnd.kubernetes.protobuf", true, formProtobuf, false},
-		{"application/vnd.kubernetes.protobuf", false, 0, true}, // a custom resource
+		{"application/vnd.kubernetes.protobuf", false, 0, true},
 		{"application/vnd.kubernetes.protobuf, application/json;q=0.9", false, formJSON, false},
 		{"application/vnd.kubernetes.protobuf;q=0, application/json;q=0.1", true, formJSON, false},
+		{"application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, " + table, true, formTable, false},
 		{table + ",application/json", true, formTable, false},
+		{"application/json," + table, true, formJSON, false},
 		{"application/yaml", true, formYAML, false},
 		{"application/json;q=0, application/yaml;q=0.2", true, formYAML, false},
+		{"application/json;q=2, application/yaml", true, formYAML, false}, // an invalid q is skipped
 		{"text/html", true, 0, true},
 		{"application/cbor", true, 0, true},
 	} {
@@ -39,6 +51,15 @@ func TestNegotiate(t *testing.T) {
 		got, err := negotiateFor(r, tc.proto)
 		if (err != nil) != tc.err || (err == nil && got != tc.want) {
 			t.Errorf("Accept %q (protobuf offered: %v): got %v, %v; want %v (error: %v)", tc.accept, tc.proto, got, err, tc.want, tc.err)
+		}
+		// The 406 names what kplane could have answered.
+		if want := "only the following media types are accepted: application/json, application/yaml"; err != nil {
+			if tc.proto {
+				want += ", application/vnd.kubernetes.protobuf"
+			}
+			if err.Error() != want {
+				t.Errorf("Accept %q (protobuf offered: %v): %q, want %q", tc.accept, tc.proto, err, want)
+			}
 		}
 	}
 }

@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,18 +31,17 @@ const (
 	formProtobuf // application/vnd.kubernetes.protobuf, built-in kinds only
 )
 
-// negotiate picks the first form in Accept that kplane can produce, as
-// kube-apiserver's content negotiation does, with one difference about
-// protobuf (offered when proto is set: objects and lists of built-in
-// kinds): it is chosen only when the client prefers it, by a higher
-// q-value, to every JSON form it accepts, or accepts no JSON form.
-// kplane keeps objects as JSON and writes JSON lists from it as they
-// are, while the first protobuf list of an object decodes it into its Go
-// type and keeps the message (~1 KB more per object); client-go's typed
-// clients send "application/vnd.kubernetes.protobuf,application/json",
-// an equal preference, so either answer is correct, and they decode what
-// they get (docs/benchmarks.md has both measured). CBOR is not offered.
-// A client that accepts nothing kplane can produce gets 406.
+// negotiate picks the form of a response as kube-apiserver's content
+// negotiation does: Accept's media ranges are taken by q-value, the more
+// specific first among equals (type/subtype, then type/*, then */*), and
+// in the order sent among those; the first that kplane can produce wins,
+// a wildcard standing for JSON. Protobuf is offered when proto is set
+// (objects and lists of built-in kinds). So client-go's typed clients,
+// which send "application/vnd.kubernetes.protobuf,application/json", and
+// controller-runtime's for built-in kinds ("…protobuf, */*") get
+// protobuf, as from kube-apiserver. Unlike kube-apiserver, a range with
+// q=0 is not acceptable (RFC 9110). CBOR is not offered. A client that
+// accepts nothing kplane can produce gets 406.
 func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
 
 func negotiateFor(r *http.Request, proto bool) (form, error) {
@@ -62,46 +63,57 @@ func negotiateAccept(r *http.Request, proto bool) (form, error) {
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, nil
 	}
-	type entry struct {
-		mt     string
-		params map[string]string
-		q      float64
+	type mediaRange struct {
+		mt       string
+		params   map[string]string
+		q        float64
+		specific int // 2: type/subtype, 1: type/*, 0: */*
 	}
-	var entries []entry
-	protoQ := 0.0 // the q of protobuf; 0: not acceptable
-	for _, part := range strings.Split(accept, ",") {
+	var ranges []mediaRange
+	for part := range strings.SplitSeq(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
 			continue
 		}
 		q := 1.0
 		if v, ok := params["q"]; ok {
-			if q, err = strconv.ParseFloat(v, 64); err != nil || q < 0 || q > 1 {
+			if q, err = strconv.ParseFloat(v, 64); err != nil || q <= 0 || q > 1 {
 				continue
 			}
 		}
-		if mt == protobufType {
-			if proto && params["as"] == "" {
-				protoQ = max(protoQ, q)
+		specific := 2
+		switch {
+		case mt == "*/*":
+			specific = 0
+		case strings.HasSuffix(mt, "/*"):
+			specific = 1
+		}
+		ranges = append(ranges, mediaRange{mt, params, q, specific})
+	}
+	slices.SortStableFunc(ranges, func(a, b mediaRange) int {
+		if a.q != b.q {
+			return cmp.Compare(b.q, a.q)
+		}
+		return b.specific - a.specific
+	})
+	for _, m := range ranges {
+		if m.mt == protobufType {
+			if proto && m.params["as"] == "" {
+				return formProtobuf, nil
 			}
 			continue
 		}
-		entries = append(entries, entry{mt, params, q})
-	}
-	for _, e := range entries {
-		if f, ok := formOf(e.mt, e.params); ok && e.q > 0 {
-			if protoQ > e.q {
-				return formProtobuf, nil
-			}
+		if f, ok := formOf(m.mt, m.params); ok {
 			return f, nil
 		}
 	}
-	if protoQ > 0 {
-		return formProtobuf, nil
+	accepted := "application/json, application/yaml"
+	if proto {
+		accepted += ", " + protobufType
 	}
 	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: application/json, application/yaml",
+		Message: "only the following media types are accepted: " + accepted,
 	}}
 }
 

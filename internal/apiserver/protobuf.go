@@ -269,14 +269,18 @@ func protoEnvelope(apiVersion, kind string, msg []byte) ([]byte, error) {
 	return append(append(make([]byte, 0, len(env)+4), "k8s\x00"...), env...), nil
 }
 
-// recordProto returns the protobuf message of a record's object, made
-// once and kept with the record when v is the version it is stored in.
+// recordProto returns the protobuf message of a record's object. When v
+// is the version it is stored in, the message made the second time it is
+// asked for is kept with the record: objects listed again (a client that
+// polls, a paged walk repeated) are then copied as JSON lists are, while
+// those read once, as an informer's list reads them, cost no memory.
 func recordProto(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
 	keep := r.APIVersion() == k.GroupVersionKind(v).GroupVersion().String()
 	if keep {
 		if b := r.Alt(); b != nil {
 			return b, nil
 		}
+		keep = r.AltMadeBefore()
 	}
 	obj, err := r.Decode(r.Rev)
 	if err != nil {

@@ -54,6 +54,11 @@ func TestRecordsProtoList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, r := range list.Items {
+		if r.Alt() != nil {
+			t.Fatalf("%s: a message kept after one list", r.Key)
+		}
+	}
 	// Byte for byte what apimachinery's runtime.Unknown writes around the
 	// list message, in the serializer's envelope.
 	lm := metav1.ListMeta{ResourceVersion: "42", Continue: "tok", RemainingItemCount: &remaining}
@@ -88,7 +93,7 @@ func TestRecordsProtoList(t *testing.T) {
 	}
 	for _, r := range list.Items {
 		if r.Alt() == nil {
-			t.Fatalf("%s: no protobuf message kept", r.Key)
+			t.Fatalf("%s: no protobuf message kept, asked for twice", r.Key)
 		}
 	}
 	second, err := writeProtoList(nil, k, "v1", list, 0, nil)
@@ -113,8 +118,8 @@ func TestRecordsProtoList(t *testing.T) {
 }
 
 // A record's object in protobuf is byte for byte what apimachinery's
-// serializer writes for the typed object, the first time (made) and the
-// second (from the message kept with the record).
+// serializer writes for the typed object, the first two times (made; the
+// second kept) and the third (from the message kept with the record).
 func TestRecordProtoObject(t *testing.T) {
 	var k = core.Kinds()[0]
 	for _, c := range core.Kinds() {
@@ -139,7 +144,7 @@ func TestRecordProtoObject(t *testing.T) {
 	if err := protoSerializer.Encode(&cm, &want); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
+	for i := range 3 {
 		got, err := recordProtoObject(k, "v1", r)
 		if err != nil {
 			t.Fatal(err)
@@ -147,8 +152,8 @@ func TestRecordProtoObject(t *testing.T) {
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Fatalf("%d: got\n%q\nwant\n%q", i, got, want.Bytes())
 		}
-	}
-	if r.Alt() == nil {
-		t.Fatal("no protobuf message kept with the record")
+		if kept := r.Alt() != nil; kept != (i > 0) {
+			t.Fatalf("after %d reads: a message kept with the record: %v", i+1, kept)
+		}
 	}
 }

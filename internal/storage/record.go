@@ -96,8 +96,8 @@ func (r *Record) SetFact(about any, yes bool) {
 }
 
 // Alt returns the other encoding a caller kept with the record (the HTTP
-// layer keeps the protobuf form of built-in kinds, made on the first
-// protobuf list that needs it), or nil.
+// layer keeps the protobuf form of built-in kinds, from the second time
+// it is asked for), or nil.
 func (r *Record) Alt() []byte {
 	if p := r.alt.Load(); p != nil {
 		return *p
@@ -107,6 +107,17 @@ func (r *Record) Alt() []byte {
 
 // SetAlt keeps b as the record's other encoding; b must not be modified.
 func (r *Record) SetAlt(b []byte) { r.alt.Store(&b) }
+
+// altMadeOnce marks, in alt, a record whose other encoding was made once
+// and not kept.
+var altMadeOnce []byte
+
+// AltMadeBefore notes that a caller made the record's other encoding and
+// did not keep it, and reports whether that happened before. A caller
+// that keeps the encoding only when this says yes spends no memory on
+// objects read once that way (an informer's first list), and keeps it
+// for those read again.
+func (r *Record) AltMadeBefore() bool { return !r.alt.CompareAndSwap(nil, &altMadeOnce) }
 
 // span is [start, end) of Value.
 type span struct{ start, end int32 }
