@@ -144,6 +144,9 @@ func TestCompareMemoryTiny(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "scale.json")
 			var stdout, stderr bytes.Buffer
 			args := []string{"scale", "--sizes", "300", "--pages", "2", "--kplane-bin", bin, "--keep", keep, "--json", path}
+			if i == 1 { // walked twice, as client-go comes (protobuf)
+				args = append(args, "--walks", "2", "--protobuf")
+			}
 			if code := run(ctx, args, &stdout, &stderr); code != 0 {
 				t.Fatalf("run %d: exit %d\n%s\n%s", i, code, stdout.String(), stderr.String())
 			}
@@ -156,6 +159,9 @@ func TestCompareMemoryTiny(t *testing.T) {
 			}
 			if r := got["list-all-paged"]; r.Extra["items"] != 300.0 {
 				t.Errorf("run %d: the walk listed %v items, want 300", i, r.Extra["items"])
+			}
+			if r, ok := got["list-all-paged-again"]; ok != (i == 1) || (ok && (r.Extra["items"] != 300.0 || r.Extra["protobuf"] != true)) {
+				t.Errorf("run %d: the second walk: %v %+v", i, ok, r)
 			}
 			if r := got["watch-create-to-event"]; r.Ops != scaleWatchObjects {
 				t.Errorf("run %d: %d watch deliveries, want %d", i, r.Ops, scaleWatchObjects)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -98,10 +99,24 @@ func writeProto(w http.ResponseWriter, code int, obj runtime.Object) {
 // type: by the unstructured converter, twice as fast as decoding its
 // JSON; by its JSON when the converter refuses it. A test holds the two
 // equal over random objects of every kind with a protobuf form.
+//
+// The metadata's times and managedFields are lifted out and converted
+// here: the converter takes each of them (types with their own JSON
+// decode) through a json.Marshal of its value and the type's
+// UnmarshalJSON, a third of its time on a 1 KiB ConfigMap.
 func typedFromObject(k *registry.Kind, v string, obj map[string]any) (runtime.Object, error) {
 	typed, err := protoScheme().New(k.GroupVersionKind(v))
 	if err != nil {
 		return nil, err
+	}
+	if rest, lifted, ok := liftMetadata(obj); ok && runtime.DefaultUnstructuredConverter.FromUnstructured(rest, typed) == nil {
+		if m, err := apimeta.Accessor(typed); err == nil {
+			lifted.setOn(m)
+			return typed, nil
+		}
+		if typed, err = protoScheme().New(k.GroupVersionKind(v)); err != nil {
+			return nil, err
+		}
 	}
 	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, typed) == nil {
 		return typed, nil
@@ -111,6 +126,133 @@ func typedFromObject(k *registry.Kind, v string, obj map[string]any) (runtime.Ob
 		return nil, err
 	}
 	return typedFromJSON(k, v, data)
+}
+
+// liftedMetadata is what liftMetadata took out of an object's metadata,
+// converted: its creationTimestamp and managedFields, where present.
+type liftedMetadata struct {
+	created           metav1.Time
+	managed           []metav1.ManagedFieldsEntry
+	hasCreated, hasMF bool
+}
+
+func (l *liftedMetadata) setOn(m metav1.Object) {
+	if l.hasCreated {
+		m.SetCreationTimestamp(l.created)
+	}
+	if l.hasMF {
+		m.SetManagedFields(l.managed)
+	}
+}
+
+// liftMetadata returns obj without its metadata's creationTimestamp and
+// managedFields (copies of the two maps; obj is not modified) and the two
+// converted, as a JSON decode of the object would give them. ok is false
+// when there is nothing to lift or a value is not in the form the store
+// writes (a time not in RFC 3339, a null, a member the Go type lacks):
+// the converter then takes the object whole, as before.
+func liftMetadata(obj map[string]any) (rest map[string]any, l liftedMetadata, ok bool) {
+	md, isMap := obj["metadata"].(map[string]any)
+	if !isMap {
+		return nil, l, false
+	}
+	created, hasCreated := md["creationTimestamp"]
+	mf, hasMF := md["managedFields"]
+	if !hasCreated && !hasMF {
+		return nil, l, false
+	}
+	if hasCreated {
+		if l.created, ok = parseTime(created); !ok {
+			return nil, l, false
+		}
+		l.hasCreated = true
+	}
+	if hasMF {
+		if l.managed, ok = managedFieldsOf(mf); !ok {
+			return nil, l, false
+		}
+		l.hasMF = true
+	}
+	rmd := make(map[string]any, len(md))
+	for key, val := range md {
+		if key != "creationTimestamp" && key != "managedFields" {
+			rmd[key] = val
+		}
+	}
+	rest = make(map[string]any, len(obj))
+	for key, val := range obj {
+		rest[key] = val
+	}
+	rest["metadata"] = rmd
+	return rest, l, true
+}
+
+// parseTime is metav1.Time's JSON decode of a string member.
+func parseTime(v any) (metav1.Time, bool) {
+	s, ok := v.(string)
+	if !ok || s == "" {
+		return metav1.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return metav1.Time{}, false
+	}
+	return metav1.NewTime(t.Local()), true
+}
+
+// managedFieldsOf converts metadata.managedFields' entries.
+func managedFieldsOf(v any) ([]metav1.ManagedFieldsEntry, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]metav1.ManagedFieldsEntry, len(list))
+	for i, item := range list {
+		entry, ok := item.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		e := &out[i]
+		for key, val := range entry {
+			var s *string
+			switch key {
+			case "manager":
+				s = &e.Manager
+			case "operation":
+				s = (*string)(&e.Operation)
+			case "apiVersion":
+				s = &e.APIVersion
+			case "fieldsType":
+				s = &e.FieldsType
+			case "subresource":
+				s = &e.Subresource
+			case "time":
+				t, ok := parseTime(val)
+				if !ok {
+					return nil, false
+				}
+				e.Time = &t
+				continue
+			case "fieldsV1":
+				m, ok := val.(map[string]any)
+				if !ok {
+					return nil, false
+				}
+				raw, err := storage.AppendJSON(nil, m)
+				if err != nil {
+					return nil, false
+				}
+				e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+				continue
+			default:
+				return nil, false
+			}
+			if *s, ok = val.(string); !ok {
+				return nil, false
+			}
+		}
+	}
+	return out, true
 }
 
 // writeProtoData answers code with data, a protobuf body the caller
