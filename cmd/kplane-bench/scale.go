@@ -49,7 +49,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	keep := fs.String("keep", "", "seed the data dirs under this directory (DIR/N/data) and keep them: a later run with the same DIR starts kplane on them again")
 	walks := fs.Int("walks", 1, "walks of the whole paged list (with --protobuf, kplane keeps each object's message from its second read)")
 	protobuf := fs.Bool("protobuf", false, "client-go's typed clients as they come (protobuf both ways); without it, JSON, as compare")
-	profiles := fs.String("profiles", "", "save the server's heap profile, loaded, as DIR/heap-N.pb.gz (and a CPU profile of the paged walk as DIR/cpu-walk-N.pb.gz)")
+	profiles := fs.String("profiles", "", "save the server's heap profile, loaded and at the end, as DIR/heap-N.pb.gz and DIR/heap-after-N.pb.gz (and a CPU profile of the first paged walk as DIR/cpu-walk-N.pb.gz)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -359,6 +359,11 @@ func scaleOne(ctx context.Context, bin, dir string, l scaleLoad, profiles string
 	add(wr)
 	if rss, err := ps.rss(); err == nil {
 		add(Result{Name: "rss-after", RSSBytes: &rss})
+	}
+	if profiles != "" {
+		if err := saveProfile(ctx, cs, "heap", filepath.Join(profiles, fmt.Sprintf("heap-after-%d.pb.gz", n))); err != nil {
+			return out, err
+		}
 	}
 	// The data dir is left as seeded, for another run on it (--keep).
 	return out, deleteScaleWatchObjects(ctx, cms)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	goruntime "runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -155,5 +158,68 @@ func TestRecordProtoObject(t *testing.T) {
 		if kept := r.Alt() != nil; kept != (i > 0) {
 			t.Fatalf("after %d reads: a message kept with the record: %v", i+1, kept)
 		}
+	}
+}
+
+// The messages kept with records stay within maxProtoKept, and a
+// collected record gives its message's bytes back.
+func TestProtoKeptIsBounded(t *testing.T) {
+	var k = core.Kinds()[0]
+	for _, c := range core.Kinds() {
+		if c.Kind == "ConfigMap" {
+			k = c
+		}
+	}
+	newRecords := func(n int) []*storage.Record {
+		var recs []*storage.Record
+		for i := range n {
+			value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns"},
+				"data":     map[string]any{"k": strings.Repeat("x", 100)}})
+			r, err := storage.NewRecord(fmt.Sprint("/configmaps/ns/c", i), value, int64(10+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	readTwice := func(recs []*storage.Record) {
+		for range 2 {
+			for _, r := range recs {
+				if _, err := recordProto(k, "v1", r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	msg, _ := recordProto(k, "v1", newRecords(1)[0])
+	defer func(kept *keptBytes) { protoKept = kept }(protoKept)
+	protoKept = &keptBytes{max: 3 * int64(len(msg))}
+
+	recs := newRecords(5)
+	readTwice(recs)
+	for i, r := range recs {
+		if kept := r.Alt() != nil; kept != (i < 3) {
+			t.Fatalf("record %d: kept %v; want the first 3 of 5 kept", i, kept)
+		}
+	}
+	if got := protoKept.n.Load(); got != 3*int64(len(msg)) {
+		t.Fatalf("kept %d bytes, want %d", got, 3*len(msg))
+	}
+
+	// Collected, they give the bytes back, and others are kept.
+	recs = nil
+	for i := 0; protoKept.n.Load() != 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%d bytes still counted after the records were collected", protoKept.n.Load())
+		}
+		goruntime.GC()
+		time.Sleep(time.Millisecond) // the cleanups run on a goroutine of their own
+	}
+	more := newRecords(2)
+	readTwice(more)
+	if more[0].Alt() == nil || more[1].Alt() == nil {
+		t.Fatal("nothing kept once the bytes were given back")
 	}
 }

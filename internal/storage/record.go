@@ -105,9 +105,6 @@ func (r *Record) Alt() []byte {
 	return nil
 }
 
-// SetAlt keeps b as the record's other encoding; b must not be modified.
-func (r *Record) SetAlt(b []byte) { r.alt.Store(&b) }
-
 // altMadeOnce marks, in alt, a record whose other encoding was made once
 // and not kept.
 var altMadeOnce []byte
@@ -118,6 +115,20 @@ var altMadeOnce []byte
 // objects read once that way (an informer's first list), and keeps it
 // for those read again.
 func (r *Record) AltMadeBefore() bool { return !r.alt.CompareAndSwap(nil, &altMadeOnce) }
+
+// KeepAlt keeps b as the record's other encoding, unless one is kept
+// already, and reports whether it did; b must not be modified.
+func (r *Record) KeepAlt(b []byte) bool {
+	for {
+		old := r.alt.Load()
+		if old != nil && old != &altMadeOnce {
+			return false
+		}
+		if r.alt.CompareAndSwap(old, &b) {
+			return true
+		}
+	}
+}
 
 // span is [start, end) of Value.
 type span struct{ start, end int32 }
