@@ -338,9 +338,9 @@ type protoMessage interface {
 // dst: the serializer's envelope (the "k8s\x00" prefix and a
 // runtime.Unknown naming the list kind) around the list message, whose
 // field 1 is the ListMeta and field 2 each item, as every Kubernetes list
-// type has them. Each item's message is made once per record (a decode of
-// its JSON into the Go type) and kept with it, so later lists copy bytes,
-// as JSON lists do. The messages come first, which gives the envelope's
+// type has them. Each item's message is made from the record (its Go
+// type from its decoded JSON) or taken from it (recordProto keeps it from
+// the second read). The messages come first, which gives the envelope's
 // length; then the bytes, runtime.Unknown's Marshal of the list message
 // (fields 1 and 2, then the empty contentEncoding and contentType, which
 // a test holds them to), go out through flush whenever dst holds flushAt
