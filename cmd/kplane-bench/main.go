@@ -73,7 +73,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.scenario, "scenario", "all", "scenarios to run, comma-separated")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace to use (default: a fresh kplane-bench-<random>); deleted at the end if the run created it, and an existing one's bulk ConfigMaps from an earlier run are reused")
 	fs.StringVar(&o.jsonPath, "json", "", "write the JSON lines to this file instead of stdout")
-	fs.BoolVar(&o.protobuf, "protobuf", false, "client-go's typed clients as they come: built-in kinds in protobuf both ways (Accept: protobuf, then JSON; kplane watches answer JSON); without it, JSON both ways, as issue 6's reference was measured")
+	fs.BoolVar(&o.protobuf, "protobuf", false, "client-go's typed clients as they come: built-in kinds in protobuf both ways (Accept: protobuf, then JSON), watches included; without it, JSON both ways, as issue 6's reference was measured")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 2*time.Minute, "deadline of each scenario")
 }
 

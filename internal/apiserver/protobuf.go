@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -400,6 +402,49 @@ func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, e
 	}
 	gvk := k.GroupVersionKind(v)
 	return protoEnvelope(gvk.GroupVersion().String(), gvk.Kind, msg)
+}
+
+// recordProtoObjectAt is recordProtoObject for the object of r with
+// resourceVersion rev, as a watch event carries it (a DELETED event's
+// object is the state before, with the event's resourceVersion).
+func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
+	if rev == r.Rev {
+		return recordProtoObject(k, v, r)
+	}
+	obj, err := r.Decode(rev)
+	if err != nil {
+		return nil, err
+	}
+	return protoObject(k, v, obj.Object)
+}
+
+// protoObject is an object's map in protobuf, in the serializer's
+// envelope.
+func protoObject(k *registry.Kind, v string, obj map[string]any) ([]byte, error) {
+	typed, err := typedFromObject(k, v, obj)
+	if err != nil {
+		return nil, err
+	}
+	typed.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind(v))
+	var b bytes.Buffer
+	if err := protoSerializer.Encode(typed, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// appendProtoWatchEvent appends a watch event as kube-apiserver streams
+// it to a client that asked for protobuf: a metav1.WatchEvent message
+// (its type, and a RawExtension holding the object in the serializer's
+// envelope), preceded by its length in 4 bytes, big-endian
+// (protobuf.LengthDelimitedFramer).
+func appendProtoWatchEvent(b []byte, typ watch.EventType, object []byte) []byte {
+	raw := protowire.SizeTag(1) + protowire.SizeBytes(len(object))
+	n := protowire.SizeTag(1) + protowire.SizeBytes(len(typ)) + protowire.SizeTag(2) + protowire.SizeBytes(raw)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), string(typ))
+	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.BytesType), uint64(raw))
+	return protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), object)
 }
 
 // protoEnvelope wraps a message of kind and apiVersion as Kubernetes'

@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -14,6 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -221,5 +226,33 @@ func TestProtoKeptIsBounded(t *testing.T) {
 	readTwice(more)
 	if more[0].Alt() == nil || more[1].Alt() == nil {
 		t.Fatal("nothing kept once the bytes were given back")
+	}
+}
+
+// A protobuf watch event is the bytes apimachinery's stream encoder
+// writes: metav1.WatchEvent's message behind its length, and it reads
+// back through the length-delimited framer and the raw serializer, as
+// client-go reads a watch.
+func TestAppendProtoWatchEvent(t *testing.T) {
+	for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		for _, obj := range [][]byte{[]byte("k8s\x00x"), bytes.Repeat([]byte("y"), 300), bytes.Repeat([]byte("z"), 70000)} {
+			got := appendProtoWatchEvent([]byte("before"), typ, obj)
+			msg, err := (&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: obj}}).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := binary.BigEndian.AppendUint32([]byte("before"), uint32(len(msg)))
+			if want = append(want, msg...); !bytes.Equal(got, want) {
+				t.Fatalf("%s, %d bytes: got\n%q\nwant\n%q", typ, len(obj), got, want)
+			}
+			r := protobuf.LengthDelimitedFramer.NewFrameReader(io.NopCloser(bytes.NewReader(got[len("before"):])))
+			var ev metav1.WatchEvent
+			if _, _, err := streaming.NewDecoder(r, protobuf.NewRawSerializer(protoScheme(), protoScheme())).Decode(nil, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type != string(typ) || !bytes.Equal(ev.Object.Raw, obj) {
+				t.Fatalf("read back %s, %d bytes", ev.Type, len(ev.Object.Raw))
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 
 // watch streams events as kube-apiserver does over HTTP/1.1 and HTTP/2:
 // a 200 response of newline-separated JSON objects {"type", "object"},
+// or, to a client that negotiates protobuf (client-go's typed clients, for
+// built-in kinds), of length-prefixed metav1.WatchEvent messages,
 // flushed as they come. The watch ends at the client's timeoutSeconds (or
 // a randomized server timeout), when the client goes, or with an ERROR
 // event (410 Gone and the like), after which the client relists.
@@ -36,7 +39,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Predicate.Field = one
 	}
-	f, err := negotiate(r)
+	f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -66,8 +69,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		opts.ResourceVersion = strconv.FormatInt(rev, 10)
 	}
 	// JSON and metadata events are written from the stored JSON, never
-	// decoded.
-	opts.EncodedOnly = f == formJSON || f == formMetadata
+	// decoded; protobuf events from the message made once per event.
+	opts.EncodedOnly = f == formJSON || f == formMetadata || f == formProtobuf
 	wi, err := h.res.Watch(ctx, h.ri.version, h.ri.namespace, opts)
 	if err != nil {
 		writeError(w, err)
@@ -75,7 +78,11 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer wi.Stop()
 	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "application/json")
+	if f == formProtobuf {
+		w.Header().Set("Content-Type", protobufType+";stream=watch")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
@@ -89,7 +96,11 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 			return true
 		}
 		buf.Reset()
-		if err := h.frame(&buf, r, f, gv, ev); err != nil {
+		frame := h.frame
+		if f == formProtobuf {
+			frame = h.protoFrame
+		}
+		if err := frame(&buf, r, f, gv, ev); err != nil {
 			h.s.cfg.Logger.Error("watch: encoding an event", "err", err)
 			return false
 		}
@@ -150,18 +161,10 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 	var obj any = ev.Object
 	switch ev.Type {
 	case watch.Bookmark:
-		m, _ := ev.Object.(metav1.Object)
-		bm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gv, "kind": h.kind.Kind}}
-		if m != nil {
-			bm.SetResourceVersion(m.GetResourceVersion())
-			bm.SetAnnotations(m.GetAnnotations())
-		}
-		obj = bm
+		obj = h.bookmark(gv, ev)
 	case watch.Error:
-		if st, ok := ev.Object.(*metav1.Status); ok {
-			cp := *st
-			cp.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-			obj = &cp
+		if st, ok := eventStatus(ev); ok {
+			obj = st
 		}
 	default:
 		if f == formTable || f == formMetadata {
@@ -186,6 +189,65 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 		return err
 	}
 	return writeFrame(buf, ev.Type, func(b []byte) ([]byte, error) { return append(b, data...), nil })
+}
+
+// protoFrame writes one event in protobuf. The message of a cache event's
+// object is made once for every watcher of the event.
+func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, _ form, gv string, ev watch.Event) error {
+	k, v := h.kind, h.ri.version
+	var obj []byte
+	var err error
+	switch ev.Type {
+	case watch.Bookmark:
+		obj, err = protoObject(k, v, h.bookmark(gv, ev).Object)
+	case watch.Error:
+		st, ok := eventStatus(ev)
+		if !ok {
+			return fmt.Errorf("an error event's object of type %T", ev.Object)
+		}
+		var b bytes.Buffer
+		err = protoSerializer.Encode(st, &b)
+		obj = b.Bytes()
+	default:
+		switch o := ev.Object.(type) {
+		case *storage.RecordJSON:
+			obj, err = o.Other(func(rec *storage.Record, rev int64) ([]byte, error) { return recordProtoObjectAt(k, v, rec, rev) })
+		case *storage.Shared:
+			obj, err = protoObject(k, v, o.Object)
+		case *unstructured.Unstructured:
+			obj, err = protoObject(k, v, o.Object)
+		default:
+			err = fmt.Errorf("a watch event's object of type %T", ev.Object)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	buf.Write(appendProtoWatchEvent(buf.AvailableBuffer(), ev.Type, obj))
+	return nil
+}
+
+// bookmark is a BOOKMARK event's object: the kind, its resourceVersion,
+// and its annotations (k8s.io/initial-events-end).
+func (h *handler) bookmark(gv string, ev watch.Event) *unstructured.Unstructured {
+	m, _ := ev.Object.(metav1.Object)
+	bm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gv, "kind": h.kind.Kind}}
+	if m != nil {
+		bm.SetResourceVersion(m.GetResourceVersion())
+		bm.SetAnnotations(m.GetAnnotations())
+	}
+	return bm
+}
+
+// eventStatus is an ERROR event's Status, its kind and apiVersion set.
+func eventStatus(ev watch.Event) (*metav1.Status, bool) {
+	st, ok := ev.Object.(*metav1.Status)
+	if !ok {
+		return nil, false
+	}
+	cp := *st
+	cp.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	return &cp, true
 }
 
 // writeFrame writes an event line of type typ, its object appended by

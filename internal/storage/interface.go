@@ -101,6 +101,10 @@ type RecordJSON struct {
 	once sync.Once
 	data []byte
 	err  error
+	// other is another encoding (Other).
+	otherOnce sync.Once
+	other     []byte
+	otherErr  error
 }
 
 // NewRecordJSON returns the object of rec with resourceVersion rev.
@@ -116,6 +120,14 @@ func (e *RecordJSON) JSON() ([]byte, error) {
 
 // Record returns the object's record and the resourceVersion it has.
 func (e *RecordJSON) Record() (*Record, int64) { return e.rec, e.rev }
+
+// Other returns another encoding of the object (the HTTP layer's
+// protobuf), made by encode at most once for every watcher of the event;
+// the caller must not modify it.
+func (e *RecordJSON) Other(encode func(rec *Record, rev int64) ([]byte, error)) ([]byte, error) {
+	e.otherOnce.Do(func() { e.other, e.otherErr = encode(e.rec, e.rev) })
+	return e.other, e.otherErr
+}
 
 // MarshalJSON is JSON, for encoding/json.
 func (e *RecordJSON) MarshalJSON() ([]byte, error) { return e.JSON() }

@@ -250,8 +250,20 @@ func TestProtobufResponses(t *testing.T) {
 		t.Fatalf("the protobuf list differs from the JSON list:\n%s\n%s", pj, wj)
 	}
 
-	// The watch saw the 12 creates and the update (in JSON: watches are
-	// streamed as JSON, which client-go decodes by the response's type).
+	// Watches: protobuf to a client that prefers it, as kube-apiserver
+	// streams them (length-prefixed WatchEvents); JSON otherwise.
+	for accept, want := range map[string]string{
+		"application/vnd.kubernetes.protobuf,application/json": "application/vnd.kubernetes.protobuf;stream=watch",
+		"application/json": "application/json",
+	} {
+		code, h, body := s.call(t, "GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", "", nil, "Accept", accept)
+		if code != 200 || h.Get("Content-Type") != want || len(body) == 0 {
+			t.Fatalf("watch, Accept %q: %d %q, %d bytes", accept, code, h.Get("Content-Type"), len(body))
+		}
+	}
+
+	// The watch saw the 12 creates and the update (in protobuf: client-go
+	// as it comes).
 	seen := 0
 	for seen < 13 {
 		select {
