@@ -9,7 +9,6 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -220,7 +219,7 @@ func TestProtoKeptIsBounded(t *testing.T) {
 			t.Fatalf("%d bytes still counted after the records were collected", protoKept.n.Load())
 		}
 		goruntime.GC()
-		time.Sleep(time.Millisecond) // the cleanups run on a goroutine of their own
+		goruntime.Gosched() // the cleanups run on a goroutine of their own
 	}
 	more := newRecords(2)
 	readTwice(more)
