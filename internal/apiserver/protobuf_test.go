@@ -19,20 +19,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
+
+// configMapKind is the core ConfigMap kind.
+func configMapKind() *registry.Kind {
+	for _, k := range core.Kinds() {
+		if k.Kind == "ConfigMap" {
+			return k
+		}
+	}
+	panic("no ConfigMap kind")
+}
 
 // A protobuf list written from records decodes, with apimachinery's own
 // serializer, to the list the JSON holds; a second list copies the kept
 // messages and gives the same bytes.
 func TestRecordsProtoList(t *testing.T) {
-	var k = core.Kinds()[0]
-	for _, c := range core.Kinds() {
-		if c.Kind == "ConfigMap" {
-			k = c
-		}
-	}
+	k := configMapKind()
 	list := &storage.RecordList{ResourceVersion: 42, Continue: "tok"}
 	remaining := int64(7)
 	list.Remaining = &remaining
@@ -128,12 +134,7 @@ func TestRecordsProtoList(t *testing.T) {
 // serializer writes for the typed object, the first two times (made; the
 // second kept) and the third (from the message kept with the record).
 func TestRecordProtoObject(t *testing.T) {
-	var k = core.Kinds()[0]
-	for _, c := range core.Kinds() {
-		if c.Kind == "ConfigMap" {
-			k = c
-		}
-	}
+	k := configMapKind()
 	u := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "ns", "labels": map[string]any{"a": "b"}, "uid": "u-1"},
 		"data":     map[string]any{"k": "v\u00e9"}, "binaryData": map[string]any{"b": "AAE="}}
@@ -165,15 +166,10 @@ func TestRecordProtoObject(t *testing.T) {
 	}
 }
 
-// The messages kept with records stay within maxProtoKept, and a
+// The messages kept with records stay within protoKept's bound, and a
 // collected record gives its message's bytes back.
 func TestProtoKeptIsBounded(t *testing.T) {
-	var k = core.Kinds()[0]
-	for _, c := range core.Kinds() {
-		if c.Kind == "ConfigMap" {
-			k = c
-		}
-	}
+	k := configMapKind()
 	newRecords := func(n int) []*storage.Record {
 		var recs []*storage.Record
 		for i := range n {

@@ -109,12 +109,7 @@ func randomFieldSet(c randfill.Continue, depth int) map[string]any {
 // BenchmarkTypedFromObject is the Go type of a stored 1 KiB ConfigMap
 // made from its map, as a protobuf answer makes it.
 func BenchmarkTypedFromObject(b *testing.B) {
-	k := core.Kinds()[0]
-	for _, c := range core.Kinds() {
-		if c.Kind == "ConfigMap" {
-			k = c
-		}
-	}
+	k := configMapKind()
 	data := []byte(`{"apiVersion":"v1","data":{"payload":"` + strings.Repeat("x", 1024) + `"},"kind":"ConfigMap","metadata":{"creationTimestamp":"2026-11-25T23:00:00Z","labels":{"app":"kplane-bench"},"managedFields":[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:payload":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}},"manager":"kplane-bench","operation":"Update","time":"2026-11-25T23:00:00Z"}],"name":"bench-1","namespace":"default","resourceVersion":"12","uid":"6f0c8c4e-3b8f-4a43-9d1e-1a2b3c4d5e6f"}}`)
 	var m map[string]any
 	if err := storage.UnmarshalMap(data, &m); err != nil {
