@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -262,18 +264,30 @@ func TestProtobufResponses(t *testing.T) {
 		}
 	}
 
-	// The watch saw the 12 creates and the update (in protobuf: client-go
-	// as it comes).
+	// The watch saw the 12 creates, the update and a delete (in protobuf:
+	// client-go as it comes), each object whole; the deleted one as it
+	// was, with the delete's resourceVersion.
+	before, err := cms.Get(ctx, "p-00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "p-00", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	seen := 0
-	for seen < 13 {
+	for seen < 14 {
 		select {
 		case ev := <-w.ResultChan():
-			if _, ok := ev.Object.(*corev1.ConfigMap); !ok {
-				t.Fatalf("watch event %s %T", ev.Type, ev.Object)
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok || cm.Name == "" || cm.ResourceVersion == "" || cm.UID == "" {
+				t.Fatalf("watch event %s %T %+v", ev.Type, ev.Object, ev.Object)
 			}
-			seen++
+			if seen++; seen == 14 && (ev.Type != watch.Deleted || cm.Name != "p-00" || cm.UID != before.UID ||
+				rvOf(t, cm.ResourceVersion) <= rvOf(t, before.ResourceVersion) || cm.Data["k"] != before.Data["k"]) {
+				t.Fatalf("last event %s %+v, want p-00 deleted", ev.Type, cm)
+			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("the watch delivered %d of 13 events", seen)
+			t.Fatalf("the watch delivered %d of 14 events", seen)
 		}
 	}
 
@@ -289,4 +303,14 @@ func TestProtobufResponses(t *testing.T) {
 	if code != http.StatusNotAcceptable {
 		t.Fatalf("custom resources, protobuf only: %d %s", code, body)
 	}
+}
+
+// rvOf is a resourceVersion as the number kplane makes it.
+func rvOf(t *testing.T, rv string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", rv, err)
+	}
+	return n
 }
