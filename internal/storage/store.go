@@ -158,9 +158,21 @@ func (s *Store) Get(ctx context.Context, key string, opts GetOptions) (*unstruct
 
 // GetRecord is Get without the decode: the object as stored.
 func (s *Store) GetRecord(ctx context.Context, key string, opts GetOptions) (*Record, error) {
+	return s.GetRecordOr(ctx, key, opts, nil)
+}
+
+// GetRecordOr is GetRecord, except that it returns cached, a record of
+// key made earlier (nil: none), when the object at key is still at
+// cached's revision: a key's value at a revision never changes, so the
+// record is the same, and what callers kept with it (Fact, Alt) serves
+// again, with nothing parsed.
+func (s *Store) GetRecordOr(ctx context.Context, key string, opts GetOptions, cached *Record) (*Record, error) {
 	e, err := s.get(ctx, key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if cached != nil && cached.Key == key && cached.Rev == e.ModRevision {
+		return cached, nil
 	}
 	return NewRecord(key, e.Value, e.ModRevision)
 }

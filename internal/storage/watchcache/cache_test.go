@@ -2,6 +2,7 @@ package watchcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -108,6 +109,59 @@ func TestConsistentListSeesTheLatestWrite(t *testing.T) {
 	list, err := c.List(ctx, prefix, storage.ListOptions{Predicate: storage.Predicate{Label: sel}})
 	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "b" {
 		t.Fatalf("selective list: %v, %v", list, err)
+	}
+}
+
+// A consistent GetRecord reads the store, and answers with the cache's
+// record when that is still the object's (what callers keep with it
+// serves again), with the store's own when the object has moved on since
+// the cache last saw it, and never with a stale one.
+func TestConsistentGetRecordIsTheCachesWhenCurrent(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	key := prefix + "default/a"
+	a := create(t, s, "a", "red")
+	cached := func() *storage.Record {
+		// A list at a's revision: the cache has caught up with it.
+		if _, err := c.List(ctx, prefix, storage.ListOptions{ResourceVersion: a.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.GetRecord(ctx, key, storage.GetOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	want := cached()
+	got, err := c.GetRecord(ctx, key, storage.GetOptions{})
+	if err != nil || got != want {
+		t.Fatalf("consistent GetRecord: %p, %v; want the cache's record %p", got, err, want)
+	}
+
+	// Written past the cache's record: the store's record, at the new
+	// revision.
+	updated, err := s.GuaranteedUpdate(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cur.SetLabels(map[string]string{"color": "blue"})
+		return cur, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := s.GetRecordOr(ctx, key, storage.GetOptions{}, want)
+	if err != nil || fresh == want || strconv.FormatInt(fresh.Rev, 10) != updated.GetResourceVersion() {
+		t.Fatalf("after an update: %v, the old record %v, rev %d; want %s", err, fresh == want, fresh.Rev, updated.GetResourceVersion())
+	}
+	var se *storage.Error
+	if _, err := s.GetRecordOr(ctx, prefix+"default/other", storage.GetOptions{}, want); !errors.As(err, &se) || se.Code != storage.CodeNotFound {
+		t.Fatalf("another key, given a's record: %v", err)
+	}
+	other := create(t, s, "other", "red")
+	rev, _ := strconv.ParseInt(other.GetResourceVersion(), 10, 64)
+	elsewhere, err := storage.NewRecord(prefix+"default/elsewhere", []byte(`{"metadata":{"name":"elsewhere"}}`), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRecordOr(ctx, prefix+"default/other", storage.GetOptions{}, elsewhere); err != nil || r == elsewhere || r.Key != prefix+"default/other" {
+		t.Fatalf("another key's record at the same revision: %v %v", r == elsewhere, err)
 	}
 }
 

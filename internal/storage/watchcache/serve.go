@@ -68,7 +68,12 @@ func (c *Cache) Get(ctx context.Context, key string, opts storage.GetOptions) (*
 // that reads what a record knows (Deleting, labels) or copies its JSON.
 func (c *Cache) GetRecord(ctx context.Context, key string, opts storage.GetOptions) (*storage.Record, error) {
 	if opts.ResourceVersion == "" {
-		return c.cfg.Store.GetRecord(ctx, key, opts)
+		// A consistent read goes to the store, as kube-apiserver's does;
+		// the cache's record answers when it is still the object's.
+		c.mu.RLock()
+		cached, _ := c.mu.objects.Get(key)
+		c.mu.RUnlock()
+		return c.cfg.Store.GetRecordOr(ctx, key, opts, cached)
 	}
 	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
