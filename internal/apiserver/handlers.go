@@ -23,10 +23,6 @@ import (
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
-func emptyObject() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{}}
-}
-
 // resources routes /api/... and /apis/... requests.
 func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	ri, ok := parsePath(r.URL.Path)

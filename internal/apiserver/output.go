@@ -31,7 +31,7 @@ const (
 	formProtobuf // application/vnd.kubernetes.protobuf, built-in kinds only
 )
 
-// negotiate picks the form of a response as kube-apiserver's content
+// negotiateFor picks the form of a response as kube-apiserver's content
 // negotiation does: Accept's media ranges are taken by q-value, the more
 // specific first among equals (type/subtype, then type/*, then */*), and
 // in the order sent among those; the first that kplane can produce wins,
@@ -42,8 +42,6 @@ const (
 // protobuf, as from kube-apiserver. Unlike kube-apiserver, a range with
 // q=0 is not acceptable (RFC 9110). CBOR is not offered. A client that
 // accepts nothing kplane can produce gets 406.
-func negotiate(r *http.Request) (form, error) { return negotiateFor(r, false) }
-
 func negotiateFor(r *http.Request, proto bool) (form, error) {
 	f, err := negotiateAccept(r, proto)
 	if err == nil && f == formTable {

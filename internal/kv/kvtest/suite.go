@@ -1,7 +1,6 @@
 package kvtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,14 +119,6 @@ func show(e *kv.KeyValue, b int64) string {
 	return fmt.Sprintf("%s=%q(c+%d,m+%d,v%d)", e.Key, e.Value, e.CreateRevision-b, e.ModRevision-b, e.Version)
 }
 
-func sameKV(a, b *kv.KeyValue) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Key == b.Key && bytes.Equal(a.Value, b.Value) && a.CreateRevision == b.CreateRevision &&
-		a.ModRevision == b.ModRevision && a.Version == b.Version
-}
-
 // next waits for the next watch response, failing after the bound.
 func next(t testing.TB, w kv.Watcher) (kv.WatchResponse, bool) {
 	t.Helper()
@@ -178,19 +169,6 @@ func final(t testing.TB, w kv.Watcher) ([]kv.Event, error) {
 			return evs, r.Err
 		}
 		evs = append(evs, r.Events...)
-	}
-}
-
-// quiet asserts that nothing arrives on w for a short while. Used only
-// where the assertion is that something does not happen.
-func quiet(t testing.TB, w kv.Watcher, d time.Duration) {
-	t.Helper()
-	select {
-	case r, ok := <-w.Responses():
-		if ok && (len(r.Events) > 0 || r.Err != nil) {
-			t.Fatalf("unexpected watch response %+v", r)
-		}
-	case <-time.After(d):
 	}
 }
 
