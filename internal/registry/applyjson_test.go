@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -43,7 +44,7 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	strs := []string{"", "x", "nginx:1.27", "yes", "no", "on", "~", "null", "true", "1e3", "0x1F", "<<", "&a", "*a", "!tag",
 		"a: b", "- x", "#c", "é", "\t", "\n", `q"uote`, `back\slash`, "\u2028", "\x7f", "  spaced  ", "{}", "[]"}
-	nums := []any{0, 1, -1, 42, 1 << 40, int64(1) << 53, int64(1)<<62 + 1, 1.5, -0.0, 1e3, 1e21, 0.1}
+	nums := []any{0, 1, -1, 42, 1 << 40, int64(1) << 53, int64(1)<<62 + 1, 1.5, math.Copysign(0, -1), 1e3, 1e21, 0.1}
 	var value func(depth int) any
 	value = func(depth int) any {
 		switch n := rng.IntN(10); {

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -222,7 +223,7 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 			level = slog.LevelWarn
 			msg = "torn write at the end of the log: truncating to the last intact record"
 		}
-		l.log.Log(nil, level, msg, "file", path, "offset", off, "discarded_bytes", st.Discarded,
+		l.log.Log(context.Background(), level, msg, "file", path, "offset", off, "discarded_bytes", st.Discarded,
 			"later_segments", len(later), "reason", damage.Error())
 		if err := l.cut(path, off, later); err != nil {
 			return st, err
