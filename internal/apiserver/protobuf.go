@@ -273,13 +273,8 @@ func writeProtoData(w http.ResponseWriter, code int, data []byte, err error) {
 
 // writeProtoObject writes an object of kind k in protobuf.
 func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
-	typed, err := typedFromObject(k, v, obj.Object)
-	if err != nil {
-		writeError(w, apierrors.NewInternalError(err))
-		return
-	}
-	typed.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind(v))
-	writeProto(w, code, typed)
+	data, err := protoObject(k, v, obj.Object)
+	writeProtoData(w, code, data, err)
 }
 
 // protoList builds the typed list of kind k from the items' JSON.
