@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	goruntime "runtime"
+	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kplane-dev/kplane/internal/apiserver/transcode"
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
@@ -328,21 +328,89 @@ func protoToJSON(k *registry.Kind, v string, body []byte) ([]byte, error) {
 
 // protoMessage is what k8s.io/api's generated types implement.
 type protoMessage interface {
-	Marshal() ([]byte, error)
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// protoPlans holds each built-in kind version's transcode.Plan, by
+// GroupVersionKind; nil for one without.
+var protoPlans sync.Map
+
+func planFor(k *registry.Kind, v string) *transcode.Plan {
+	gvk := k.GroupVersionKind(v)
+	if p, ok := protoPlans.Load(gvk); ok {
+		return p.(*transcode.Plan)
+	}
+	var p *transcode.Plan
+	if obj, err := protoScheme().New(gvk); err == nil {
+		p = transcode.For(reflect.TypeOf(obj).Elem())
+	}
+	protoPlans.Store(gvk, p)
+	return p
+}
+
+// appendProtoMessage appends the protobuf message of version v of kind
+// k's object whose JSON is data: transcoded from the JSON, or, for what
+// the plan refuses, made the long way (decoded, converted into the Go
+// type, marshaled).
+func appendProtoMessage(dst []byte, k *registry.Kind, v string, data []byte) ([]byte, error) {
+	if p := planFor(k, v); p != nil {
+		if out, ok := p.Append(dst, data); ok {
+			return out, nil
+		}
+	}
+	var obj map[string]any
+	if err := storage.UnmarshalMap(data, &obj); err != nil {
+		return nil, err
+	}
+	return appendTypedMessage(dst, k, v, obj)
+}
+
+// appendTypedMessage appends the protobuf message of an object's map,
+// through its Go type.
+func appendTypedMessage(dst []byte, k *registry.Kind, v string, obj map[string]any) ([]byte, error) {
+	typed, err := typedFromObject(k, v, obj)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := typed.(protoMessage)
+	if !ok {
+		return nil, fmt.Errorf("%T has no protobuf form", typed)
+	}
+	n := m.Size()
+	dst = slices.Grow(dst, n)
+	if _, err := m.MarshalToSizedBuffer(dst[len(dst) : len(dst)+n]); err != nil {
+		return nil, err
+	}
+	return dst[:len(dst)+n], nil
+}
+
+// jsonScratch holds a record's JSON while its message is transcoded.
+var jsonScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendRecordProto appends the protobuf message of a record's object
+// with resourceVersion rev, transcoded from its JSON; scratch holds the
+// JSON.
+func appendRecordProto(dst []byte, scratch *[]byte, k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
+	data, err := r.AppendJSON((*scratch)[:0], rev)
+	if err != nil {
+		return nil, err
+	}
+	*scratch = data
+	return appendProtoMessage(dst, k, v, data)
 }
 
 // writeProtoList writes a list of kind k's records in protobuf after
 // dst: the serializer's envelope (the "k8s\x00" prefix and a
 // runtime.Unknown naming the list kind) around the list message, whose
 // field 1 is the ListMeta and field 2 each item, as every Kubernetes list
-// type has them. Each item's message is made from the record (its Go
-// type from its decoded JSON) or taken from it (recordProto keeps it from
-// the second read). The messages come first, which gives the envelope's
-// length; then the bytes, runtime.Unknown's Marshal of the list message
-// (fields 1 and 2, then the empty contentEncoding and contentType, which
-// a test holds them to), go out through flush whenever dst holds flushAt
-// bytes, as RecordList.WriteJSON writes JSON. It returns the last piece;
-// a nil flush never flushes, and the whole list is that piece.
+// type has them. The items' messages are transcoded first, into a pooled
+// buffer, which gives the envelope's length; then the bytes,
+// runtime.Unknown's Marshal of the list message (fields 1 and 2, then the
+// empty contentEncoding and contentType, which a test holds them to), go
+// out through flush whenever dst holds flushAt bytes, as
+// RecordList.WriteJSON writes JSON. It returns the last piece; a nil
+// flush never flushes, and the whole list is that piece.
 func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
 	lm := recordsMeta(l)
 	meta, err := lm.Marshal()
@@ -354,13 +422,18 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	if err != nil {
 		return nil, err
 	}
-	items := make([][]byte, len(l.Items))
+	buf := protoItems.Get().(*itemsBuffer)
+	defer buf.put()
+	scratch := jsonScratch.Get().(*[]byte)
+	defer jsonScratch.Put(scratch)
 	size := protowire.SizeTag(1) + protowire.SizeBytes(len(meta))
-	for i, r := range l.Items {
-		if items[i], err = recordProto(k, v, r); err != nil {
+	for _, r := range l.Items {
+		start := len(buf.msgs)
+		if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev); err != nil {
 			return nil, err
 		}
-		size += protowire.SizeTag(2) + protowire.SizeBytes(len(items[i]))
+		buf.ends = append(buf.ends, len(buf.msgs))
+		size += protowire.SizeTag(2) + protowire.SizeBytes(len(buf.msgs)-start)
 	}
 	total := 4 + protowire.SizeTag(1) + protowire.SizeBytes(len(typeMeta)) + protowire.SizeTag(2) + protowire.SizeBytes(size) + 4
 	if flush != nil {
@@ -374,9 +447,11 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	dst = protowire.AppendVarint(dst, uint64(size))
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, meta)
-	for _, it := range items {
+	start := 0
+	for _, end := range buf.ends {
 		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, it)
+		dst = protowire.AppendBytes(dst, buf.msgs[start:end])
+		start = end
 		if dst, err = flushFull(dst, flushAt, flush); err != nil {
 			return nil, err
 		}
@@ -388,44 +463,83 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	return dst, nil
 }
 
-// recordProtoObject is a record's object in protobuf, as writeProto
-// writes it: the message of recordProto in its envelope.
-func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
-	msg, err := recordProto(k, v, r)
-	if err != nil {
-		return nil, err
+// itemsBuffer holds a protobuf list's item messages, one after the
+// other, and where each ends.
+type itemsBuffer struct {
+	msgs []byte
+	ends []int
+}
+
+var protoItems = sync.Pool{New: func() any { return new(itemsBuffer) }}
+
+// maxPooledItems is the most an itemsBuffer keeps for the next list; a
+// larger list's messages are left to the collector.
+const maxPooledItems = 4 << 20
+
+func (b *itemsBuffer) put() {
+	if cap(b.msgs) > maxPooledItems {
+		return
 	}
-	gvk := k.GroupVersionKind(v)
-	return protoEnvelope(gvk.GroupVersion().String(), gvk.Kind, msg)
+	b.msgs, b.ends = b.msgs[:0], b.ends[:0]
+	protoItems.Put(b)
+}
+
+// recordProtoObject is a record's object in protobuf, as writeProto
+// writes it: its message in the serializer's envelope.
+func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
+	return recordProtoObjectAt(k, v, r, r.Rev)
 }
 
 // recordProtoObjectAt is recordProtoObject for the object of r with
 // resourceVersion rev, as a watch event carries it (a DELETED event's
 // object is the state before, with the event's resourceVersion).
 func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
-	if rev == r.Rev {
-		return recordProtoObject(k, v, r)
-	}
-	obj, err := r.Decode(rev)
-	if err != nil {
+	scratch := jsonScratch.Get().(*[]byte)
+	defer jsonScratch.Put(scratch)
+	msgs := protoItems.Get().(*itemsBuffer)
+	defer msgs.put()
+	var err error
+	if msgs.msgs, err = appendRecordProto(msgs.msgs[:0], scratch, k, v, r, rev); err != nil {
 		return nil, err
 	}
-	return protoObject(k, v, obj.Object)
+	return appendEnvelope(nil, k.GroupVersionKind(v), msgs.msgs), nil
 }
 
 // protoObject is an object's map in protobuf, in the serializer's
 // envelope.
 func protoObject(k *registry.Kind, v string, obj map[string]any) ([]byte, error) {
-	typed, err := typedFromObject(k, v, obj)
+	scratch := jsonScratch.Get().(*[]byte)
+	defer jsonScratch.Put(scratch)
+	data, err := storage.AppendJSON((*scratch)[:0], obj)
 	if err != nil {
 		return nil, err
 	}
-	typed.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind(v))
-	var b bytes.Buffer
-	if err := protoSerializer.Encode(typed, &b); err != nil {
+	*scratch = data
+	msgs := protoItems.Get().(*itemsBuffer)
+	defer msgs.put()
+	if msgs.msgs, err = appendProtoMessage(msgs.msgs[:0], k, v, data); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return appendEnvelope(nil, k.GroupVersionKind(v), msgs.msgs), nil
+}
+
+// appendEnvelope appends a message of kind gvk as Kubernetes' protobuf
+// serializer writes it: a magic prefix, then runtime.Unknown's Marshal
+// (its TypeMeta, the message, and an empty contentEncoding and
+// contentType).
+func appendEnvelope(dst []byte, gvk schema.GroupVersionKind, msg []byte) []byte {
+	apiVersion := gvk.GroupVersion().String()
+	typeMeta := protowire.SizeTag(1) + protowire.SizeBytes(len(apiVersion)) + protowire.SizeTag(2) + protowire.SizeBytes(len(gvk.Kind))
+	dst = slices.Grow(dst, 4+protowire.SizeTag(1)+protowire.SizeBytes(typeMeta)+protowire.SizeTag(2)+protowire.SizeBytes(len(msg))+4)
+	dst = append(dst, "k8s\x00"...)
+	dst = protowire.AppendVarint(protowire.AppendTag(dst, 1, protowire.BytesType), uint64(typeMeta))
+	dst = protowire.AppendString(protowire.AppendTag(dst, 1, protowire.BytesType), apiVersion)
+	dst = protowire.AppendString(protowire.AppendTag(dst, 2, protowire.BytesType), gvk.Kind)
+	dst = protowire.AppendBytes(protowire.AppendTag(dst, 2, protowire.BytesType), msg)
+	for _, field := range []protowire.Number{3, 4} {
+		dst = protowire.AppendVarint(protowire.AppendTag(dst, field, protowire.BytesType), 0)
+	}
+	return dst
 }
 
 // appendProtoWatchEvent appends a watch event as kube-apiserver streams
@@ -440,76 +554,4 @@ func appendProtoWatchEvent(b []byte, typ watch.EventType, object []byte) []byte 
 	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), string(typ))
 	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.BytesType), uint64(raw))
 	return protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), object)
-}
-
-// protoEnvelope wraps a message of kind and apiVersion as Kubernetes'
-// protobuf serializer does: a magic prefix, then a runtime.Unknown.
-func protoEnvelope(apiVersion, kind string, msg []byte) ([]byte, error) {
-	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind}, Raw: msg}
-	env, err := unk.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return append(append(make([]byte, 0, len(env)+4), "k8s\x00"...), env...), nil
-}
-
-// protoKept bounds the protobuf messages kept with records (several
-// servers in one process share it). 16 MiB holds 10,000 ConfigMaps of
-// 1.5 KB; past it, messages are made on each read, and a large store's
-// memory stays that of its JSON (100,000 ConfigMaps of 0.5 KB, all kept,
-// took RSS from 134 to 270 MB after three protobuf walks).
-var protoKept = &keptBytes{max: 16 << 20}
-
-// keptBytes counts the bytes kept with records, up to max.
-type keptBytes struct {
-	n   atomic.Int64
-	max int64
-}
-
-// keep keeps b with r if it fits and r keeps no other, and counts it
-// until r is collected.
-func (k *keptBytes) keep(r *storage.Record, b []byte) {
-	n := int64(len(b))
-	if k.n.Load()+n > k.max || !r.KeepAlt(b) {
-		return
-	}
-	k.n.Add(n)
-	goruntime.AddCleanup(r, func(n int64) { k.n.Add(-n) }, n)
-}
-
-// recordProto returns the protobuf message of a record's object. When v
-// is the version it is stored in, the message made the second time it is
-// asked for is kept with the record, within protoKept: objects listed
-// again (a client that polls, a paged walk repeated) are then copied as
-// JSON lists are, while those read once, as an informer's list reads
-// them, cost no memory. A kept message's bytes are given back to the
-// bound when its record is collected.
-func recordProto(k *registry.Kind, v string, r *storage.Record) ([]byte, error) {
-	keep := r.APIVersion() == k.GroupVersionKind(v).GroupVersion().String()
-	if keep {
-		if b := r.Alt(); b != nil {
-			return b, nil
-		}
-		keep = r.AltMadeBefore()
-	}
-	obj, err := r.Decode(r.Rev)
-	if err != nil {
-		return nil, err
-	}
-	typed, err := typedFromObject(k, v, obj.Object)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := typed.(protoMessage)
-	if !ok {
-		return nil, fmt.Errorf("%T has no protobuf form", typed)
-	}
-	b, err := m.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	if keep {
-		protoKept.keep(r, b)
-	}
-	return b, nil
 }

@@ -19,7 +19,7 @@ import (
 // The converter's typed object is the JSON decode's: random objects of
 // every built-in kind with a protobuf form, as the store holds them (the
 // map its decoder reads from their JSON), encode to the same protobuf
-// bytes both ways.
+// bytes both ways, and the transcoder writes them from the stored JSON.
 func TestTypedFromObjectMatchesTheJSONDecode(t *testing.T) {
 	kinds := append(core.Kinds(), core.Namespace(), crd.Kind())
 	registry.SetTypeConverters(kinds...)
@@ -38,7 +38,7 @@ func TestTypedFromObjectMatchesTheJSONDecode(t *testing.T) {
 					// A field set as the store holds one: JSON, keys sorted.
 					fv.Raw, _ = storage.AppendJSON(nil, randomFieldSet(c, 3))
 				})
-			converted, direct, lifted := 0, 0, 0
+			converted, direct, lifted, transcoded := 0, 0, 0, 0
 			for range 200 {
 				obj := k.Typed()
 				f.Fill(obj)
@@ -77,10 +77,26 @@ func TestTypedFromObjectMatchesTheJSONDecode(t *testing.T) {
 				if !bytes.Equal(wb.Bytes(), gb.Bytes()) {
 					t.Fatalf("protobuf differs:\nJSON decode %+v\nconverter   %+v\nfrom %s", want, got, data)
 				}
+				// And transcoded from the JSON as the store holds it, in
+				// the envelope appendEnvelope writes.
+				stored, err := storage.AppendJSON(nil, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg, err := appendProtoMessage(nil, k, v, stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := planFor(k, v).Append(nil, stored); ok {
+					transcoded++
+				}
+				if env := appendEnvelope(nil, k.GroupVersionKind(v), msg); !bytes.Equal(env, wb.Bytes()) {
+					t.Fatalf("transcoded protobuf differs:\n got %q\nwant %q\nfrom %s", env, wb.Bytes(), stored)
+				}
 			}
-			t.Logf("%s: %d of 200 converted, %d by the converter, %d with managed fields lifted out", k.Kind, converted, direct, lifted)
-			if direct == 0 || lifted == 0 {
-				t.Fatal("the converter, or the lifted metadata, took no object: the test compares the fallback with itself")
+			t.Logf("%s: %d of 200 converted, %d by the converter, %d with managed fields lifted out, %d transcoded", k.Kind, converted, direct, lifted, transcoded)
+			if direct == 0 || lifted == 0 || transcoded*10 < converted*9 {
+				t.Fatal("the converter, the lifted metadata or the transcoder took too few objects: the test compares the fallback with itself")
 			}
 		})
 	}
