@@ -404,11 +404,14 @@ func appendRecordProto(dst []byte, scratch *[]byte, k *registry.Kind, v string, 
 // dst: the serializer's envelope (the "k8s\x00" prefix and a
 // runtime.Unknown naming the list kind) around the list message, whose
 // field 1 is the ListMeta and field 2 each item, as every Kubernetes list
-// type has them. The items' messages are transcoded first, into a pooled
-// buffer, which gives the envelope's length; then the bytes,
-// runtime.Unknown's Marshal of the list message (fields 1 and 2, then the
-// empty contentEncoding and contentType, which a test holds them to), go
-// out through flush whenever dst holds flushAt bytes, as
+// type has them. The envelope's length comes first, so every item's
+// message is transcoded before any byte goes out: into a pooled buffer
+// while the messages fit in maxHeldItems, and past that only to measure
+// them, to be transcoded again as they go out (a whole list of 10,000
+// ConfigMaps would otherwise hold its 15 MB of messages). The bytes,
+// runtime.Unknown's Marshal of the list message (fields 1 and 2, then
+// the empty contentEncoding and contentType, which a test holds them
+// to), go out through flush whenever dst holds flushAt bytes, as
 // RecordList.WriteJSON writes JSON. It returns the last piece; a nil
 // flush never flushes, and the whole list is that piece.
 func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
@@ -426,14 +429,26 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	defer buf.put()
 	scratch := jsonScratch.Get().(*[]byte)
 	defer jsonScratch.Put(scratch)
+	buf.msgs = slices.Grow(buf.msgs, min(listSize(l), maxHeldItems))
 	size := protowire.SizeTag(1) + protowire.SizeBytes(len(meta))
+	held := 0 // the first held items' messages are in buf.msgs
 	for _, r := range l.Items {
-		start := len(buf.msgs)
-		if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev); err != nil {
-			return nil, err
+		var n int
+		if len(buf.msgs) < maxHeldItems {
+			start := len(buf.msgs)
+			if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev); err != nil {
+				return nil, err
+			}
+			n = len(buf.msgs) - start
+			held++
+		} else {
+			if buf.spare, err = appendRecordProto(buf.spare[:0], scratch, k, v, r, r.Rev); err != nil {
+				return nil, err
+			}
+			n = len(buf.spare)
 		}
-		buf.ends = append(buf.ends, len(buf.msgs))
-		size += protowire.SizeTag(2) + protowire.SizeBytes(len(buf.msgs)-start)
+		buf.sizes = append(buf.sizes, n)
+		size += protowire.SizeTag(2) + protowire.SizeBytes(n)
 	}
 	total := 4 + protowire.SizeTag(1) + protowire.SizeBytes(len(typeMeta)) + protowire.SizeTag(2) + protowire.SizeBytes(size) + 4
 	if flush != nil {
@@ -448,10 +463,20 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, meta)
 	start := 0
-	for _, end := range buf.ends {
-		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
-		dst = protowire.AppendBytes(dst, buf.msgs[start:end])
-		start = end
+	for i, n := range buf.sizes {
+		dst = protowire.AppendVarint(protowire.AppendTag(dst, 2, protowire.BytesType), uint64(n))
+		if i < held {
+			dst = append(dst, buf.msgs[start:start+n]...)
+			start += n
+		} else {
+			at := len(dst)
+			if dst, err = appendRecordProto(dst, scratch, k, v, l.Items[i], l.Items[i].Rev); err != nil {
+				return nil, err
+			}
+			if len(dst)-at != n {
+				return nil, fmt.Errorf("%s: its protobuf message took %d bytes, then %d", l.Items[i].Key, n, len(dst)-at)
+			}
+		}
 		if dst, err = flushFull(dst, flushAt, flush); err != nil {
 			return nil, err
 		}
@@ -463,24 +488,26 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 	return dst, nil
 }
 
+// maxHeldItems is how many bytes of a protobuf list's item messages
+// writeProtoList holds; past it, it transcodes the rest twice.
+var maxHeldItems = 4 << 20
+
 // itemsBuffer holds a protobuf list's item messages, one after the
-// other, and where each ends.
+// other, their sizes, and a message measured and dropped.
 type itemsBuffer struct {
-	msgs []byte
-	ends []int
+	msgs, spare []byte
+	sizes       []int
 }
 
 var protoItems = sync.Pool{New: func() any { return new(itemsBuffer) }}
 
-// maxPooledItems is the most an itemsBuffer keeps for the next list; a
-// larger list's messages are left to the collector.
-const maxPooledItems = 4 << 20
-
+// put gives the buffer back for the next list, unless one message made
+// it large.
 func (b *itemsBuffer) put() {
-	if cap(b.msgs) > maxPooledItems {
+	if cap(b.msgs) > 2*maxHeldItems || cap(b.spare) > maxHeldItems {
 		return
 	}
-	b.msgs, b.ends = b.msgs[:0], b.ends[:0]
+	b.msgs, b.spare, b.sizes = b.msgs[:0], b.spare[:0], b.sizes[:0]
 	protoItems.Put(b)
 }
 

@@ -101,6 +101,17 @@ func TestRecordsProtoList(t *testing.T) {
 	if err != nil || !bytes.Equal(first, second) {
 		t.Fatalf("the second list differs: %v", err)
 	}
+	// With none, some or all of the messages held while the list's
+	// length is counted (the others transcoded again as they go out),
+	// the same bytes.
+	defer func(held int) { maxHeldItems = held }(maxHeldItems)
+	for _, held := range []int{0, 1, len(first) / 2} {
+		maxHeldItems = held
+		if got, err := writeProtoList(nil, k, "v1", list, 0, nil); err != nil || !bytes.Equal(got, first) {
+			t.Fatalf("holding %d bytes of messages: the list differs (%v)", held, err)
+		}
+	}
+	maxHeldItems = 1
 	// Written in pieces, the same bytes; every piece but the last holds
 	// at least flushAt of them.
 	for _, flushAt := range []int{1, 100, 1 << 30} {

@@ -577,19 +577,15 @@ func (e *encoder) stringEnd(i int) (end int, escaped, ok bool) {
 // it has escapes, checking it is well-formed.
 func stringEnd(d []byte, i int) (end int, escaped, ok bool) {
 	i++
-	for {
-		// Eight bytes at a time while none needs a look: no quote,
-		// backslash, control character or non-ASCII byte.
-		for len(d)-i >= 8 {
-			x := binary.LittleEndian.Uint64(d[i:])
-			if hasByte(x, '"')|hasByte(x, '\\')|hasLess(x, 0x20) != 0 {
-				break
-			}
-			i += 8
+	if j := bytes.IndexByte(d[i:], '"'); j >= 0 {
+		// The common string: no escapes, no control characters before
+		// its closing quote.
+		seg := d[i : i+j]
+		if bytes.IndexByte(seg, '\\') < 0 && !hasControl(seg) {
+			return i + j + 1, false, true
 		}
-		if i >= len(d) {
-			return 0, false, false
-		}
+	}
+	for ; i < len(d); i++ {
 		switch c := d[i]; {
 		case c == '"':
 			return i + 1, escaped, true
@@ -615,8 +611,24 @@ func stringEnd(d []byte, i int) (end int, escaped, ok bool) {
 		case c < 0x20:
 			return 0, false, false
 		}
-		i++
 	}
+	return 0, false, false
+}
+
+// hasControl reports whether b has a byte below 0x20.
+func hasControl(b []byte) bool {
+	i := 0
+	for ; len(b)-i >= 8; i += 8 {
+		if hasLess(binary.LittleEndian.Uint64(b[i:]), 0x20) != 0 {
+			return true
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 const (
@@ -624,14 +636,8 @@ const (
 	highBits = 0x8080808080808080
 )
 
-// hasByte is not zero when one of x's bytes is b.
-func hasByte(x uint64, b byte) uint64 { return hasZero(x ^ (lowBits * uint64(b))) }
-
-// hasZero is not zero when one of x's bytes is zero.
-func hasZero(x uint64) uint64 { return (x - lowBits) &^ x & highBits }
-
-// hasLess is not zero when one of x's bytes (all below 0x80) is below
-// n; a byte at or above 0x80 may also make it so.
+// hasLess is not zero exactly when one of x's bytes is below n (n at
+// most 0x80).
 func hasLess(x uint64, n byte) uint64 { return (x - lowBits*uint64(n)) &^ x & highBits }
 
 func ws(d []byte, i int) int {

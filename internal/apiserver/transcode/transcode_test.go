@@ -281,3 +281,21 @@ func BenchmarkDecodeMarshal(b *testing.B) {
 		}
 	}
 }
+
+// hasControl finds a byte below 0x20 wherever it is, among any others.
+func TestHasControl(t *testing.T) {
+	for n := range 40 {
+		for at := -1; at < n; at++ {
+			b := bytes.Repeat([]byte{0xff}, n)
+			for i := range b {
+				b[i] = byte(0x20 + (i*37)%0xe0) // 0x20–0xff
+			}
+			if at >= 0 {
+				b[at] = byte(at % 0x20)
+			}
+			if got := hasControl(b); got != (at >= 0) {
+				t.Fatalf("%d bytes, control at %d: hasControl = %v", n, at, got)
+			}
+		}
+	}
+}
