@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	goruntime "runtime"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -33,24 +34,29 @@ func configMapKind() *registry.Kind {
 }
 
 // A protobuf list written from records decodes, with apimachinery's own
-// serializer, to the list the JSON holds; a second list, through the
-// pooled buffers the first used, gives the same bytes.
+// serializer, to the list the JSON holds; a second list, which copies the
+// kept messages, gives the same bytes, as do lists that hold none, some
+// or all of their messages while they count the list's length.
 func TestRecordsProtoList(t *testing.T) {
 	k := configMapKind()
-	list := &storage.RecordList{ResourceVersion: 42, Continue: "tok"}
 	remaining := int64(7)
-	list.Remaining = &remaining
-	var want corev1.ConfigMapList
-	for i := range 5 {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns", "labels": map[string]any{"a": "b"}},
-			"data":     map[string]any{"k": fmt.Sprint("v\u00e9", i)}}}
-		value, _ := storage.AppendJSON(nil, u.Object)
-		r, err := storage.NewRecord("/configmaps/ns/"+u.GetName(), value, int64(10+i))
-		if err != nil {
-			t.Fatal(err)
+	newList := func() *storage.RecordList {
+		list := &storage.RecordList{ResourceVersion: 42, Continue: "tok", Remaining: &remaining}
+		for i := range 5 {
+			value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns", "labels": map[string]any{"a": "b"}},
+				"data":     map[string]any{"k": fmt.Sprint("v\u00e9", i)}})
+			r, err := storage.NewRecord(fmt.Sprint("/configmaps/ns/c", i), value, int64(10+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			list.Items = append(list.Items, r)
 		}
-		list.Items = append(list.Items, r)
+		return list
+	}
+	list := newList()
+	var want corev1.ConfigMapList
+	for _, r := range list.Items {
 		served, _ := r.AppendJSON(nil, r.Rev)
 		var cm corev1.ConfigMap
 		if err := json.Unmarshal(served, &cm); err != nil {
@@ -65,13 +71,35 @@ func TestRecordsProtoList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, r := range list.Items {
+		if r.Alt() != nil {
+			t.Fatalf("%s: a message kept after one list", r.Key)
+		}
+	}
+	// With none, some or all of the messages held while the length is
+	// counted (the others transcoded again as they go out), the same
+	// bytes, and still nothing kept after a list read once.
+	defer func(held int) { maxHeldItems = held }(maxHeldItems)
+	for _, held := range []int{0, 1, len(first) / 2} {
+		maxHeldItems = held
+		fresh := newList()
+		if got, err := writeProtoList(nil, k, "v1", fresh, 0, nil); err != nil || !bytes.Equal(got, first) {
+			t.Fatalf("holding %d bytes of messages: the list differs (%v)", held, err)
+		}
+		for _, r := range fresh.Items {
+			if r.Alt() != nil {
+				t.Fatalf("holding %d bytes of messages: %s: a message kept after one list", held, r.Key)
+			}
+		}
+	}
+	maxHeldItems = 1 << 20
 	// Byte for byte what apimachinery's runtime.Unknown writes around the
 	// list message, in the serializer's envelope.
 	lm := metav1.ListMeta{ResourceVersion: "42", Continue: "tok", RemainingItemCount: &remaining}
 	meta, _ := lm.Marshal()
 	body := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
 	for _, r := range list.Items {
-		msg, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev)
+		msg, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev, true) // the second read: kept
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,20 +125,16 @@ func TestRecordsProtoList(t *testing.T) {
 	if !bytes.Equal(gj, wj) {
 		t.Fatalf("got  %s\nwant %s", gj, wj)
 	}
+	for _, r := range list.Items {
+		if r.Alt() == nil {
+			t.Fatalf("%s: no protobuf message kept, asked for twice", r.Key)
+		}
+	}
 	second, err := writeProtoList(nil, k, "v1", list, 0, nil)
 	if err != nil || !bytes.Equal(first, second) {
 		t.Fatalf("the second list differs: %v", err)
 	}
-	// With none, some or all of the messages held while the list's
-	// length is counted (the others transcoded again as they go out),
-	// the same bytes.
-	defer func(held int) { maxHeldItems = held }(maxHeldItems)
-	for _, held := range []int{0, 1, len(first) / 2} {
-		maxHeldItems = held
-		if got, err := writeProtoList(nil, k, "v1", list, 0, nil); err != nil || !bytes.Equal(got, first) {
-			t.Fatalf("holding %d bytes of messages: the list differs (%v)", held, err)
-		}
-	}
+	list = newList()
 	maxHeldItems = 1
 	// Written in pieces, the same bytes; every piece but the last holds
 	// at least flushAt of them.
@@ -130,8 +154,9 @@ func TestRecordsProtoList(t *testing.T) {
 }
 
 // A record's object in protobuf is byte for byte what apimachinery's
-// serializer writes for the typed object, each time (the pooled buffers
-// reused), and at another resourceVersion, as a DELETED event has it.
+// serializer writes for the typed object, the first two times (made; the
+// second kept) and the third (from the message kept with the record),
+// and at another resourceVersion, as a DELETED event has it.
 func TestRecordProtoObject(t *testing.T) {
 	k := configMapKind()
 	u := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -159,6 +184,9 @@ func TestRecordProtoObject(t *testing.T) {
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Fatalf("%d: got\n%q\nwant\n%q", i, got, want.Bytes())
 		}
+		if kept := r.Alt() != nil; kept != (i > 0) {
+			t.Fatalf("after %d reads: a message kept with the record: %v", i+1, kept)
+		}
 	}
 	cm.ResourceVersion = "15"
 	want.Reset()
@@ -184,7 +212,7 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 	if _, ok := planFor(k, "v1").Append(nil, served); ok {
 		t.Fatal("the transcoder took the object: the test does not reach the long way")
 	}
-	got, err := appendRecordProto([]byte("x"), new([]byte), k, "v1", r, r.Rev)
+	got, err := appendRecordProto([]byte("x"), new([]byte), k, "v1", r, r.Rev, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +224,64 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 	want, _ := typed.(*corev1.ConfigMap).Marshal()
 	if string(got[:1]) != "x" || !bytes.Equal(got[1:], want) {
 		t.Fatalf("got\n%q\nwant\n%q", got[1:], want)
+	}
+}
+
+// The messages kept with records stay within protoKept's bound, and a
+// collected record gives its message's bytes back.
+func TestProtoKeptIsBounded(t *testing.T) {
+	k := configMapKind()
+	newRecords := func(n int) []*storage.Record {
+		var recs []*storage.Record
+		for i := range n {
+			value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns"},
+				"data":     map[string]any{"k": strings.Repeat("x", 100)}})
+			r, err := storage.NewRecord(fmt.Sprint("/configmaps/ns/c", i), value, int64(10+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	readTwice := func(recs []*storage.Record) {
+		for range 2 {
+			for _, r := range recs {
+				if _, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	msg, _ := appendRecordProto(nil, new([]byte), k, "v1", newRecords(1)[0], 10, true)
+	defer func(kept *keptBytes) { protoKept = kept }(protoKept)
+	protoKept = &keptBytes{max: 3 * int64(len(msg))}
+
+	recs := newRecords(5)
+	readTwice(recs)
+	for i, r := range recs {
+		if kept := r.Alt() != nil; kept != (i < 3) {
+			t.Fatalf("record %d: kept %v; want the first 3 of 5 kept", i, kept)
+		}
+	}
+	if got := protoKept.n.Load(); got != 3*int64(len(msg)) {
+		t.Fatalf("kept %d bytes, want %d", got, 3*len(msg))
+	}
+
+	// Collected, they give the bytes back, and others are kept.
+	recs = nil
+	for i := 0; protoKept.n.Load() != 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%d bytes still counted after the records were collected", protoKept.n.Load())
+		}
+		goruntime.GC()
+		goruntime.Gosched() // the cleanups run on a goroutine of their own
+	}
+	more := newRecords(2)
+	readTwice(more)
+	if more[0].Alt() == nil || more[1].Alt() == nil {
+		t.Fatal("nothing kept once the bytes were given back")
 	}
 }
 

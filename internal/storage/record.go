@@ -66,6 +66,9 @@ type Record struct {
 	// (SharedRecord).
 	mu     sync.Mutex
 	shared weak.Pointer[Shared]
+	// alt is another encoding of the object at Rev that a caller keeps
+	// with the record (Alt).
+	alt atomic.Pointer[[]byte]
 	// fact is a yes-or-no fact about the object at Rev that a caller
 	// keeps with the record (Fact).
 	fact atomic.Pointer[recordFact]
@@ -90,6 +93,41 @@ func (r *Record) Fact(about any) (yes, known bool) {
 // other. about must be comparable.
 func (r *Record) SetFact(about any, yes bool) {
 	r.fact.Store(&recordFact{about: about, yes: yes})
+}
+
+// Alt returns the other encoding a caller kept with the record (the HTTP
+// layer keeps the protobuf form of built-in kinds, from the second time
+// it is asked for), or nil.
+func (r *Record) Alt() []byte {
+	if p := r.alt.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// altMadeOnce marks, in alt, a record whose other encoding was made once
+// and not kept.
+var altMadeOnce []byte
+
+// AltMadeBefore notes that a caller made the record's other encoding and
+// did not keep it, and reports whether that happened before. A caller
+// that keeps the encoding only when this says yes spends no memory on
+// objects read once that way (an informer's first list), and keeps it
+// for those read again.
+func (r *Record) AltMadeBefore() bool { return !r.alt.CompareAndSwap(nil, &altMadeOnce) }
+
+// KeepAlt keeps b as the record's other encoding, unless one is kept
+// already, and reports whether it did; b must not be modified.
+func (r *Record) KeepAlt(b []byte) bool {
+	for {
+		old := r.alt.Load()
+		if old != nil && old != &altMadeOnce {
+			return false
+		}
+		if r.alt.CompareAndSwap(old, &b) {
+			return true
+		}
+	}
 }
 
 // span is [start, end) of Value.

@@ -761,6 +761,32 @@ func TestRecordFact(t *testing.T) {
 	}
 }
 
+// TestRecordAlt: the other encoding is nil until kept, made-before is
+// true from the second time it is noted, and the first encoding kept
+// stays.
+func TestRecordAlt(t *testing.T) {
+	rec, err := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.AltMadeBefore() || rec.Alt() != nil {
+		t.Fatal("a new record: made before, or an encoding kept")
+	}
+	if !rec.AltMadeBefore() || rec.Alt() != nil {
+		t.Fatal("noted once: not made before, or an encoding kept")
+	}
+	if !rec.KeepAlt([]byte("pb")) || rec.KeepAlt([]byte("other")) {
+		t.Fatal("KeepAlt: the first did not keep, or the second did")
+	}
+	if string(rec.Alt()) != "pb" || !rec.AltMadeBefore() || string(rec.Alt()) != "pb" {
+		t.Fatalf("kept: Alt() = %q", rec.Alt())
+	}
+	fresh, _ := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 4)
+	if !fresh.KeepAlt([]byte("pb")) || string(fresh.Alt()) != "pb" {
+		t.Fatal("KeepAlt on a record never noted")
+	}
+}
+
 // Reading a plain string allocates only the copy str returns: strBytes
 // none, str one (none for a common key). A result whose address is taken
 // would cost one more on every call.
