@@ -140,8 +140,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return rec.AppendJSON(b, rec.Rev) })
 			return
 		case asStored && f == formProtobuf:
-			data, err := recordProtoObject(h.kind, h.ri.version, rec)
-			writeProtoData(w, http.StatusOK, data, err)
+			writeProtoRecord(w, h.kind, h.ri.version, http.StatusOK, rec)
 			return
 		case asStored && f == formMetadata:
 			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendPartial(b, rec, rec.Rev, nil) })

@@ -190,7 +190,11 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 	case formMetadata:
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return appendPartial(b, nil, 0, obj) })
 	case formProtobuf:
-		writeProtoObject(w, k, v, code, obj)
+		if enc != nil {
+			writeProtoJSON(w, k, v, code, func(b []byte) ([]byte, error) { return enc.AppendJSON(b), nil })
+		} else {
+			writeProtoObject(w, k, v, code, obj)
+		}
 	default:
 		write(w, f, code, obj)
 	}

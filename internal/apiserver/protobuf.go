@@ -261,22 +261,46 @@ func managedFieldsOf(v any) ([]metav1.ManagedFieldsEntry, bool) {
 	return out, true
 }
 
-// writeProtoData answers code with data, a protobuf body the caller
-// built, or with the error building it gave.
-func writeProtoData(w http.ResponseWriter, code int, data []byte, err error) {
-	if err != nil {
+// writeProtoMessage answers code with version v of kind k's object in
+// protobuf: the message appendMsg appends, in the serializer's envelope,
+// assembled in pooled buffers. An error appending it is the answer.
+func writeProtoMessage(w http.ResponseWriter, k *registry.Kind, v string, code int, appendMsg func(dst, scratch []byte) (msg, scratchOut []byte, err error)) {
+	msgs := protoItems.Get().(*itemsBuffer)
+	defer msgs.put()
+	var err error
+	if msgs.msgs, msgs.spare, err = appendMsg(msgs.msgs[:0], msgs.spare[:0]); err != nil {
 		writeError(w, apierrors.NewInternalError(err))
 		return
 	}
-	w.Header().Set("Content-Type", protobufType)
-	w.WriteHeader(code)
-	w.Write(data)
+	writePooled(w, &answerBuffers, maxPooledAnswer, protobufType, code, func(b []byte) ([]byte, error) {
+		return appendEnvelope(b, k.GroupVersionKind(v), msgs.msgs), nil
+	})
+}
+
+// writeProtoJSON answers code with the protobuf form of version v of
+// kind k's object whose JSON appendJSON appends.
+func writeProtoJSON(w http.ResponseWriter, k *registry.Kind, v string, code int, appendJSON func([]byte) ([]byte, error)) {
+	writeProtoMessage(w, k, v, code, func(dst, scratch []byte) ([]byte, []byte, error) {
+		data, err := appendJSON(scratch)
+		if err != nil {
+			return nil, scratch, err
+		}
+		dst, err = appendProtoMessage(dst, k, v, data)
+		return dst, data, err
+	})
 }
 
 // writeProtoObject writes an object of kind k in protobuf.
 func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
-	data, err := protoObject(k, v, obj.Object)
-	writeProtoData(w, code, data, err)
+	writeProtoJSON(w, k, v, code, func(b []byte) ([]byte, error) { return storage.AppendJSON(b, obj.Object) })
+}
+
+// writeProtoRecord writes a record's object in protobuf.
+func writeProtoRecord(w http.ResponseWriter, k *registry.Kind, v string, code int, r *storage.Record) {
+	writeProtoMessage(w, k, v, code, func(dst, scratch []byte) ([]byte, []byte, error) {
+		dst, err := appendRecordProto(dst, &scratch, k, v, r, r.Rev, true)
+		return dst, scratch, err
+	})
 }
 
 // protoList builds the typed list of kind k from the items' JSON.
