@@ -414,17 +414,9 @@ func (e *encoder) members(i int, f func(key []byte, v span) bool) (int, bool) {
 		if !f(key, span{start, i}) {
 			return 0, false
 		}
-		i = ws(d, i)
-		if i >= len(d) {
-			return 0, false
-		}
-		switch d[i] {
-		case ',':
-			i = ws(d, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
+		var done bool
+		if i, done, ok = next(d, i, '}'); !ok || done {
+			return i, ok
 		}
 	}
 }
@@ -443,19 +435,28 @@ func (e *encoder) elements(i int, f func(v span) bool) (int, bool) {
 		if i, ok = e.skip(i); !ok || !f(span{start, i}) {
 			return 0, false
 		}
-		i = ws(d, i)
-		if i >= len(d) {
-			return 0, false
-		}
-		switch d[i] {
-		case ',':
-			i = ws(d, i+1)
-		case ']':
-			return i + 1, true
-		default:
-			return 0, false
+		var done bool
+		if i, done, ok = next(d, i, ']'); !ok || done {
+			return i, ok
 		}
 	}
+}
+
+// next reads what follows a member or an element that ends before d[i]:
+// a comma, and the index of the next one; or the closing bracket, done,
+// and the index after it.
+func next(d []byte, i int, closing byte) (at int, done, ok bool) {
+	i = ws(d, i)
+	if i >= len(d) {
+		return 0, false, false
+	}
+	switch d[i] {
+	case ',':
+		return ws(d, i+1), false, true
+	case closing:
+		return i + 1, true, true
+	}
+	return 0, false, false
 }
 
 // skip returns the index after the JSON value at data[i], checking it
