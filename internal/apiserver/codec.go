@@ -82,7 +82,7 @@ func toJSON(r *http.Request, body []byte) ([]byte, error) {
 	mt := "application/json"
 	if ct != "" {
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, r.Method, schemaGroupResource(""), "", fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"), 0, false)
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, r.Method, schemaGroupResource(""), "", "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml", 0, false)
 		}
 	}
 	switch mt {
@@ -97,7 +97,7 @@ func toJSON(r *http.Request, body []byte) ([]byte, error) {
 	}
 	return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"),
+		Message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
 	}}
 }
 
@@ -225,7 +225,8 @@ func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (me
 		if err != nil {
 			return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid orphanDependents %q", v))
 		}
-		opts.OrphanDependents = &b //nolint:staticcheck // the legacy field clients still send
+		//lint:ignore SA1019 the legacy field clients still send
+		opts.OrphanDependents = &b
 	}
 	if v := q.Get("gracePeriodSeconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

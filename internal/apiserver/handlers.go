@@ -456,7 +456,8 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	// Upstream answers 202 to a delete that asked for cascading through the
 	// legacy orphanDependents=false and left the object in place.
-	if !deleted && opts.OrphanDependents != nil && !*opts.OrphanDependents { //nolint:staticcheck // legacy field
+	//lint:ignore SA1019 legacy field
+	if !deleted && opts.OrphanDependents != nil && !*opts.OrphanDependents {
 		code = http.StatusAccepted
 	}
 	if u, ok := out.(*unstructured.Unstructured); ok {

@@ -248,7 +248,8 @@ func managedFieldsOf(v any) ([]metav1.ManagedFieldsEntry, bool) {
 				if err != nil {
 					return nil, false
 				}
-				e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+				e.FieldsV1 = new(metav1.FieldsV1)
+				e.FieldsV1.SetRawBytes(raw)
 				continue
 			default:
 				return nil, false
@@ -340,7 +341,7 @@ func protoToJSON(k *registry.Kind, v string, body []byte) ([]byte, error) {
 	if k.Typed == nil {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"),
+			Message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
 		}}
 	}
 	gvk := k.GroupVersionKind(v)

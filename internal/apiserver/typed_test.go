@@ -36,7 +36,8 @@ func TestTypedFromObjectMatchesTheJSONDecode(t *testing.T) {
 			f := randfill.NewWithSeed(int64(len(k.Kind))).NilChance(0.5).NumElements(0, 2).MaxDepth(5).
 				Funcs(func(fv *metav1.FieldsV1, c randfill.Continue) {
 					// A field set as the store holds one: JSON, keys sorted.
-					fv.Raw, _ = storage.AppendJSON(nil, randomFieldSet(c, 3))
+					b, _ := storage.AppendJSON(nil, randomFieldSet(c, 3))
+					fv.SetRawBytes(b)
 				})
 			converted, direct, lifted, transcoded := 0, 0, 0, 0
 			for range 200 {

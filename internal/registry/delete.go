@@ -160,7 +160,7 @@ func gcFinalizers(fins []string, opts *metav1.DeleteOptions) ([]string, bool) {
 		had[f] = true
 	}
 	orphan, foreground := had[metav1.FinalizerOrphanDependents], had[metav1.FinalizerDeleteDependents]
-	//nolint:staticcheck // orphanDependents is deprecated but still honoured upstream.
+	//lint:ignore SA1019 orphanDependents is deprecated but still honoured upstream.
 	switch od := opts.OrphanDependents; {
 	case od != nil:
 		orphan, foreground = *od, false

@@ -73,7 +73,8 @@ func propagation(p metav1.DeletionPropagation) metav1.DeleteOptions {
 }
 
 func orphanDependents(b bool) metav1.DeleteOptions {
-	return metav1.DeleteOptions{OrphanDependents: &b} //nolint:staticcheck // the legacy option is what is tested
+	//lint:ignore SA1019 the legacy option is what is tested
+	return metav1.DeleteOptions{OrphanDependents: &b}
 }
 
 func TestDeletePropagationFinalizers(t *testing.T) {
@@ -171,7 +172,8 @@ func TestDeleteOptionsValidation(t *testing.T) {
 	ctx, res := newWidgets(t)
 	createWidget(t, ctx, res, "w")
 	both := propagation(metav1.DeletePropagationForeground)
-	both.OrphanDependents = new(bool) //nolint:staticcheck // the legacy option is what is tested
+	//lint:ignore SA1019 the legacy option is what is tested
+	both.OrphanDependents = new(bool)
 	for _, c := range []struct {
 		name  string
 		opts  metav1.DeleteOptions

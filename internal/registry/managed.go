@@ -361,7 +361,8 @@ func managedFieldsEntries(obj map[string]any) ([]metav1.ManagedFieldsEntry, bool
 				if err != nil {
 					return nil, false
 				}
-				e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+				e.FieldsV1 = new(metav1.FieldsV1)
+				e.FieldsV1.SetRawBytes(raw)
 				continue
 			}
 			str, ok := v.(string)
@@ -422,7 +423,7 @@ func managedFieldsEntryMap(e *metav1.ManagedFieldsEntry) (map[string]any, bool) 
 	}
 	setString("fieldsType", e.FieldsType)
 	if e.FieldsV1 != nil {
-		raw := e.FieldsV1.Raw
+		raw := e.FieldsV1.GetRawBytes()
 		if len(raw) == 0 || raw[0] != '{' {
 			return nil, false
 		}

@@ -25,10 +25,10 @@ func TestManagedFieldsEntryMapMatchesTheConverter(t *testing.T) {
 	for _, e := range []metav1.ManagedFieldsEntry{
 		{},
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{"f:x":{}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{"f:x":{}}}}`)},
 		{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &zero, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}, Subresource: "status"},
-		{Manager: "m", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{}`), Subresource: "status"},
+		{Manager: "m", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}}}}`)},
 	} {
 		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e)
 		if err != nil {
@@ -43,7 +43,7 @@ func TestManagedFieldsEntryMapMatchesTheConverter(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"", "null", `"x"`} {
-		e := metav1.ManagedFieldsEntry{FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}}
+		e := metav1.ManagedFieldsEntry{FieldsV1: metav1.NewFieldsV1(raw)}
 		if _, ok := managedFieldsEntryMap(&e); ok {
 			t.Errorf("fieldsV1 %q: taken, want it left to the converter", raw)
 		}

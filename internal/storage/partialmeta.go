@@ -46,6 +46,7 @@ func (r *Record) PartialMetadata(rev int64) (*metav1.PartialObjectMetadata, erro
 func metaFromUnstructured(obj *unstructured.Unstructured) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: obj.GetName(), GenerateName: obj.GetGenerateName(), Namespace: obj.GetNamespace(),
+		//lint:ignore SA1019 a stored object's selfLink is served as it is
 		SelfLink: obj.GetSelfLink(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		Generation: obj.GetGeneration(), CreationTimestamp: obj.GetCreationTimestamp(),
 		DeletionTimestamp: obj.GetDeletionTimestamp(), DeletionGracePeriodSeconds: obj.GetDeletionGracePeriodSeconds(),
@@ -78,6 +79,7 @@ func scanMeta(data []byte, m *metav1.ObjectMeta) bool {
 			case "namespace":
 				m.Namespace = v
 			case "selfLink":
+				//lint:ignore SA1019 a stored object's selfLink is served as it is
 				m.SelfLink = v
 			case "uid":
 				m.UID = types.UID(v)

@@ -306,7 +306,7 @@ func owns(t *testing.T, mf []metav1.ManagedFieldsEntry, manager string, path fie
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			t.Fatalf("managedFields of %s: %v", manager, err)
 		}
 		if set.Has(path) {
@@ -321,7 +321,7 @@ func managedFieldsJSON(mf []metav1.ManagedFieldsEntry) string {
 	for _, e := range mf {
 		raw := ""
 		if e.FieldsV1 != nil {
-			raw = string(e.FieldsV1.Raw)
+			raw = e.FieldsV1.GetRawString()
 		}
 		fmt.Fprintf(&b, "\n  %s %s %s", e.Manager, e.Operation, raw)
 	}

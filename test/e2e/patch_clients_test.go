@@ -171,7 +171,8 @@ func TestPatchClientsControllerRuntime(t *testing.T) {
 		t.Run("deprecated client.Apply patch with an unstructured Foo", func(t *testing.T) {
 			u := newFoo("apply-patch", "one")
 			u.SetNamespace("default")
-			if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("patcher"), client.ForceOwnership); err != nil { //nolint:staticcheck // the older API, still widely used
+			//lint:ignore SA1019 the older API, still widely used
+			if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("patcher"), client.ForceOwnership); err != nil {
 				t.Fatal(err)
 			}
 			got := getFoo(t, s, "apply-patch")
@@ -251,7 +252,7 @@ func ownsField(t *testing.T, mf []metav1.ManagedFieldsEntry, manager string, op 
 			t.Errorf("managedFields entry of %s: fieldsType %q, time %v", manager, e.FieldsType, e.Time)
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 			t.Fatalf("managedFields of %s: %v", manager, err)
 		}
 		if set.Has(fieldpath.MakePathOrDie(parts...)) {

@@ -92,7 +92,7 @@ func TestKubectlPatchAndApply(t *testing.T) {
 		}
 		owners := map[string]string{}
 		for _, mf := range obj.Metadata.ManagedFields {
-			owners[mf.Manager] = string(mf.FieldsV1.Raw)
+			owners[mf.Manager] = mf.FieldsV1.GetRawString()
 		}
 		if !strings.Contains(owners["bob"], `"f:owner"`) || strings.Contains(owners["alice"], `"f:owner"`) || !strings.Contains(owners["alice"], `"f:alice"`) {
 			t.Fatalf("managedFields after the forced apply: %v", owners)
@@ -488,11 +488,11 @@ func TestStatusWritesRecordTheirOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e := entry(t, g, "updater"); e.Subresource != "status" || e.Operation != metav1.ManagedFieldsOperationUpdate ||
-		string(e.FieldsV1.Raw) != `{"f:status":{".":{},"f:happy":{}}}` {
-		t.Fatalf("PUT /status entry: %+v %s", e, e.FieldsV1.Raw)
+		e.FieldsV1.GetRawString() != `{"f:status":{".":{},"f:happy":{}}}` {
+		t.Fatalf("PUT /status entry: %+v %s", e, e.FieldsV1.GetRawBytes())
 	}
-	if e := entry(t, g, "creator"); e.Subresource != "" || string(e.FieldsV1.Raw) != `{"f:spec":{".":{},"f:a":{}}}` {
-		t.Fatalf("the creator's entry changed: %+v %s", e, e.FieldsV1.Raw)
+	if e := entry(t, g, "creator"); e.Subresource != "" || e.FieldsV1.GetRawString() != `{"f:spec":{".":{},"f:a":{}}}` {
+		t.Fatalf("the creator's entry changed: %+v %s", e, e.FieldsV1.GetRawBytes())
 	}
 
 	// Server-side apply on /status: the applier owns what it applies; a
@@ -509,8 +509,8 @@ func TestStatusWritesRecordTheirOwner(t *testing.T) {
 	}
 	got := apply(map[string]any{"note": "reconciled"})
 	if e := entry(t, got, "controller"); e.Subresource != "status" || e.Operation != metav1.ManagedFieldsOperationApply ||
-		string(e.FieldsV1.Raw) != `{"f:status":{"f:note":{}}}` {
-		t.Fatalf("apply /status entry: %+v %s", e, e.FieldsV1.Raw)
+		e.FieldsV1.GetRawString() != `{"f:status":{"f:note":{}}}` {
+		t.Fatalf("apply /status entry: %+v %s", e, e.FieldsV1.GetRawBytes())
 	}
 	got = apply(map[string]any{})
 	if _, found, _ := unstructured.NestedString(got.Object, "status", "note"); found {
@@ -533,9 +533,9 @@ func TestStatusWritesRecordTheirOwner(t *testing.T) {
 	found := false
 	for _, e := range patched.ManagedFields {
 		if e.Manager == "ns-controller" {
-			found = e.Subresource == "status" && strings.Contains(string(e.FieldsV1.Raw), `"k:{\"type\":\"Checked\"}"`)
+			found = e.Subresource == "status" && strings.Contains(e.FieldsV1.GetRawString(), `"k:{\"type\":\"Checked\"}"`)
 			if !found {
-				t.Fatalf("Namespace status entry: %+v %s", e, e.FieldsV1.Raw)
+				t.Fatalf("Namespace status entry: %+v %s", e, e.FieldsV1.GetRawBytes())
 			}
 		}
 	}

@@ -100,10 +100,17 @@ func (e *encoder) object(m *message, i int) (int, bool) {
 		if !found {
 			// encoding/json would give the value to a field whose key
 			// matches without regard to case.
-			return !m.folds(key)
+			if slot, found = m.folds(key); !found {
+				return true
+			}
+			if slot >= 0 {
+				return false
+			}
 		}
 		if slot < 0 {
-			return true
+			// A field the message leaves out (TypeMeta's, all strings):
+			// encoding/json still refuses a value of another type.
+			return e.data[v.start] == '"' || e.data[v.start] == 'n'
 		}
 		if spans[slot].start != 0 {
 			return false // given twice: encoding/json's last wins, or merges
@@ -119,20 +126,15 @@ func (e *encoder) object(m *message, i int) (int, bool) {
 
 func (e *encoder) leave() { e.depth-- }
 
-// folds reports whether key matches one of m's keys without regard to
-// case (a superset of encoding/json's folding).
-func (m *message) folds(key []byte) bool {
+// folds returns the slot of the key of m's that key matches without
+// regard to case (a superset of encoding/json's folding), if one does.
+func (m *message) folds(key []byte) (slot int, found bool) {
 	for _, name := range m.names {
-		if m.keys[name] < 0 {
-			continue // not in the message: encoding/json's choice does not matter
-		}
-		if len(name) == len(key) || !isASCII(key) {
-			if strings.EqualFold(name, string(key)) {
-				return true
-			}
+		if (len(name) == len(key) || !isASCII(key)) && strings.EqualFold(name, string(key)) {
+			return m.keys[name], true
 		}
 	}
-	return false
+	return 0, false
 }
 
 func isASCII(b []byte) bool {

@@ -149,13 +149,21 @@ func compile(t reflect.Type) *message {
 		name, opts, promoted := jsonName(sf)
 		ptag := sf.Tag.Get("protobuf")
 		if ptag == "" {
-			// Not in the message: TypeMeta, or a field protobuf omits.
+			// Not in the message: TypeMeta's members. encoding/json
+			// still refuses a value of the wrong type for them, which
+			// the encoder checks for strings only.
+			var names []string
+			strs := true
 			if promoted {
-				for _, k := range jsonNames(sf.Type) {
-					m.addKey(k, -1)
-				}
+				names, strs = jsonNames(sf.Type), allStrings(sf.Type)
 			} else if name != "" {
-				m.addKey(name, -1)
+				names, strs = []string{name}, sf.Type.Kind() == reflect.String
+			}
+			for _, k := range names {
+				m.addKey(k, -1)
+			}
+			if !strs {
+				m.bad = true
 			}
 			continue
 		}
@@ -345,6 +353,25 @@ func jsonNames(t reflect.Type) []string {
 		}
 	}
 	return names
+}
+
+// allStrings reports whether struct type t's JSON members, promoted
+// ones included, are all strings.
+func allStrings(t reflect.Type) bool {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		if _, _, promoted := jsonName(sf); promoted {
+			if !allStrings(sf.Type) {
+				return false
+			}
+		} else if sf.Type.Kind() != reflect.String {
+			return false
+		}
+	}
+	return true
 }
 
 // splitFields splits a message into its fields' encodings, tags

@@ -84,7 +84,8 @@ func fillFuncs(f *randfill.Filler) *randfill.Filler {
 			}
 		},
 		func(fv *metav1.FieldsV1, c randfill.Continue) {
-			fv.Raw, _ = json.Marshal(map[string]any{"f:" + c.String(4): map[string]any{}, ".": map[string]any{}})
+			b, _ := json.Marshal(map[string]any{"f:" + c.String(4): map[string]any{}, ".": map[string]any{}})
+			fv.SetRawBytes(b)
 		},
 		func(r *runtime.RawExtension, c randfill.Continue) {
 			if c.Intn(2) == 0 {
@@ -211,6 +212,9 @@ func TestTranscodeCases(t *testing.T) {
 		{"member matched without case", cmType, `{"Data":{"a":"1"}}`, false},
 		{"member matched by folding", cmType, `{"metadata":{"\u212aind":"x","name":"n"}}`, true}, // no field "kind" in ObjectMeta: unknown
 		{"TypeMeta folded", cmType, `{"KIND":"ConfigMap"}`, true},
+		{"TypeMeta of another type", cmType, `{"apiVersion":{}}`, false},
+		{"TypeMeta folded, of another type", cmType, `{"ApiVersion":1}`, false},
+		{"TypeMeta null", cmType, `{"apiVersion":null}`, true},
 		{"null in a map", cmType, `{"data":{"a":null,"b":"c"},"binaryData":{"x":null,"y":""}}`, true},
 		{"null in a list", cmType, `{"metadata":{"finalizers":["a",null]}}`, true},
 		{"null object in a list", cmType, `{"metadata":{"ownerReferences":[null]}}`, false},
@@ -298,4 +302,30 @@ func TestHasControl(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzTranscode: for any bytes, a plan never panics, and what it writes
+// is what encoding/json and the generated Marshal write.
+// go test ./internal/apiserver/transcode -fuzz FuzzTranscode -fuzztime 60s
+func FuzzTranscode(f *testing.F) {
+	f.Add(benchConfigMap)
+	f.Add([]byte(cm(`,"data":{"a":"1","b":""},"binaryData":{"x":"AAE="},"immutable":true`)))
+	f.Add([]byte(`{"data":{"a\u00e9\n":"\"\\\/\b\f\n\r\t\u0041\u00e9\ud83d\ude00<\u2028"}}`))
+	f.Add([]byte(`{"metadata":{"creationTimestamp":"2026-11-26T01:02:03.9+02:00","finalizers":["a",null]},"data":{"a":null}}`))
+	types := []reflect.Type{reflect.TypeFor[corev1.ConfigMap](), reflect.TypeFor[corev1.Event](), reflect.TypeFor[coordinationv1.Lease]()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, typ := range types {
+			got, ok := For(typ).Append(nil, data)
+			if !ok {
+				continue
+			}
+			w, decodes := want(typ, data)
+			if !decodes {
+				t.Fatalf("%s: transcoded what encoding/json refuses: %q", typ, data)
+			}
+			if !bytes.Equal(got, w) {
+				t.Fatalf("%s: differs from the generated Marshal for %q\n got %x\nwant %x", typ, data, got, w)
+			}
+		}
+	})
 }

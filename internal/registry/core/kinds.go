@@ -8,7 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,8 +88,24 @@ func rbac(kind, resource string, namespaced bool, typed func() runtime.Object) *
 		Resource: resource, Singular: lower(kind), Namespaced: namespaced, UnconditionalUpdate: true,
 		Typed: typed,
 		// RBAC names are path segments upstream (ValidateRBACName).
-		ValidateName: path.ValidatePathSegmentName,
+		ValidateName: pathSegmentName,
 	}
+}
+
+// pathSegmentName checks a name that must be usable as one segment of a
+// URL path, as upstream checks RBAC names: not "." or "..", and (a
+// generateName prefix too) without "/" or "%".
+func pathSegmentName(name string, prefix bool) []string {
+	var errs []string
+	if !prefix && (name == "." || name == "..") {
+		errs = append(errs, fmt.Sprintf("may not be '%s'", name))
+	}
+	for _, bad := range []string{"/", "%"} {
+		if strings.Contains(name, bad) {
+			errs = append(errs, fmt.Sprintf("may not contain '%s'", bad))
+		}
+	}
+	return errs
 }
 
 func lower(s string) string {

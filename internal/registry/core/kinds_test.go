@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -34,6 +35,20 @@ func TestConfigMapKeyErrorsMatchesTheLibrary(t *testing.T) {
 	for _, k := range keys {
 		if got, want := configMapKeyErrors(k), validation.IsConfigMapKey(k); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: %v, want %v", k, got, want)
+		}
+	}
+}
+
+// RBAC names are checked as apimachinery's path-segment rule checks
+// them, message for message.
+func TestPathSegmentName(t *testing.T) {
+	for _, name := range []string{"", "a", ".", "..", "...", "a.b", "a/b", "a%b", "/%", "%", "./", "..%"} {
+		for _, prefix := range []bool{false, true} {
+			//lint:ignore SA1019 the deprecated function is the reference
+			got, want := pathSegmentName(name, prefix), path.ValidatePathSegmentName(name, prefix)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%q, prefix %v: %q, want %q", name, prefix, got, want)
+			}
 		}
 	}
 }

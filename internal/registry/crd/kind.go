@@ -92,7 +92,7 @@ func validate(obj *unstructured.Unstructured) field.ErrorList {
 	spec := field.NewPath("spec")
 	s := crd.Spec
 	if want := s.Names.Plural + "." + s.Group; crd.Name != want {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), crd.Name, fmt.Sprintf("must be spec.names.plural+\".\"+spec.group")))
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), crd.Name, "must be spec.names.plural+\".\"+spec.group"))
 	}
 	if s.Group == "" {
 		errs = append(errs, field.Required(spec.Child("group"), ""))

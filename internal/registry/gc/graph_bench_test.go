@@ -34,7 +34,7 @@ func BenchmarkGraphMemory(b *testing.B) {
 				for i := range objs {
 					o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
 					o.SetName(fmt.Sprintf("cm-%07d", i))
-					o.SetNamespace(fmt.Sprint("default"))
+					o.SetNamespace("default")
 					o.SetUID(uuid.NewUUID())
 					if owned && i > 0 {
 						p := objs[i-1]

@@ -203,7 +203,7 @@ func ownership(t *testing.T, obj runtime.Object) map[string]*fieldpath.Set {
 	out := make(map[string]*fieldpath.Set)
 	for _, e := range m.GetManagedFields() {
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(strings.NewReader(string(e.FieldsV1.Raw))); err != nil {
+		if err := s.FromJSON(strings.NewReader(e.FieldsV1.GetRawString())); err != nil {
 			t.Fatal(err)
 		}
 		out[e.Manager] = s
