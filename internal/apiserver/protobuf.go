@@ -299,7 +299,7 @@ func writeProtoObject(w http.ResponseWriter, k *registry.Kind, v string, code in
 // writeProtoRecord writes a record's object in protobuf.
 func writeProtoRecord(w http.ResponseWriter, k *registry.Kind, v string, code int, r *storage.Record) {
 	writeProtoMessage(w, k, v, code, func(dst, scratch []byte) ([]byte, []byte, error) {
-		dst, err := appendRecordProto(dst, &scratch, k, v, r, r.Rev, true)
+		dst, err := appendRecordProto(dst, &scratch, k, v, r, r.Rev)
 		return dst, scratch, err
 	})
 }
@@ -422,29 +422,50 @@ var jsonScratch = sync.Pool{New: func() any { return new([]byte) }}
 // time it is made, within protoKept: objects read again (a client that
 // polls a list, a repeated paged walk, a GET after a watch event) are
 // then copied as JSON is, while those read once, as an informer's list
-// reads them, cost no memory. A read that does not count (a list's
-// second transcoding of an item) neither keeps nor counts toward keeping.
-func appendRecordProto(dst []byte, scratch *[]byte, k *registry.Kind, v string, r *storage.Record, rev int64, counts bool) ([]byte, error) {
-	keep := rev == r.Rev && r.APIVersion() == k.GroupVersionKind(v).GroupVersion().String()
+// reads them, cost no memory.
+func appendRecordProto(dst []byte, scratch *[]byte, k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
+	keep := keepable(k, v, r, rev)
 	if keep {
 		if b := r.Alt(); b != nil {
 			return append(dst, b...), nil
 		}
-		keep = counts && r.AltMadeBefore()
+		keep = r.AltMadeBefore()
 	}
+	start := len(dst)
+	dst, err := transcodeRecord(dst, scratch, k, v, r, rev)
+	if err == nil && keep {
+		protoKept.keep(r, dst[start:])
+	}
+	return dst, err
+}
+
+// appendRecordProtoAgain is appendRecordProto for a message the same
+// answer made before (a long list measures its items, then writes them):
+// it neither keeps the message nor counts as a read.
+func appendRecordProtoAgain(dst []byte, scratch *[]byte, k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
+	if keepable(k, v, r, rev) {
+		if b := r.Alt(); b != nil {
+			return append(dst, b...), nil
+		}
+	}
+	return transcodeRecord(dst, scratch, k, v, r, rev)
+}
+
+// keepable reports whether the message of r at rev in version v is one
+// kept with the record: its own revision, in the version it is stored in.
+func keepable(k *registry.Kind, v string, r *storage.Record, rev int64) bool {
+	return rev == r.Rev && r.APIVersion() == k.GroupVersionKind(v).GroupVersion().String()
+}
+
+// transcodeRecord appends the protobuf message of r's object at rev,
+// made from its JSON, which scratch holds.
+func transcodeRecord(dst []byte, scratch *[]byte, k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
 	data, err := r.AppendJSON((*scratch)[:0], rev)
 	if err != nil {
 		return nil, err
 	}
 	*scratch = data
-	start := len(dst)
-	if dst, err = appendProtoMessage(dst, k, v, data); err != nil {
-		return nil, err
-	}
-	if keep {
-		protoKept.keep(r, dst[start:])
-	}
-	return dst, nil
+	return appendProtoMessage(dst, k, v, data)
 }
 
 // protoKept bounds the protobuf messages kept with records (several
@@ -506,13 +527,13 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 		var n int
 		if len(buf.msgs) < maxHeldItems {
 			start := len(buf.msgs)
-			if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev, true); err != nil {
+			if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev); err != nil {
 				return nil, err
 			}
 			n = len(buf.msgs) - start
 			held++
 		} else {
-			if buf.spare, err = appendRecordProto(buf.spare[:0], scratch, k, v, r, r.Rev, true); err != nil {
+			if buf.spare, err = appendRecordProto(buf.spare[:0], scratch, k, v, r, r.Rev); err != nil {
 				return nil, err
 			}
 			n = len(buf.spare)
@@ -540,7 +561,7 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 			start += n
 		} else {
 			at := len(dst)
-			if dst, err = appendRecordProto(dst, scratch, k, v, l.Items[i], l.Items[i].Rev, false); err != nil {
+			if dst, err = appendRecordProtoAgain(dst, scratch, k, v, l.Items[i], l.Items[i].Rev); err != nil {
 				return nil, err
 			}
 			if len(dst)-at != n {
@@ -596,7 +617,7 @@ func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int6
 	msgs := protoItems.Get().(*itemsBuffer)
 	defer msgs.put()
 	var err error
-	if msgs.msgs, err = appendRecordProto(msgs.msgs[:0], scratch, k, v, r, rev, true); err != nil {
+	if msgs.msgs, err = appendRecordProto(msgs.msgs[:0], scratch, k, v, r, rev); err != nil {
 		return nil, err
 	}
 	return appendEnvelope(nil, k.GroupVersionKind(v), msgs.msgs), nil

@@ -99,7 +99,7 @@ func TestRecordsProtoList(t *testing.T) {
 	meta, _ := lm.Marshal()
 	body := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
 	for _, r := range list.Items {
-		msg, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev, true) // the second read: kept
+		msg, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev) // the second read: kept
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 	if _, ok := planFor(k, "v1").Append(nil, served); ok {
 		t.Fatal("the transcoder took the object: the test does not reach the long way")
 	}
-	got, err := appendRecordProto([]byte("x"), new([]byte), k, "v1", r, r.Rev, true)
+	got, err := appendRecordProto([]byte("x"), new([]byte), k, "v1", r, r.Rev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,13 +248,13 @@ func TestProtoKeptIsBounded(t *testing.T) {
 	readTwice := func(recs []*storage.Record) {
 		for range 2 {
 			for _, r := range recs {
-				if _, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev, true); err != nil {
+				if _, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 	}
-	msg, _ := appendRecordProto(nil, new([]byte), k, "v1", newRecords(1)[0], 10, true)
+	msg, _ := appendRecordProto(nil, new([]byte), k, "v1", newRecords(1)[0], 10)
 	defer func(kept *keptBytes) { protoKept = kept }(protoKept)
 	protoKept = &keptBytes{max: 3 * int64(len(msg))}
 
