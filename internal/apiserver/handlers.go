@@ -165,6 +165,8 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
+	w, done := compressed(w, r)
+	defer done()
 	opts, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)

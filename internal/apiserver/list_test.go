@@ -118,22 +118,33 @@ func BenchmarkListWhole(b *testing.B) {
 	for _, c := range []struct{ name, accept, contentType string }{
 		{"json", "application/json", "application/json"},
 		{"vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
+		// To a remote client that takes gzip, as Go clients do.
+		{"json-gzip", "application/json", "application/json"},
+		{"vnd.kubernetes.protobuf-gzip", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
 		// What a metadata-only informer lists, and kubectl get.
 		{"metadata", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json"},
 		{"table", "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json"},
 	} {
 		least := 10000 * 1024
-		if c.name == "metadata" || c.name == "table" {
+		gz := strings.HasSuffix(c.name, "-gzip")
+		switch {
+		case c.name == "metadata" || c.name == "table":
 			least = 10000 * 100
+		case gz:
+			least = 10000 * 10 // payloads of one letter repeated compress ~37×
 		}
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
 				r.Header.Set("Accept", c.accept)
+				if gz {
+					r.RemoteAddr = "192.0.2.7:40000"
+					r.Header.Set("Accept-Encoding", "gzip")
+				}
 				w := &countingWriter{header: http.Header{}}
 				h.ServeHTTP(w, r)
-				if w.code != http.StatusOK || w.n < least || w.header.Get("Content-Type") != c.contentType {
+				if w.code != http.StatusOK || w.n < least || w.header.Get("Content-Type") != c.contentType || gz != (w.header.Get("Content-Encoding") == "gzip") {
 					b.Fatalf("list: %d %s, %d bytes", w.code, w.header.Get("Content-Type"), w.n)
 				}
 			}
