@@ -22,9 +22,11 @@
 // YAML, Tables and PartialObjectMetadata when asked for, and protobuf for
 // built-in kinds when the client prefers it. JSON, protobuf, Tables and
 // metadata are written from the stored records (the stored JSON, the
-// protobuf message kept with a record, the stored metadata), lists in
-// pieces through pooled buffers; only YAML and objects that must be
-// presented in another version go through a decode.
+// protobuf message transcoded from it by package transcode or kept with
+// the record, the stored metadata), lists in pieces through pooled
+// buffers, gzip-compressed from 128 KiB for remote clients that take
+// gzip; only YAML and objects that must be presented in another version
+// go through a decode.
 //
 // PATCH takes the four upstream patch media types (strategic merge only
 // for built-in kinds) and the PatchOptions query; the registry applies
