@@ -163,7 +163,7 @@ func liftMetadata(obj map[string]any) (rest map[string]any, l liftedMetadata, ok
 		return nil, l, false
 	}
 	created, hasCreated := md["creationTimestamp"]
-	mf, hasMF := md["managedFields"]
+	_, hasMF := md["managedFields"]
 	if !hasCreated && !hasMF {
 		return nil, l, false
 	}
@@ -174,7 +174,7 @@ func liftMetadata(obj map[string]any) (rest map[string]any, l liftedMetadata, ok
 		l.hasCreated = true
 	}
 	if hasMF {
-		if l.managed, ok = managedFieldsOf(mf); !ok {
+		if l.managed, ok = registry.ManagedFieldsEntries(obj); !ok {
 			return nil, l, false
 		}
 		l.hasMF = true
@@ -204,62 +204,6 @@ func parseTime(v any) (metav1.Time, bool) {
 		return metav1.Time{}, false
 	}
 	return metav1.NewTime(t.Local()), true
-}
-
-// managedFieldsOf converts metadata.managedFields' entries.
-func managedFieldsOf(v any) ([]metav1.ManagedFieldsEntry, bool) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]metav1.ManagedFieldsEntry, len(list))
-	for i, item := range list {
-		entry, ok := item.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		e := &out[i]
-		for key, val := range entry {
-			var s *string
-			switch key {
-			case "manager":
-				s = &e.Manager
-			case "operation":
-				s = (*string)(&e.Operation)
-			case "apiVersion":
-				s = &e.APIVersion
-			case "fieldsType":
-				s = &e.FieldsType
-			case "subresource":
-				s = &e.Subresource
-			case "time":
-				t, ok := parseTime(val)
-				if !ok {
-					return nil, false
-				}
-				e.Time = &t
-				continue
-			case "fieldsV1":
-				m, ok := val.(map[string]any)
-				if !ok {
-					return nil, false
-				}
-				raw, err := storage.AppendJSON(nil, m)
-				if err != nil {
-					return nil, false
-				}
-				e.FieldsV1 = new(metav1.FieldsV1)
-				e.FieldsV1.SetRawBytes(raw)
-				continue
-			default:
-				return nil, false
-			}
-			if *s, ok = val.(string); !ok {
-				return nil, false
-			}
-		}
-	}
-	return out, true
 }
 
 // writeProtoMessage answers code with version v of kind k's object in

@@ -248,7 +248,7 @@ func newLiveObject(live *unstructured.Unstructured) *liveObject {
 }
 
 func (o *liveObject) GetManagedFields() []metav1.ManagedFieldsEntry {
-	if entries, ok := managedFieldsEntries(o.full.Object); ok {
+	if entries, ok := ManagedFieldsEntries(o.full.Object); ok {
 		return entries
 	}
 	return o.full.GetManagedFields()
@@ -326,17 +326,18 @@ func (o *managedObject) SetManagedFields(entries []metav1.ManagedFieldsEntry) {
 // object's entries on every update and patch, and that was 12 % of a
 // merge patch's CPU. Entries it can't read directly go to Unstructured's.
 func (o *managedObject) GetManagedFields() []metav1.ManagedFieldsEntry {
-	if entries, ok := managedFieldsEntries(o.Object); ok {
+	if entries, ok := ManagedFieldsEntries(o.Object); ok {
 		return entries
 	}
 	return o.Unstructured.GetManagedFields()
 }
 
-// managedFieldsEntries is obj's metadata.managedFields as
-// runtime.DefaultUnstructuredConverter reads them, for entries of the
-// form the field manager writes: strings, a time in RFC 3339 and a
-// fieldsV1 that is a tree of objects; false for anything else.
-func managedFieldsEntries(obj map[string]any) ([]metav1.ManagedFieldsEntry, bool) {
+// ManagedFieldsEntries is obj's metadata.managedFields as
+// runtime.DefaultUnstructuredConverter (and a JSON decode) reads them,
+// for entries of the form the field manager writes: strings, a time in
+// RFC 3339 and a fieldsV1 that is a tree of objects; false for anything
+// else. The HTTP layer's protobuf path reads them with it too.
+func ManagedFieldsEntries(obj map[string]any) ([]metav1.ManagedFieldsEntry, bool) {
 	md, ok := obj["metadata"].(map[string]any)
 	if !ok {
 		return nil, false

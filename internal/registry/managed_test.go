@@ -243,7 +243,7 @@ func TestGetManagedFieldsMatchesUnstructured(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%d: %v\ngot  %#v\nwant %#v", i, items, got, want)
 		}
-		if _, ok := managedFieldsEntries(u.Object); ok {
+		if _, ok := ManagedFieldsEntries(u.Object); ok {
 			fast++
 		}
 	}
