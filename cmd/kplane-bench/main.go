@@ -28,7 +28,7 @@ Usage:
                                  the restart, RSS, the first object of a kind and the first OpenAPI
 
 Scenarios (--scenario, comma-separated; default all):
-  create, get, update-conflicts, merge-patch, apply (and apply-unchanged), list (consistent, rv0, paged, table, metadata),
+  create, get, update-conflicts, merge-patch, apply (and apply-unchanged), list (consistent, rv0, paged, table, metadata, bytes),
   watch, informer-sync, custom-resources (cr-create, cr-status, cr-status-unchanged, cr-list). compare adds
   start-to-ready and memory.
 

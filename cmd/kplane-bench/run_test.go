@@ -105,7 +105,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 			checkSane(t, r, "memory", true)
 		}
 		for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply", "apply-unchanged",
-			"list-consistent", "list-rv0", "list-paged", "list-table", "list-metadata", "watch", "informer-sync", "cr-create", "cr-status", "cr-status-unchanged", "cr-list", "memory"} {
+			"list-consistent", "list-rv0", "list-paged", "list-table", "list-metadata", "list-bytes", "watch", "informer-sync", "cr-create", "cr-status", "cr-status-unchanged", "cr-list", "memory"} {
 			if _, ok := got[name]; !ok {
 				t.Errorf("no %s line", name)
 			}
@@ -128,7 +128,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 		if r := got["list-paged"]; r.Extra["pages"].(float64) < 3 {
 			t.Errorf("list-paged: %v pages of 25 for ≥ 60 items", r.Extra["pages"])
 		}
-		for _, name := range []string{"list-table", "list-metadata"} {
+		for _, name := range []string{"list-table", "list-metadata", "list-bytes"} {
 			if r := got[name]; r.Error != "" || r.Extra["items"].(float64) < 60 {
 				t.Errorf("%s: %v items, error %q", name, r.Extra["items"], r.Error)
 			}

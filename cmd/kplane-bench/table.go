@@ -37,6 +37,7 @@ var rowsFor = map[string][]string{
 	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-table":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-metadata":    {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
+	"list-bytes":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"cr-list":          {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"watch":            {"p50 ms", "p99 ms", "cpu ms/op"},
 	"informer-sync":    {"ms", "ops/s", "cpu ms/op", "client ms/op"},

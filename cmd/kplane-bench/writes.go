@@ -22,6 +22,9 @@ var payload = strings.Repeat("x", 1024)
 
 func bulkName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
+// bulkNamePrefix is how each bulk ConfigMap's name starts in a JSON answer.
+var bulkNamePrefix = []byte(`"name":"cm-`)
+
 // bulkLabel selects the bulk ConfigMaps.
 const bulkLabel = "app=kplane-bench"
 
