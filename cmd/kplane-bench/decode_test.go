@@ -18,7 +18,7 @@ import (
 // a creation time, the label and one managedFields entry each).
 func benchList() *corev1.ConfigMapList {
 	now := metav1.NewTime(time.Date(2026, 11, 26, 2, 30, 0, 0, time.UTC))
-	fields := []byte(`{"f:data":{".":{},"f:payload":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`)
+	const fields = `{"f:data":{".":{},"f:payload":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
 	l := &corev1.ConfigMapList{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"},
 		ListMeta: metav1.ListMeta{ResourceVersion: "20001"},
@@ -35,7 +35,7 @@ func benchList() *corev1.ConfigMapList {
 				Labels:            map[string]string{"app": "kplane-bench"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{
 					Manager: "kplane-bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-					Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields},
+					Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields),
 				}},
 			},
 			Data: map[string]string{"payload": payload},
