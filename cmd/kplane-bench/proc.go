@@ -98,6 +98,51 @@ func rssOf(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
+// machineTicks are the bench machine's CPU times, all cores together, in
+// clock ticks: idle (idle plus iowait) and total.
+type machineTicks struct{ idle, total uint64 }
+
+// readMachineTicks reads the machine's CPU times from /proc/stat.
+func readMachineTicks() (machineTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineTicks{}, err
+	}
+	return parseMachineTicks(b)
+}
+
+// parseMachineTicks parses the first line of /proc/stat, "cpu" and then
+// user, nice, system, idle, iowait, irq, softirq and steal ticks (guest
+// time, after them, is counted in user already).
+func parseMachineTicks(b []byte) (machineTicks, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineTicks{}, fmt.Errorf("/proc/stat: not a cpu line: %q", line)
+	}
+	var t machineTicks
+	for i, s := range f[1:9] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return machineTicks{}, fmt.Errorf("/proc/stat: field %d %q: %v", i+1, s, err)
+		}
+		t.total += v
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += v
+		}
+	}
+	return t, nil
+}
+
+// idlePercentSince is the share of the machine's CPU time left idle since
+// t0; false when no time has passed.
+func (t machineTicks) idlePercentSince(t0 machineTicks) (float64, bool) {
+	if t.total <= t0.total || t.idle < t0.idle {
+		return 0, false
+	}
+	return 100 * float64(t.idle-t0.idle) / float64(t.total-t0.total), true
+}
+
 // selfCPUSeconds is this process's user plus system CPU time.
 func selfCPUSeconds() float64 {
 	var ru syscall.Rusage

@@ -32,6 +32,12 @@ type Result struct {
 	// over the same span, divided by Ops: on a machine shared with the
 	// server, what the client takes is not left for the server.
 	ClientCPUPerOp *float64 `json:"client_cpu_per_op"`
+	// IdlePercent is the share of the bench machine's CPU time, all cores
+	// together, left idle (idle and iowait in /proc/stat) over the same
+	// span; null where the bench cannot read it. With the server on the
+	// same machine, a throughput scenario that leaves the cores idle is
+	// held back by its clients' round trips, not by CPU alone.
+	IdlePercent *float64 `json:"idle_percent"`
 	// RSSBytes is the server's resident set at the scenario's end.
 	RSSBytes *int64         `json:"rss_bytes"`
 	Extra    map[string]any `json:"extra,omitempty"`
@@ -86,15 +92,15 @@ func writeJSONLine(w io.Writer, r Result) error {
 // writeTable prints results as a table, one row per scenario.
 func writeTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmode\tops\tseconds\tops/s\tp50 ms\tp99 ms\tconflicts\tcpu ms/op\tclient ms/op\trss MB\t")
+	fmt.Fprintln(tw, "scenario\tmode\tops\tseconds\tops/s\tp50 ms\tp99 ms\tconflicts\tcpu ms/op\tclient ms/op\tidle %\trss MB\t")
 	for _, r := range results {
 		name := r.Name
 		if r.Error != "" {
 			name += " (FAILED)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t\n", name, r.Mode, r.Ops, r.Seconds, r.OpsPerSec,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", name, r.Mode, r.Ops, r.Seconds, r.OpsPerSec,
 			optFloat(r.P50ms, 1, 1), optFloat(r.P99ms, 1, 1), r.Conflicts, optFloat(r.ServerCPUPerOp, 1000, 3),
-			optFloat(r.ClientCPUPerOp, 1000, 3), optRSS(r.RSSBytes))
+			optFloat(r.ClientCPUPerOp, 1000, 3), optFloat(r.IdlePercent, 1, 0), optRSS(r.RSSBytes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

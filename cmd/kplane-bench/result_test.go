@@ -45,7 +45,7 @@ func TestJSONLineHasEveryFieldAndNullsForUnknowns(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"name", "mode", "ops", "seconds", "ops_per_s", "p50_ms", "p99_ms", "conflicts", "server_cpu_per_op", "client_cpu_per_op", "rss_bytes", "extra"} {
+	for _, k := range []string{"name", "mode", "ops", "seconds", "ops_per_s", "p50_ms", "p99_ms", "conflicts", "server_cpu_per_op", "client_cpu_per_op", "idle_percent", "rss_bytes", "extra"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no %q in %s", k, line)
 		}
@@ -156,5 +156,33 @@ func TestSelectScenarios(t *testing.T) {
 	}
 	if _, err := selectScenarios("create,nope"); err == nil {
 		t.Error("an unknown scenario was accepted")
+	}
+}
+
+func TestMachineTicksFromProcStat(t *testing.T) {
+	t0, err := parseMachineTicks([]byte("cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 2 25 400 20 1 1 0 3 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t0.idle != 840 || t0.total != 1000 {
+		t.Fatalf("idle %d of %d ticks, want 840 of 1000 (guest time is in user already)", t0.idle, t0.total)
+	}
+	t1, err := parseMachineTicks([]byte("cpu  250 5 100 850 40 3 2 0 7 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := t1.idlePercentSince(t0); !ok || got != 20 {
+		t.Errorf("idle since = %v, %v; want 20 %% (50 idle of 250 ticks)", got, ok)
+	}
+	if _, ok := t0.idlePercentSince(t0); ok {
+		t.Error("no time passed, yet an idle share")
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 3 x 5 6 7 8"} {
+		if _, err := parseMachineTicks([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := readMachineTicks(); err != nil {
+		t.Errorf("this machine's /proc/stat: %v", err)
 	}
 }

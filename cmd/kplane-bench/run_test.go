@@ -68,6 +68,9 @@ func checkSane(t *testing.T, r Result, mode string, serverVisible bool) {
 	if timed && (r.ClientCPUPerOp == nil || *r.ClientCPUPerOp < 0) {
 		t.Errorf("%s: client cpu per op %v", r.Name, r.ClientCPUPerOp)
 	}
+	if timed && r.IdlePercent != nil && (*r.IdlePercent < 0 || *r.IdlePercent > 100) {
+		t.Errorf("%s: idle %v %%", r.Name, *r.IdlePercent)
+	}
 	if !serverVisible && (r.ServerCPUPerOp != nil || r.RSSBytes != nil) {
 		t.Errorf("%s: server figures without a server pid", r.Name)
 	}

@@ -216,6 +216,8 @@ type span struct {
 	cpu, first float64 // all the server's processes; the first (kplane) alone
 	cpuOK      bool
 	client     float64 // this process's CPU seconds
+	machine    machineTicks
+	machineOK  bool
 }
 
 func (r *runner) begin() span {
@@ -226,6 +228,8 @@ func (r *runner) begin() span {
 		s.cpu, s.first, s.cpuOK = c, f, err == nil && err2 == nil
 	}
 	s.client = selfCPUSeconds()
+	m, err := readMachineTicks()
+	s.machine, s.machineOK = m, err == nil
 	s.start = time.Now()
 	return s
 }
@@ -242,6 +246,11 @@ func (s span) end(name string, ops int, lat []time.Duration) Result {
 	if ops > 0 {
 		v := (selfCPUSeconds() - s.client) / float64(ops)
 		res.ClientCPUPerOp = &v
+	}
+	if m, err := readMachineTicks(); err == nil && s.machineOK {
+		if v, ok := m.idlePercentSince(s.machine); ok {
+			res.IdlePercent = &v
+		}
 	}
 	if s.cpuOK && ops > 0 {
 		if c, err := s.r.procs.cpuSeconds(); err == nil {

@@ -18,7 +18,8 @@ var metrics = map[string]func(Result) (v float64, ok bool){
 		v, ok := deref(r.ClientCPUPerOp)
 		return v * 1000, ok
 	},
-	"ms": func(r Result) (float64, bool) { return r.Seconds * 1000, true },
+	"idle %": func(r Result) (float64, bool) { return deref(r.IdlePercent) },
+	"ms":     func(r Result) (float64, bool) { return r.Seconds * 1000, true },
 	"rss MB": func(r Result) (float64, bool) {
 		if r.RSSBytes == nil {
 			return 0, false
@@ -31,7 +32,7 @@ var metrics = map[string]func(Result) (v float64, ok bool){
 // defaultRows.
 var rowsFor = map[string][]string{
 	"start-to-ready":   {"ms", "rss MB"},
-	"update-conflicts": {"ops/s", "p50 ms", "p99 ms", "conflicts", "cpu ms/op", "client ms/op"},
+	"update-conflicts": {"ops/s", "p50 ms", "p99 ms", "conflicts", "cpu ms/op", "client ms/op", "idle %"},
 	"list-consistent":  {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-rv0":         {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
 	"list-paged":       {"p50 ms", "p99 ms", "cpu ms/op", "client ms/op"},
@@ -45,7 +46,7 @@ var rowsFor = map[string][]string{
 	"server":           nil, // a mode that failed to start: its error follows the table
 }
 
-var defaultRows = []string{"ops/s", "p50 ms", "p99 ms", "cpu ms/op", "client ms/op"}
+var defaultRows = []string{"ops/s", "p50 ms", "p99 ms", "cpu ms/op", "client ms/op", "idle %"}
 
 // reference holds issue 6's figures for a real kube-apiserver with etcd
 // (fsync on) on a 2-core machine like ours, keyed "scenario metric".
@@ -133,6 +134,10 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 				fmt.Fprintf(tw, "%s\t", formatMetric(metric, v))
 			}
 			for _, m := range ratios {
+				if metric == "idle %" {
+					fmt.Fprint(tw, "\t") // a share of the machine: no ratio
+					continue
+				}
 				fmt.Fprintf(tw, "%s\t", ratio(vals, m, "etcd"))
 			}
 			if ref, ok := reference[name+" "+metric]; ok {
