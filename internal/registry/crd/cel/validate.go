@@ -11,6 +11,8 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kplane-dev/kplane/internal/registry/crd/listmap"
 )
 
 // Validate evaluates the rules on obj. old is the stored object on update,
@@ -89,9 +91,9 @@ func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, rc rat
 		if n.items == nil {
 			return errs
 		}
-		oldItems := newCorrelator(n.schema, old)
+		olds := oldItems(n.schema, old)
 		for i, e := range x {
-			errs = append(errs, n.items.validate(ctx, p.Index(i), e, oldItems.find(e), rc.index(i), budget)...)
+			errs = append(errs, n.items.validate(ctx, p.Index(i), e, olds.Get(e), rc.index(i), budget)...)
 			if *budget < 0 {
 				return errs
 			}
@@ -269,49 +271,16 @@ func errorForReason(p *field.Path, value any, detail string, reason *apiextensio
 	}
 }
 
-// correlator finds the old item of a list item. Only x-kubernetes-list-type
-// map lists pair items, by their keys; for other lists it finds nothing, so
+// oldItems indexes old, the old value of a list of schema s, for its
+// items to find their old items: only x-kubernetes-list-type=map lists
+// pair items, by their keys; for other lists it finds nothing, so
 // transition rules below them do not run.
-type correlator struct {
-	keys []string
-	old  map[string]any
-}
-
-func newCorrelator(s *apiextensionsv1.JSONSchemaProps, old any) correlator {
+func oldItems(s *apiextensionsv1.JSONSchemaProps, old any) listmap.Index {
 	l, _ := old.([]any)
-	if s.XListType == nil || *s.XListType != "map" || len(l) == 0 || len(s.XListMapKeys) == 0 {
-		return correlator{}
+	if s.XListType == nil || *s.XListType != "map" {
+		return listmap.Index{}
 	}
-	c := correlator{keys: s.XListMapKeys, old: make(map[string]any, len(l))}
-	for _, e := range l {
-		if k, ok := c.key(e); ok {
-			c.old[k] = e
-		}
-	}
-	return c
-}
-
-func (c correlator) key(e any) (string, bool) {
-	m, ok := e.(map[string]any)
-	if !ok {
-		return "", false
-	}
-	vals := make([]any, len(c.keys))
-	for i, k := range c.keys {
-		vals[i] = m[k]
-	}
-	return fmt.Sprintf("%#v", vals), true
-}
-
-func (c correlator) find(e any) any {
-	if c.old == nil {
-		return nil
-	}
-	k, ok := c.key(e)
-	if !ok {
-		return nil
-	}
-	return c.old[k]
+	return listmap.New(s.XListMapKeys, l)
 }
 
 // ratchet places a node of the new object for validation ratcheting, as
@@ -362,7 +331,7 @@ type correlated struct {
 	schema     *apiextensionsv1.JSONSchemaProps
 
 	children map[any]*correlated // by field name or index; nil entries cached too
-	items    *correlator         // the old map-list items by key, once built
+	items    *listmap.Index      // the old map-list items by key, once built
 	equal    *bool
 }
 
@@ -423,10 +392,10 @@ func (c *correlated) index(i int) *correlated {
 			return nil
 		}
 		if c.items == nil {
-			items := newCorrelator(c.schema, c.old)
+			items := oldItems(c.schema, c.old)
 			c.items = &items
 		}
-		o := c.items.find(nl[i])
+		o := c.items.Get(nl[i])
 		if o == nil {
 			return nil
 		}

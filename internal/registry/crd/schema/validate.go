@@ -21,6 +21,8 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
+
+	"github.com/kplane-dev/kplane/internal/registry/crd/listmap"
 )
 
 // Schema is one CRD version's schema, compiled for its objects. It is
@@ -381,7 +383,8 @@ type correlation struct {
 	value, old any
 	schema     *spec.Schema
 
-	equal *bool // memoized deepEqual
+	equal *bool          // memoized deepEqual
+	items *listmap.Index // the old list-type=map items by key, once built
 }
 
 func (c *correlation) key(field string) *correlation {
@@ -416,30 +419,15 @@ func (c *correlation) index(i int) *correlation {
 	if lt != "map" {
 		return nil
 	}
-	keys := listMapKeys(c.schema)
-	nm, ok := nl[i].(map[string]any)
-	if !ok || len(keys) == 0 {
+	if c.items == nil {
+		items := listmap.New(listMapKeys(c.schema), ol)
+		c.items = &items
+	}
+	o := c.items.Get(nl[i])
+	if o == nil {
 		return nil
 	}
-	for _, o := range ol {
-		om, ok := o.(map[string]any)
-		if !ok {
-			continue
-		}
-		match := true
-		for _, k := range keys {
-			nv, ok1 := nm[k]
-			ov, ok2 := om[k]
-			if !ok1 || !ok2 || !reflect.DeepEqual(nv, ov) {
-				match = false
-				break
-			}
-		}
-		if match {
-			return &correlation{value: nl[i], old: o, schema: c.schema.Items.Schema}
-		}
-	}
-	return nil
+	return &correlation{value: nl[i], old: o, schema: c.schema.Items.Schema}
 }
 
 func listMapKeys(s *spec.Schema) []string {
