@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -12,7 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kplane-dev/kplane/internal/registry/crd/listmap"
+	"github.com/kplane-dev/kplane/internal/registry/crd/correlate"
 )
 
 // Validate evaluates the rules on obj. old is the stored object on update,
@@ -43,7 +42,7 @@ func (v *Validator) Validate(ctx context.Context, obj, old map[string]any) field
 	var rc ratchet
 	if old != nil {
 		o = old
-		rc.cur = &correlated{value: obj, old: old, schema: v.root.schema}
+		rc.cur = correlate.New(obj, old, v.root.schema)
 	}
 	budget := int64(runtimeCostBudget)
 	return v.root.validate(ctx, nil, obj, o, rc, &budget)
@@ -91,7 +90,7 @@ func (n *node) validate(ctx context.Context, p *field.Path, obj, old any, rc rat
 		if n.items == nil {
 			return errs
 		}
-		olds := oldItems(n.schema, old)
+		olds := correlate.OldItems(n.schema, old)
 		for i, e := range x {
 			errs = append(errs, n.items.validate(ctx, p.Index(i), e, olds.Get(e), rc.index(i), budget)...)
 			if *budget < 0 {
@@ -271,24 +270,12 @@ func errorForReason(p *field.Path, value any, detail string, reason *apiextensio
 	}
 }
 
-// oldItems indexes old, the old value of a list of schema s, for its
-// items to find their old items: only x-kubernetes-list-type=map lists
-// pair items, by their keys; for other lists it finds nothing, so
-// transition rules below them do not run.
-func oldItems(s *apiextensionsv1.JSONSchemaProps, old any) listmap.Index {
-	l, _ := old.([]any)
-	if s.XListType == nil || *s.XListType != "map" {
-		return listmap.Index{}
-	}
-	return listmap.New(s.XListMapKeys, l)
-}
-
 // ratchet places a node of the new object for validation ratcheting, as
 // upstream's ratchetingOptions: cur is its correlation with the old object,
 // nil where it has none; parent is then the nearest ancestor that has one.
 // The zero ratchet (a create) ratchets nothing.
 type ratchet struct {
-	cur, parent *correlated
+	cur, parent *correlate.Pair
 }
 
 // unchanged reports whether failures at the node are let through: the node,
@@ -296,9 +283,9 @@ type ratchet struct {
 // its old value.
 func (r ratchet) unchanged() bool {
 	if r.cur != nil {
-		return r.cur.deepEqual()
+		return r.cur.Unchanged()
 	}
-	return r.parent.deepEqual()
+	return r.parent.Unchanged()
 }
 
 // key is the ratchet of field k of an object (or key k of a map).
@@ -311,7 +298,7 @@ func (r ratchet) key(k string) ratchet {
 		// in both objects; upstream never ratchets them or below.
 		return ratchet{}
 	}
-	return ratchet{cur: r.cur.key(k), parent: r.cur}
+	return ratchet{cur: r.cur.Key(k), parent: r.cur}
 }
 
 // index is the ratchet of item i of a list.
@@ -319,145 +306,5 @@ func (r ratchet) index(i int) ratchet {
 	if r.cur == nil {
 		return r
 	}
-	return ratchet{cur: r.cur.index(i), parent: r.cur}
-}
-
-// correlated pairs a value of the new object with its old value, as
-// upstream's common.CorrelatedObject: object fields and map values pair by
-// name, items of x-kubernetes-list-type=map lists by their keys; nothing
-// else pairs. Children and equality are computed once.
-type correlated struct {
-	value, old any
-	schema     *apiextensionsv1.JSONSchemaProps
-
-	children map[any]*correlated // by field name or index; nil entries cached too
-	items    *listmap.Index      // the old map-list items by key, once built
-	equal    *bool
-}
-
-func (c *correlated) child(id any, build func() *correlated) *correlated {
-	if ch, ok := c.children[id]; ok {
-		return ch
-	}
-	ch := build()
-	if c.children == nil {
-		c.children = map[any]*correlated{}
-	}
-	c.children[id] = ch
-	return ch
-}
-
-// key is field k's correlation, nil if k is not in both objects or the
-// schema does not describe it.
-func (c *correlated) key(k string) *correlated {
-	if c == nil || c.schema == nil {
-		return nil
-	}
-	return c.child(k, func() *correlated {
-		nm, ok1 := c.value.(map[string]any)
-		om, ok2 := c.old.(map[string]any)
-		if !ok1 || !ok2 {
-			return nil
-		}
-		nv, ok1 := nm[k]
-		ov, ok2 := om[k]
-		if !ok1 || !ok2 {
-			return nil
-		}
-		var s *apiextensionsv1.JSONSchemaProps
-		if p, ok := c.schema.Properties[k]; ok {
-			s = &p
-		} else if c.schema.AdditionalProperties != nil && c.schema.AdditionalProperties.Schema != nil {
-			s = c.schema.AdditionalProperties.Schema
-		} else {
-			return nil
-		}
-		return &correlated{value: nv, old: ov, schema: s}
-	})
-}
-
-// index is item i's correlation: only items of a list-type=map list have
-// one, the old item with the same keys.
-func (c *correlated) index(i int) *correlated {
-	if c == nil || c.schema == nil {
-		return nil
-	}
-	return c.child(i, func() *correlated {
-		nl, ok1 := c.value.([]any)
-		_, ok2 := c.old.([]any)
-		if !ok1 || !ok2 || i >= len(nl) || c.schema.Items == nil || c.schema.Items.Schema == nil {
-			return nil
-		}
-		if c.schema.XListType == nil || *c.schema.XListType != "map" {
-			return nil
-		}
-		if c.items == nil {
-			items := oldItems(c.schema, c.old)
-			c.items = &items
-		}
-		o := c.items.Get(nl[i])
-		if o == nil {
-			return nil
-		}
-		return &correlated{value: nl[i], old: o, schema: c.schema.Items.Schema}
-	})
-}
-
-// deepEqual reports whether the value equals its old value: objects field
-// by correlated field, list-type=map lists item by correlated item, other
-// lists and scalars as reflect.DeepEqual (upstream's CachedDeepEqual). A
-// nil correlation is not equal.
-func (c *correlated) deepEqual() bool {
-	if c == nil {
-		return false
-	}
-	if c.equal == nil {
-		eq := c.computeEqual()
-		c.equal = &eq
-	}
-	return *c.equal
-}
-
-func (c *correlated) computeEqual() bool {
-	if c.value == nil || c.old == nil {
-		return c.value == nil && c.old == nil
-	}
-	switch nv := c.value.(type) {
-	case []any:
-		ov, ok := c.old.([]any)
-		if !ok || len(ov) != len(nv) {
-			return false
-		}
-		if c.schema == nil || c.schema.XListType == nil || *c.schema.XListType != "map" {
-			return reflect.DeepEqual(ov, nv)
-		}
-		for i := range nv {
-			if !c.index(i).deepEqual() {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		ov, ok := c.old.(map[string]any)
-		if !ok || len(ov) != len(nv) {
-			return false
-		}
-		for k := range nv {
-			// A field the schema does not describe (kept by
-			// x-kubernetes-preserve-unknown-fields) never counts as
-			// unchanged, as upstream.
-			if !c.key(k).deepEqual() {
-				return false
-			}
-		}
-		return true
-	default:
-		if _, ok := c.old.(map[string]any); ok {
-			return false
-		}
-		if _, ok := c.old.([]any); ok {
-			return false
-		}
-		return reflect.DeepEqual(c.old, c.value)
-	}
+	return ratchet{cur: r.cur.Index(i), parent: r.cur}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 // Expected answers: kubernetes/kubernetes staging/src/k8s.io/
@@ -64,3 +66,56 @@ func TestValidateRatchets(t *testing.T) {
 		})
 	}
 }
+
+// kube-openapi validates allOf, anyOf and oneOf branches without the
+// ratchet's hooks (upstream's too: SchemaValidatorOptions.Options passes
+// none on), so an error inside a branch does not ratchet on its own; the
+// value that holds the anyOf ratchets as a whole. Here limits breaks the
+// first branch and mode is missing for the second: the update is refused
+// unless spec, which holds the anyOf, is unchanged.
+func TestRatchetAnyOfRatchetsAsAWhole(t *testing.T) {
+	s, err := New(&apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"mode": {Type: "string"},
+					"note": {Type: "string"},
+					"limits": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"cpu":    {Type: "integer"},
+						"memory": {Type: "integer"},
+					}},
+				},
+				AnyOf: []apiextensionsv1.JSONSchemaProps{
+					{Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"limits": {Properties: map[string]apiextensionsv1.JSONSchemaProps{"cpu": {Maximum: ptr(4.0)}}},
+					}},
+					{Required: []string{"mode"}},
+				},
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `{spec: {note: a, limits: {cpu: 8, memory: 1}}}`
+	for _, c := range []struct {
+		name, new string
+		valid     bool
+	}{
+		{"spec unchanged", `{spec: {note: a, limits: {cpu: 8, memory: 1}}, status: {x: 1}}`, true},
+		{"limits unchanged, spec changed", `{spec: {note: b, limits: {cpu: 8, memory: 1}}}`, false},
+		{"limits changed", `{spec: {note: a, limits: {cpu: 8, memory: 2}}}`, false},
+		{"mode set", `{spec: {note: b, mode: m, limits: {cpu: 8, memory: 1}}}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			errs := s.Validate(context.Background(), parse(t, c.new), parse(t, old))
+			if valid := len(errs) == 0; valid != c.valid {
+				t.Errorf("errors %q; want valid %v", errorStrings(errs), c.valid)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -22,13 +22,14 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 
-	"github.com/kplane-dev/kplane/internal/registry/crd/listmap"
+	"github.com/kplane-dev/kplane/internal/registry/crd/correlate"
 )
 
 // Schema is one CRD version's schema, compiled for its objects. It is
 // immutable and safe for concurrent use.
 type Schema struct {
 	root    *node
+	props   *apiextensionsv1.JSONSchemaProps // as the CRD gives it: ratcheting pairs values along it
 	openapi *spec.Schema
 	accept  *acceptor // answers "valid" for most objects without kube-openapi
 }
@@ -48,7 +49,7 @@ func New(s *apiextensionsv1.JSONSchemaProps) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{root: root, openapi: o, accept: newAcceptor(o)}, nil
+	return &Schema{root: root, props: s, openapi: o, accept: newAcceptor(o)}, nil
 }
 
 // Validate checks obj against the schema as kube-apiserver's custom
@@ -78,7 +79,7 @@ func (s *Schema) Validate(ctx context.Context, obj, old map[string]any) field.Er
 		if old == nil {
 			res = validate.NewSchemaValidator(s.openapi, nil, "", strfmt.Default).Validate(obj)
 		} else {
-			res = newRatchet(s.openapi, "", &correlation{value: obj, old: old, schema: s.openapi}).Validate(obj)
+			res = newRatchet(s.openapi, "", correlate.New(obj, old, s.props)).Validate(obj)
 		}
 		errs = append(errs, resultToFieldErrors(nil, res)...)
 	}
@@ -376,131 +377,6 @@ func scalarKeysRepeat(list []any, keys []string) bool {
 	return false
 }
 
-// correlation pairs a value of the new object with the value at the same
-// place in the old one, as upstream's common.CorrelatedObject: fields
-// correlate by name; list items only in a list-type=map, by key.
-type correlation struct {
-	value, old any
-	schema     *spec.Schema
-
-	equal *bool          // memoized deepEqual
-	items *listmap.Index // the old list-type=map items by key, once built
-}
-
-func (c *correlation) key(field string) *correlation {
-	nm, ok1 := c.value.(map[string]any)
-	om, ok2 := c.old.(map[string]any)
-	if !ok1 || !ok2 {
-		return nil
-	}
-	nv, ok1 := nm[field]
-	ov, ok2 := om[field]
-	if !ok1 || !ok2 {
-		return nil
-	}
-	var sub *spec.Schema
-	if p, ok := c.schema.Properties[field]; ok {
-		sub = &p
-	} else if ap := c.schema.AdditionalProperties; ap != nil && ap.Schema != nil {
-		sub = ap.Schema
-	} else {
-		return nil
-	}
-	return &correlation{value: nv, old: ov, schema: sub}
-}
-
-func (c *correlation) index(i int) *correlation {
-	nl, ok1 := c.value.([]any)
-	ol, ok2 := c.old.([]any)
-	if !ok1 || !ok2 || i >= len(nl) || c.schema.Items == nil || c.schema.Items.Schema == nil {
-		return nil
-	}
-	lt, _ := c.schema.Extensions.GetString("x-kubernetes-list-type")
-	if lt != "map" {
-		return nil
-	}
-	if c.items == nil {
-		items := listmap.New(listMapKeys(c.schema), ol)
-		c.items = &items
-	}
-	o := c.items.Get(nl[i])
-	if o == nil {
-		return nil
-	}
-	return &correlation{value: nl[i], old: o, schema: c.schema.Items.Schema}
-}
-
-func listMapKeys(s *spec.Schema) []string {
-	v, ok := s.Extensions["x-kubernetes-list-map-keys"]
-	if !ok {
-		return nil
-	}
-	var keys []string
-	switch v := v.(type) {
-	case []any:
-		for _, k := range v {
-			if k, ok := k.(string); ok {
-				keys = append(keys, k)
-			}
-		}
-	case []string:
-		keys = v
-	}
-	return keys
-}
-
-// deepEqual reports whether the new value equals the old one, comparing
-// list-type=map lists by key rather than by position, as upstream's
-// CachedDeepEqual.
-func (c *correlation) deepEqual() bool {
-	if c.equal != nil {
-		return *c.equal
-	}
-	r := c.computeEqual()
-	c.equal = &r
-	return r
-}
-
-func (c *correlation) computeEqual() bool {
-	if c.value == nil || c.old == nil {
-		return c.value == nil && c.old == nil
-	}
-	switch nv := c.value.(type) {
-	case []any:
-		ov, ok := c.old.([]any)
-		if !ok || len(ov) != len(nv) {
-			return false
-		}
-		lt, _ := c.schema.Extensions.GetString("x-kubernetes-list-type")
-		if lt != "map" {
-			return reflect.DeepEqual(ov, nv)
-		}
-		for i := range nv {
-			ch := c.index(i)
-			if ch == nil || !ch.deepEqual() {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		ov, ok := c.old.(map[string]any)
-		if !ok || len(ov) != len(nv) {
-			return false
-		}
-		for k := range nv {
-			// Like upstream, a field without a schema of its own (under
-			// preserve-unknown-fields, say) never counts as unchanged.
-			ch := c.key(k)
-			if ch == nil || !ch.deepEqual() {
-				return false
-			}
-		}
-		return true
-	default:
-		return reflect.DeepEqual(c.old, c.value)
-	}
-}
-
 // ratchet validates a value that has a correlated old value, as
 // upstream's ratchetingValueValidator (apiserver/validation/
 // ratcheting.go): it validates the value, its children through ratchets
@@ -509,10 +385,10 @@ func (c *correlation) computeEqual() bool {
 type ratchet struct {
 	schema *spec.Schema
 	path   string
-	corr   *correlation
+	corr   *correlate.Pair
 }
 
-func newRatchet(s *spec.Schema, path string, c *correlation) *ratchet {
+func newRatchet(s *spec.Schema, path string, c *correlate.Pair) *ratchet {
 	return &ratchet{schema: s, path: path, corr: c}
 }
 
@@ -525,11 +401,11 @@ func (r *ratchet) option() validate.Option {
 
 // Validate validates the correlated new value (which is x).
 func (r *ratchet) Validate(x any) *validate.Result {
-	res := validate.NewSchemaValidator(r.schema, nil, r.path, strfmt.Default, r.option()).Validate(r.corr.value)
+	res := validate.NewSchemaValidator(r.schema, nil, r.path, strfmt.Default, r.option()).Validate(r.corr.Value())
 	if res.IsValid() {
 		return res
 	}
-	if r.corr.deepEqual() {
+	if r.corr.Unchanged() {
 		out := &validate.Result{}
 		out.MergeAsWarnings(res)
 		return out
@@ -537,21 +413,23 @@ func (r *ratchet) Validate(x any) *validate.Result {
 	return res
 }
 
+// forField and forIndex give a child the ratchet of its pair, if it has
+// one. kube-openapi calls them from the schema's own tree only (it
+// validates allOf, anyOf and oneOf branches without these hooks), so s is
+// the CRD schema's own child, the one the pair followed.
 func (r *ratchet) forField(fieldName string, s *spec.Schema, root any, path string, formats strfmt.Registry, opts ...validate.Option) validate.ValueValidator {
-	c := r.corr.key(fieldName)
+	c := r.corr.Key(fieldName)
 	if c == nil || (r.path == "" && (fieldName == "kind" || fieldName == "apiVersion")) {
 		return validate.NewSchemaValidator(s, root, path, formats, opts...)
 	}
-	c.schema = s
 	return newRatchet(s, path, c)
 }
 
 func (r *ratchet) forIndex(i int, s *spec.Schema, root any, path string, formats strfmt.Registry, opts ...validate.Option) validate.ValueValidator {
-	c := r.corr.index(i)
+	c := r.corr.Index(i)
 	if c == nil {
 		return validate.NewSchemaValidator(s, root, path, formats, opts...)
 	}
-	c.schema = s
 	return newRatchet(s, path, c)
 }
 

@@ -1,4 +1,4 @@
-package listmap
+package correlate
 
 import (
 	"strconv"
@@ -12,9 +12,9 @@ type Index struct {
 	items map[string][]any // by composite key; more than one: a duplicate
 }
 
-// New indexes items, the list's items, by the key fields keys (the
+// NewIndex indexes items, the list's items, by the key fields keys (the
 // schema's x-kubernetes-list-map-keys). With no keys it holds nothing.
-func New(keys []string, items []any) Index {
+func NewIndex(keys []string, items []any) Index {
 	if len(keys) == 0 || len(items) == 0 {
 		return Index{}
 	}

@@ -1,4 +1,4 @@
-package listmap
+package correlate
 
 import (
 	"reflect"
@@ -27,7 +27,7 @@ func TestGetPairsItemsByTheirKeys(t *testing.T) {
 		"not an object",
 		nil,
 	}
-	x := New([]string{"name", "port"}, old)
+	x := NewIndex([]string{"name", "port"}, old)
 	for _, c := range []struct {
 		item any
 		want any // the old item's "v", or nil
@@ -62,7 +62,7 @@ func TestGetPairsItemsByTheirKeys(t *testing.T) {
 func TestKeysDoNotRunTogether(t *testing.T) {
 	// Two fields' values must not be read as one: "a" + "b\x00c" is not
 	// "a\x00b" + "c".
-	x := New([]string{"k1", "k2"}, []any{obj("k1", "a", "k2", "b\x00c", "v", 1)})
+	x := NewIndex([]string{"k1", "k2"}, []any{obj("k1", "a", "k2", "b\x00c", "v", 1)})
 	if got := x.Get(obj("k1", "a\x00b", "k2", "c")); got != nil {
 		t.Errorf("keys ran together: %v", got)
 	}
@@ -75,8 +75,8 @@ func TestEmptyIndexesHoldNothing(t *testing.T) {
 	item := obj("name", "a")
 	for name, x := range map[string]Index{
 		"zero":     {},
-		"no keys":  New(nil, []any{item}),
-		"no items": New([]string{"name"}, nil),
+		"no keys":  NewIndex(nil, []any{item}),
+		"no items": NewIndex([]string{"name"}, nil),
 	} {
 		if got := x.Get(item); got != nil {
 			t.Errorf("%s: Get = %v, want nil", name, got)
