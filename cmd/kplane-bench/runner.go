@@ -247,9 +247,11 @@ func (s span) end(name string, ops int, lat []time.Duration) Result {
 		v := (selfCPUSeconds() - s.client) / float64(ops)
 		res.ClientCPUPerOp = &v
 	}
-	if m, err := readMachineTicks(); err == nil && s.machineOK {
-		if v, ok := m.idlePercentSince(s.machine); ok {
-			res.IdlePercent = &v
+	if s.machineOK {
+		if m, err := readMachineTicks(); err == nil {
+			if v, ok := m.idlePercentSince(s.machine); ok {
+				res.IdlePercent = &v
+			}
 		}
 	}
 	if s.cpuOK && ops > 0 {
