@@ -25,6 +25,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	modesFlag := fs.String("modes", "embedded,memory,etcd", "storage modes to run, in order")
 	kplaneBin := fs.String("kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
 	etcdBin := fs.String("etcd-bin", "", "a built tools/etcd binary (default: go build it)")
+	rounds := fs.Int("rounds", 1, "run the modes this many times, in rounds (embedded, memory, etcd, embedded, …), each on fresh servers; the table shows each figure's median over the rounds, and the spread of the ratios to the reference")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -40,6 +41,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if m != "embedded" && m != "memory" && m != "etcd" {
 			err = fmt.Errorf("--modes: unknown mode %q: want embedded, memory or etcd", m)
 		}
+	}
+	if *rounds < 1 {
+		err = fmt.Errorf("--rounds: %d: want 1 or more", *rounds)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kplane-bench compare: %v\n", err)
@@ -83,28 +87,47 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	byMode := map[string][]Result{}
 	var all []Result
 	emit := func(r Result) { writeJSONLine(out, r); all = append(all, r) }
-	for _, mode := range modes {
-		dir := filepath.Join(tmp, "run-"+mode)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stderr, "kplane-bench compare: --storage %s\n", mode)
-		res, err := compareMode(ctx, mode, dir, *kplaneBin, *etcdBin, o, list, emit)
-		byMode[mode] = res
-		if err != nil {
-			r := Result{Name: "server", Mode: mode, Error: err.Error()}
-			emit(r)
-			byMode[mode] = append(byMode[mode], r)
-		}
-		if ctx.Err() != nil {
-			break
+	// Rounds interleave the modes, so that a drift in the machine's speed
+	// (a shared VM's, say) falls on every mode alike.
+rounds:
+	for round := 1; round <= *rounds; round++ {
+		for _, mode := range modes {
+			dir := filepath.Join(tmp, fmt.Sprintf("run-%s-%d", mode, round))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fail(err)
+			}
+			label := ""
+			if *rounds > 1 {
+				label = fmt.Sprintf(" (round %d of %d)", round, *rounds)
+			}
+			fmt.Fprintf(stderr, "kplane-bench compare: --storage %s%s\n", mode, label)
+			emitRound := emit
+			if *rounds > 1 {
+				emitRound = func(r Result) { r.Round = round; emit(r) }
+			}
+			res, err := compareMode(ctx, mode, dir, *kplaneBin, *etcdBin, o, list, emitRound)
+			if err != nil {
+				r := Result{Name: "server", Mode: mode, Error: err.Error()}
+				emitRound(r)
+				res = append(res, r)
+			}
+			byMode[mode] = append(byMode[mode], res...)
+			// A round's data is not needed once its table rows are read.
+			os.RemoveAll(dir)
+			if ctx.Err() != nil {
+				break rounds
+			}
 		}
 	}
 	if err := closeOut(); err != nil {
 		return fail(err)
 	}
+	title := o.describe()
+	if *rounds > 1 {
+		title += fmt.Sprintf("; medians of %d rounds", *rounds)
+	}
 	fmt.Fprintf(stdout, "\nkplane-bench compare (%s)\nmachine: %d CPUs, load average %s before, %s after; kube-apiserver+etcd: issue 6's reference (2 cores, same load)\n",
-		o.describe(), runtime.NumCPU(), loadBefore, loadAvg())
+		title, runtime.NumCPU(), loadBefore, loadAvg())
 	compareTable(stdout, modes, byMode)
 	for _, r := range all {
 		if r.Error != "" {

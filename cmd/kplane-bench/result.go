@@ -17,8 +17,11 @@ import (
 // the bench cannot see the server's process, latencies for scenarios
 // that time one thing (informer sync, start to ready).
 type Result struct {
-	Name      string   `json:"name"`
-	Mode      string   `json:"mode"` // embedded, memory, etcd, or external (--mode)
+	Name string `json:"name"`
+	Mode string `json:"mode"` // embedded, memory, etcd, or external (--mode)
+	// Round numbers compare's rounds (--rounds) from 1; 0 (left out) in a
+	// single run.
+	Round     int      `json:"round,omitempty"`
 	Ops       int      `json:"ops"`
 	Seconds   float64  `json:"seconds"`
 	OpsPerSec float64  `json:"ops_per_s"`

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,40 @@ func TestCompareTableShowsRatiosAndReference(t *testing.T) {
 	}
 	if strings.Contains(out, "get ") {
 		t.Errorf("a scenario no mode ran has a row:\n%s", out)
+	}
+}
+
+func TestCompareTableShowsMediansOfRounds(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	create := func(opsPerSec, p50 float64) Result {
+		return Result{Name: "create", Ops: 5000, OpsPerSec: opsPerSec, P50ms: f(p50), P99ms: f(2 * p50)}
+	}
+	byMode := map[string][]Result{
+		// Three rounds each, out of order: the median is the middle one.
+		"embedded": {create(7000, 2), create(5000, 4), create(6000, 3)},
+		// Two rounds: the mean of the two; a round that failed still
+		// marks the row.
+		"etcd": {create(2000, 5), create(3000, 7), {Name: "create", Error: "boom"}},
+	}
+	var b bytes.Buffer
+	if err := compareTable(&b, []string{"embedded", "etcd"}, byMode); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	for _, want := range []string{
+		// 6000 is the median; 5000/1090 and 7000/1090 the spread.
+		"create (FAILED) ops/s 6000 2500 2.40x 1090 5.50x (4.59–6.42)",
+		"create (FAILED) p50 ms 3.0 6.0 0.50x 13.0 0.23x (0.15–0.31)",
+	} {
+		if !slices.Contains(rows, want) {
+			t.Errorf("no row %q in\n%s", want, b.String())
+		}
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of 1..4 = %v, want 2.5", got)
 	}
 }
 

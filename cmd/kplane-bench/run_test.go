@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,29 @@ func TestCompareMemoryTiny(t *testing.T) {
 		}
 		if !bytes.Contains(stdout.Bytes(), []byte("memory/kube")) {
 			t.Errorf("no comparison table:\n%s", stdout.String())
+		}
+	})
+
+	t.Run("compare --rounds runs every mode once per round", func(t *testing.T) {
+		path := filepath.Join(dir, "rounds.json")
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"compare", "--modes", "memory", "--rounds", "2", "--kplane-bin", bin, "--json", path}, tiny...)
+		args = append(args, "--scenario", "create")
+		if code := run(ctx, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+		}
+		var rounds []int
+		for _, r := range readLines(t, path) {
+			checkSane(t, r, "memory", true)
+			if r.Name == "create" {
+				rounds = append(rounds, r.Round)
+			}
+		}
+		if !slices.Equal(rounds, []int{1, 2}) {
+			t.Errorf("create lines of rounds %v, want [1 2]", rounds)
+		}
+		if !strings.Contains(stdout.String(), "medians of 2 rounds") || !strings.Contains(stdout.String(), "x (") {
+			t.Errorf("no table of medians with the rounds' spread:\n%s", stdout.String())
 		}
 	})
 

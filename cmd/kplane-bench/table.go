@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -66,15 +67,17 @@ var reference = map[string]float64{
 
 // compareTable prints one row per (scenario, metric), a column per mode,
 // the ratio of each mode to etcd (when etcd is among modes), and issue
-// 6's reference with the first mode's ratio to it.
+// 6's reference with the first mode's ratio to it. A mode with several
+// results for a scenario (compare's rounds) shows their median, and the
+// ratio to the reference is followed by its lowest and highest round.
 func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error {
 	var order []string
 	seen := map[string]bool{}
-	index := map[string]map[string]Result{}
+	index := map[string]map[string][]Result{}
 	for _, m := range modes {
-		index[m] = map[string]Result{}
+		index[m] = map[string][]Result{}
 		for _, r := range byMode[m] {
-			index[m][r.Name] = r
+			index[m][r.Name] = append(index[m][r.Name], r)
 			if !seen[r.Name] {
 				seen[r.Name] = true
 				order = append(order, r.Name)
@@ -82,13 +85,7 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 		}
 	}
 	var ratios []string
-	hasEtcd := false
-	for _, m := range modes {
-		if m == "etcd" {
-			hasEtcd = true
-		}
-	}
-	if hasEtcd {
+	if slices.Contains(modes, "etcd") {
 		for _, m := range modes {
 			if m != "etcd" {
 				ratios = append(ratios, m)
@@ -109,29 +106,40 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 		if !ok {
 			rows = defaultRows
 		}
-		for _, metric := range rows {
-			get := metrics[metric]
-			vals := map[string]float64{}
-			label := name
-			for _, m := range modes {
-				if r, ok := index[m][name]; ok && r.Error != "" {
+		label := name
+		for _, m := range modes {
+			for _, r := range index[m][name] {
+				if r.Error != "" {
 					label = name + " (FAILED)"
 				}
 			}
+		}
+		for _, metric := range rows {
+			get := metrics[metric]
+			vals := map[string]float64{}
+			var first []float64 // the first mode's figure in each round
 			fmt.Fprintf(tw, "%s\t%s\t", label, metric)
-			for _, m := range modes {
-				r, ok := index[m][name]
-				if !ok {
+			for i, m := range modes {
+				results := index[m][name]
+				if len(results) == 0 {
 					fmt.Fprint(tw, "-\t")
 					continue
 				}
-				v, ok := get(r)
-				if !ok {
+				var got []float64
+				for _, r := range results {
+					if v, ok := get(r); ok {
+						got = append(got, v)
+					}
+				}
+				if len(got) == 0 {
 					fmt.Fprint(tw, "n/a\t")
 					continue
 				}
-				vals[m] = v
-				fmt.Fprintf(tw, "%s\t", formatMetric(metric, v))
+				if i == 0 {
+					first = got
+				}
+				vals[m] = median(got)
+				fmt.Fprintf(tw, "%s\t", formatMetric(metric, vals[m]))
 			}
 			for _, m := range ratios {
 				if metric == "idle %" {
@@ -140,15 +148,31 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 				}
 				fmt.Fprintf(tw, "%s\t", ratio(vals, m, "etcd"))
 			}
-			if ref, ok := reference[name+" "+metric]; ok {
-				vals["ref"] = ref
-				fmt.Fprintf(tw, "%s\t%s\t\n", formatMetric(metric, ref), ratio(vals, modes[0], "ref"))
-			} else {
+			ref, ok := reference[name+" "+metric]
+			if !ok {
 				fmt.Fprint(tw, "\t\t\n")
+				continue
 			}
+			vals["ref"] = ref
+			spread := ""
+			if len(first) > 1 {
+				spread = fmt.Sprintf(" (%.2f–%.2f)", slices.Min(first)/ref, slices.Max(first)/ref)
+			}
+			fmt.Fprintf(tw, "%s\t%s%s\t\n", formatMetric(metric, ref), ratio(vals, modes[0], "ref"), spread)
 		}
 	}
 	return tw.Flush()
+}
+
+// median is the middle of vs (the mean of the two middle ones for an
+// even count); vs is not empty.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // ratio formats vals[a]/vals[b], or "-" when either is missing or b is 0.
