@@ -96,15 +96,12 @@ rounds:
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fail(err)
 			}
-			label := ""
+			label, emitRound := "", emit
 			if *rounds > 1 {
 				label = fmt.Sprintf(" (round %d of %d)", round, *rounds)
-			}
-			fmt.Fprintf(stderr, "kplane-bench compare: --storage %s%s\n", mode, label)
-			emitRound := emit
-			if *rounds > 1 {
 				emitRound = func(r Result) { r.Round = round; emit(r) }
 			}
+			fmt.Fprintf(stderr, "kplane-bench compare: --storage %s%s\n", mode, label)
 			res, err := compareMode(ctx, mode, dir, *kplaneBin, *etcdBin, o, list, emitRound)
 			if err != nil {
 				r := Result{Name: "server", Mode: mode, Error: err.Error()}
