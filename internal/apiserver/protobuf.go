@@ -279,9 +279,9 @@ func protoList(k *registry.Kind, v string, n int, item func(i int, b []byte) ([]
 	return list, nil
 }
 
-// protoToJSON decodes a protobuf body of kind k into its Go type and
-// returns it as JSON.
-func protoToJSON(k *registry.Kind, v string, body []byte) ([]byte, error) {
+// decodeProto decodes a protobuf body of kind k into its Go type, its
+// apiVersion and kind set.
+func decodeProto(k *registry.Kind, v string, body []byte) (runtime.Object, error) {
 	if k.Typed == nil {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
@@ -294,7 +294,7 @@ func protoToJSON(k *registry.Kind, v string, body []byte) ([]byte, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	return json.Marshal(obj)
+	return obj, nil
 }
 
 // protoMessage is what k8s.io/api's generated types implement.

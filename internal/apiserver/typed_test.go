@@ -3,9 +3,12 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/randfill"
@@ -138,4 +141,176 @@ func BenchmarkTypedFromObject(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A protobuf body's Go type made a map by registry.DecodeTyped is what
+// the long way gives, its JSON decoded by registry.Decode: random objects
+// of every built-in kind with a protobuf form, sent in protobuf, with
+// strings that are not UTF-8, times with nanoseconds, zero times and
+// field sets the shortcut must refuse. Where the long way fails, the
+// shortcut must refuse too.
+func TestDecodeTypedMatchesTheJSONDecode(t *testing.T) {
+	kinds := append(core.Kinds(), core.Namespace(), crd.Kind())
+	registry.SetTypeConverters(kinds...)
+	seen := map[string]bool{}
+	taken, tested := 0, 0
+	for _, k := range kinds {
+		v := k.StorageVersion()
+		if k.Typed == nil || !protoCapable(k, v) || seen[k.Kind] {
+			continue
+		}
+		seen[k.Kind] = true
+		tested++
+		t.Run(k.Kind, func(t *testing.T) {
+			f := randfill.NewWithSeed(int64(len(k.Kind))+7).NilChance(0.3).NumElements(0, 2).MaxDepth(5).
+				Funcs(func(s *string, c randfill.Continue) {
+					*s = c.String(6)
+					switch c.Intn(8) {
+					case 0:
+						*s += "\xff\xfe" // each byte becomes U+FFFD
+					case 1:
+						*s = ""
+					}
+				}, func(tm *metav1.Time, c randfill.Continue) {
+					switch c.Intn(4) {
+					case 0: // the zero time
+					case 1:
+						tm.Time = time.Unix(c.Int63n(4e9), c.Int63n(1e9))
+					default:
+						tm.Time = time.Unix(c.Int63n(4e9), 0)
+					}
+				}, func(tm *metav1.MicroTime, c randfill.Continue) {
+					if c.Intn(4) > 0 {
+						tm.Time = time.Unix(c.Int63n(4e9), c.Int63n(1e9))
+					}
+				}, func(fv *metav1.FieldsV1, c randfill.Continue) {
+					switch c.Intn(6) {
+					case 0:
+						fv.SetRawBytes([]byte(`{"f:a":{},"f:a":{}}`)) // a member twice
+					case 1:
+						fv.SetRawBytes([]byte(`{"f:a":1}`)) // not a field set
+					default:
+						b, _ := storage.AppendJSON(nil, randomFieldSet(c, 3))
+						fv.SetRawBytes(b)
+					}
+				})
+			gvk := k.GroupVersionKind(v)
+			shortcut, refused := 0, 0
+			for range 300 {
+				obj := k.Typed()
+				f.Fill(obj)
+				obj.GetObjectKind().SetGroupVersionKind(gvk)
+				var body bytes.Buffer
+				if err := protoSerializer.Encode(obj, &body); err != nil {
+					t.Fatal(err)
+				}
+				typed, err := decodeProto(k, v, body.Bytes())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, ok := registry.DecodeTyped(k, typed)
+				data, err := json.Marshal(typed)
+				if err != nil {
+					if ok {
+						t.Fatalf("the JSON fails (%v), the shortcut takes %+v", err, typed)
+					}
+					continue
+				}
+				want, strict, err := registry.Decode(k, data)
+				if err != nil || len(strict) > 0 {
+					if ok {
+						t.Fatalf("the JSON decode fails (%v, %v), the shortcut takes\n%s", err, strict, data)
+					}
+					refused++
+					continue
+				}
+				if !ok {
+					refused++
+					continue
+				}
+				shortcut++
+				if !reflect.DeepEqual(got.Object, want.Object) {
+					t.Fatalf("the shortcut's map differs:\n got %#v\nwant %#v\nfrom %s", got.Object, want.Object, data)
+				}
+			}
+			t.Logf("%s: %d of 300 by the shortcut, %d the long way", k.Kind, shortcut, refused)
+			taken += shortcut
+		})
+	}
+	if tested < 5 || taken < 300 {
+		t.Fatalf("%d kinds, %d objects by the shortcut: too few to compare", tested, taken)
+	}
+}
+
+// A ConfigMap as client-go sends it in protobuf, with managedFields as an
+// update sends them back, takes the shortcut.
+func TestDecodeTypedTakesAConfigMap(t *testing.T) {
+	k := configMapKind()
+	registry.SetTypeConverters(k)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", Labels: map[string]string{"app": "x"},
+		CreationTimestamp: metav1.Unix(1764000000, 0), ResourceVersion: "12",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+			Time: &metav1.Time{Time: time.Unix(1764000000, 0)}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{}}}},
+		Data: map[string]string{"k": "v"}}
+	cm.ManagedFields[0].FieldsV1.SetRawBytes([]byte(`{"f:data":{"f:k":{}}}`))
+	cm.SetGroupVersionKind(k.GroupVersionKind("v1"))
+	var body bytes.Buffer
+	if err := protoSerializer.Encode(cm, &body); err != nil {
+		t.Fatal(err)
+	}
+	typed, err := decodeProto(k, "v1", body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := registry.DecodeTyped(k, typed)
+	if !ok {
+		t.Fatal("refused")
+	}
+	want := `{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"creationTimestamp":"2025-11-24T16:00:00Z","labels":{"app":"x"},"managedFields":[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:k":{}}},"manager":"m","operation":"Update","time":"2025-11-24T16:00:00Z"}],"name":"a","namespace":"default","resourceVersion":"12"}}`
+	if b, _ := storage.AppendJSON(nil, got.Object); string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+}
+
+// BenchmarkDecodeProtobufBody is a 1 KiB ConfigMap's protobuf create
+// body made the object's map: through its Go type by DecodeTyped, and
+// the long way, through the Go type's JSON, for comparison.
+func BenchmarkDecodeProtobufBody(b *testing.B) {
+	k := configMapKind()
+	registry.SetTypeConverters(k)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench-1", Labels: map[string]string{"app": "kplane-bench"}},
+		Data: map[string]string{"payload": strings.Repeat("x", 1024)}}
+	cm.SetGroupVersionKind(k.GroupVersionKind("v1"))
+	var body bytes.Buffer
+	if err := protoSerializer.Encode(cm, &body); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("shortcut", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			typed, err := decodeProto(k, "v1", body.Bytes())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, ok := registry.DecodeTyped(k, typed); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			typed, err := decodeProto(k, "v1", body.Bytes())
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := json.Marshal(typed)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := registry.Decode(k, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

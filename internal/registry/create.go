@@ -30,9 +30,10 @@ type WriteOptions struct {
 	// about them (fieldValidation Strict and Warn; neither is Ignore).
 	Strict bool
 	Warn   func(msg string)
-	// BodySum, on an update, is the SHA-256 of the request's body as
-	// decoded (JSON): with it, an update that changed nothing is answered
-	// from the store when it comes again (noopwrites.go). Nil: not.
+	// BodySum, on an update, is the SHA-256 of the request's body (its
+	// JSON, or its protobuf as sent): with it, an update that changed
+	// nothing is answered from the store when it comes again
+	// (noopwrites.go). Nil: not.
 	BodySum *[sha256.Size]byte
 
 	// applied: the object's managedFields were computed by an apply.

@@ -23,11 +23,14 @@ type Type struct {
 	unsigned bool // an unsigned integer
 	elem     *Type
 	fields   map[string]goField // of a struct, by JSON name
+	order    []goField          // of a struct, in the Go type's order
 	required int                // fields of a struct that are written when empty
 	layout   string             // of a time
 }
 
 type goField struct {
+	name      string // in JSON
+	index     []int  // in the Go struct, through embedded structs
 	shape     *Type
 	omitEmpty bool
 	omitZero  bool
@@ -128,7 +131,7 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
 	case reflect.Struct:
 		s.kind = shapeStruct
 		s.fields = map[string]goField{}
-		if !addFields(s, t, seen) {
+		if !addFields(s, t, nil, seen) {
 			*s = Type{}
 		}
 	}
@@ -138,7 +141,7 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
 // addFields adds t's JSON fields to s, those of embedded structs too, as
 // encoding/json names them; false for anything it doesn't follow (tags
 // with ",string", embedded pointers, names that clash).
-func addFields(s *Type, t reflect.Type, seen map[reflect.Type]*Type) bool {
+func addFields(s *Type, t reflect.Type, index []int, seen map[reflect.Type]*Type) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -153,7 +156,7 @@ func addFields(s *Type, t reflect.Type, seen map[reflect.Type]*Type) bool {
 			if f.Type.Kind() != reflect.Struct || custom(f.Type) {
 				return false
 			}
-			if !addFields(s, f.Type, seen) {
+			if !addFields(s, f.Type, slices.Concat(index, []int{i}), seen) {
 				return false
 			}
 			continue
@@ -168,6 +171,8 @@ func addFields(s *Type, t reflect.Type, seen map[reflect.Type]*Type) bool {
 			return false
 		}
 		gf := goField{
+			name:      name,
+			index:     slices.Concat(index, []int{i}),
 			shape:     buildShape(f.Type, seen),
 			omitEmpty: strings.Contains(","+opts+",", ",omitempty,"),
 			omitZero:  strings.Contains(","+opts+",", ",omitzero,"),
@@ -185,6 +190,7 @@ func addFields(s *Type, t reflect.Type, seen map[reflect.Type]*Type) bool {
 			s.required++
 		}
 		s.fields[name] = gf
+		s.order = append(s.order, gf)
 	}
 	return true
 }
