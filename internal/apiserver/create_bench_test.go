@@ -498,3 +498,63 @@ func BenchmarkListCustomResources(b *testing.B) {
 		}
 	}
 }
+
+// Creates of one shape share the field sets of the managedFields the
+// registry remembered for that shape (registry/createmanaged.go), which
+// must stay as written whatever becomes of each object after: answered
+// in every form, dry runs, sent in protobuf. Every object then holds
+// the same field set.
+func TestCreatesOfOneShapeKeepTheirFieldSets(t *testing.T) {
+	h := newInProcess(t)
+	scheme := runtime.NewScheme()
+	corev1.AddToScheme(scheme)
+	enc := protobuf.NewSerializer(scheme, scheme)
+	accepts := []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf",
+		"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"}
+	var names []string
+	for i := range 40 {
+		name := fmt.Sprintf("shape-%d", i)
+		var body bytes.Buffer
+		ctype := "application/json"
+		if i%2 == 0 {
+			ctype = "application/vnd.kubernetes.protobuf"
+			cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "x"}}, Data: map[string]string{"k": "v"}}
+			if err := enc.Encode(cm, &body); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			fmt.Fprintf(&body, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"labels":{"app":"y"}},"data":{"k":"w"}}`, name)
+		}
+		path := "/api/v1/namespaces/default/configmaps"
+		if i%5 == 4 {
+			path += "?dryRun=All"
+		} else {
+			names = append(names, name)
+		}
+		r := httptest.NewRequest(http.MethodPost, path, &body)
+		r.Header.Set("Content-Type", ctype)
+		r.Header.Set("Accept", accepts[i%len(accepts)])
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("create %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	const want = `[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}},"manager":"unknown","operation":"Update"}]`
+	for _, name := range names {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps/"+name, nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var cm struct {
+			Metadata struct{ ManagedFields []map[string]any }
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &cm); err != nil || len(cm.Metadata.ManagedFields) != 1 {
+			t.Fatalf("%s: %v %s", name, err, w.Body)
+		}
+		delete(cm.Metadata.ManagedFields[0], "time")
+		if got, _ := json.Marshal(cm.Metadata.ManagedFields); string(got) != want {
+			t.Errorf("%s: managedFields %s, want %s", name, got, want)
+		}
+	}
+}

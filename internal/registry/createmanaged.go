@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -44,7 +45,11 @@ type createMemo struct {
 }
 
 // createdFields is what the field manager wrote on a create: the entries,
-// and the list that holds them in the object's metadata.
+// and the list that holds them in the object's metadata. The field sets
+// in items (each entry's fieldsV1 tree) are shared by every object
+// written from them, read-only: nothing in kplane changes a field set in
+// place (a write replaces the managedFields list), and a test holds the
+// memo unchanged by the creates it serves.
 type createdFields struct {
 	entries []metav1.ManagedFieldsEntry
 	items   []any
@@ -123,7 +128,7 @@ func (c createdFields) write(obj *unstructured.Unstructured, at time.Time) []met
 	entries := slices.Clone(c.entries)
 	items := make([]any, len(c.items))
 	for i, item := range c.items {
-		e := runtime.DeepCopyJSONValue(item).(map[string]any)
+		e := maps.Clone(item.(map[string]any))
 		if entries[i].Time != nil {
 			entries[i].Time = &t
 			e["time"] = t.ToUnstructured()
