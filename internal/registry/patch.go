@@ -244,8 +244,10 @@ func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opt
 			return nil, nil, strategicPatchError(err)
 		}
 		// The same bytes as encoding/json's Marshal (a test in storage
-		// holds the two equal), at several times its speed.
-		if patched, err = storage.AppendJSON(nil, m); err != nil {
+		// holds the two equal), at several times its speed. The result
+		// is a strategicpatch.JSONMap: as itself, a type AppendJSON does
+		// not know, it would go to encoding/json whole.
+		if patched, err = storage.AppendJSON(nil, map[string]any(m)); err != nil {
 			return nil, nil, apierrors.NewInternalError(err)
 		}
 	}
