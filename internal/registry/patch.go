@@ -411,8 +411,11 @@ func (r *Resource) apply(k *Kind, version string, cur, applied *unstructured.Uns
 	}
 	obj := out.(*unstructured.Unstructured)
 	if k.Typed != nil {
-		// Check field types through the Go type, as for any write.
-		data, err := obj.MarshalJSON()
+		// Check field types through the Go type, as for any write. The
+		// same bytes as obj.MarshalJSON (encoding/json and a newline),
+		// by the fast encoder.
+		data, err := storage.AppendJSON(make([]byte, 0, 2048), obj.Object)
+		data = append(data, '\n')
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
