@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -511,8 +512,9 @@ func TestCreatesOfOneShapeKeepTheirFieldSets(t *testing.T) {
 	enc := protobuf.NewSerializer(scheme, scheme)
 	accepts := []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf",
 		"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"}
-	var names []string
-	for i := range 40 {
+	// Four clients at once, so that the race detector (go test -race)
+	// sees any write to a shared field set.
+	create := func(i int) error {
 		name := fmt.Sprintf("shape-%d", i)
 		var body bytes.Buffer
 		ctype := "application/json"
@@ -521,7 +523,7 @@ func TestCreatesOfOneShapeKeepTheirFieldSets(t *testing.T) {
 			cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "x"}}, Data: map[string]string{"k": "v"}}
 			if err := enc.Encode(cm, &body); err != nil {
-				t.Fatal(err)
+				return err
 			}
 		} else {
 			fmt.Fprintf(&body, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"labels":{"app":"y"}},"data":{"k":"w"}}`, name)
@@ -529,8 +531,6 @@ func TestCreatesOfOneShapeKeepTheirFieldSets(t *testing.T) {
 		path := "/api/v1/namespaces/default/configmaps"
 		if i%5 == 4 {
 			path += "?dryRun=All"
-		} else {
-			names = append(names, name)
 		}
 		r := httptest.NewRequest(http.MethodPost, path, &body)
 		r.Header.Set("Content-Type", ctype)
@@ -538,7 +538,31 @@ func TestCreatesOfOneShapeKeepTheirFieldSets(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusCreated {
-			t.Fatalf("create %d: %d %s", i, w.Code, w.Body)
+			return fmt.Errorf("create %d: %d %s", i, w.Code, w.Body)
+		}
+		return nil
+	}
+	const creates, clients = 80, 4
+	errs := make(chan error, creates)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := c; i < creates; i += clients {
+				errs <- create(i)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	for i := range creates {
+		if i%5 != 4 {
+			names = append(names, fmt.Sprintf("shape-%d", i))
 		}
 	}
 	const want = `[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}},"manager":"unknown","operation":"Update"}]`
