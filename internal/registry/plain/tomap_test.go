@@ -109,3 +109,29 @@ func TestMapIsTheJSONRoundTrip(t *testing.T) {
 		t.Fatalf("Map took %d of %d cases", taken, len(cases))
 	}
 }
+
+type hidden struct {
+	At     metav1.Time      `json:"at"`
+	Fields *metav1.FieldsV1 `json:"fields,omitempty"`
+}
+
+type withHidden struct {
+	hidden
+	Name string `json:"name"`
+}
+
+// Fields promoted from an unexported embedded struct, which encoding/json
+// writes, are read as well: times and field sets among them.
+func TestMapReadsFieldsOfUnexportedEmbeddedStructs(t *testing.T) {
+	v := withHidden{hidden: hidden{At: metav1.Unix(1764000000, 0), Fields: &metav1.FieldsV1{}}, Name: "x"}
+	v.Fields.SetRawBytes([]byte(`{"f:a":{}}`))
+	got, ok := plain.Of(reflect.TypeFor[withHidden]()).Map(reflect.ValueOf(v))
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := storage.DecodeObjectNoDuplicates(data)
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Map gives %v (%v), JSON %s", got, ok, data)
+	}
+}
