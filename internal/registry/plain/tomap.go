@@ -61,6 +61,10 @@ func (s *Type) toJSON(v reflect.Value) (any, bool) {
 		}
 		return x, true
 	case shapeFields:
+		// encoding/json refuses a MarshalJSON that writes invalid JSON
+		// (the long way then fails the request); json.Valid holds the
+		// shortcut to that, and the store's decoder to what the long
+		// way decodes.
 		raw, err := v.Interface().(json.Marshaler).MarshalJSON()
 		if err != nil || !json.Valid(raw) {
 			return nil, false
