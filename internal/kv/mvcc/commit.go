@@ -116,11 +116,19 @@ func (s *Store) flush() bool {
 	return true
 }
 
-// maybeSnapshot starts a snapshot at rev once enough log has accumulated.
-// It runs in the flusher, between batches, so the log rotation it does
-// puts every record up to rev before the new segment and none after.
+// maybeSnapshot starts a snapshot at rev once enough log has accumulated:
+// Config.SnapshotBytes, or as much as the last snapshot if that is more.
+// A snapshot rewrites the whole store, so a fixed amount of log between
+// snapshots would make each byte of log cost more bytes of snapshot the
+// larger the store grows (a 600 MB store snapshotted every 64 MiB writes
+// ten bytes per byte logged). With the log as large as the snapshot, a
+// byte logged costs at most one byte of snapshot, and a restart replays
+// at most the snapshot's size of log. It runs in the flusher, between
+// batches, so the log rotation it does puts every record up to rev before
+// the new segment and none after.
 func (s *Store) maybeSnapshot(rev int64) {
-	if s.wal.Size() < s.cfg.SnapshotBytes {
+	logged := s.wal.Size()
+	if logged < max(s.cfg.SnapshotBytes, s.wal.SnapshotSize()) {
 		return
 	}
 	// compactMu keeps compactions (which trim the index) away from the
@@ -152,7 +160,8 @@ func (s *Store) maybeSnapshot(rev int64) {
 			s.log.Error("snapshot failed; the log keeps growing until one succeeds", "revision", rev, "err", err)
 			return
 		}
-		s.log.Info("snapshot written", "revision", rev, "compacted", compactRev, "took", time.Since(start))
+		s.log.Info("snapshot written", "revision", rev, "compacted", compactRev,
+			"bytes", s.wal.SnapshotSize(), "loggedBytes", logged, "took", time.Since(start))
 	}()
 }
 

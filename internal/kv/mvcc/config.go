@@ -18,8 +18,11 @@ type Config struct {
 	InMemory bool
 	// MaxValueSize limits a value's size. Default kv.DefaultMaxValueSize.
 	MaxValueSize int
-	// SnapshotBytes is how much log is written between snapshots. A larger
-	// value means fewer snapshots and a longer replay at start. Default 64 MiB.
+	// SnapshotBytes is the least log written between snapshots; the log
+	// also grows as large as the last snapshot before the next one, so
+	// that snapshots of a large store cost at most a byte written per byte
+	// logged. A larger value means fewer snapshots and a longer replay at
+	// start. Default 64 MiB.
 	SnapshotBytes int64
 	// CompactionBatch is how many keys compaction trims per hold of the
 	// store's lock, which bounds how long it delays writers. Default 1,000.

@@ -20,9 +20,10 @@
 // wrapped ErrClosed): memory is then ahead of disk and the only safe course
 // is to recover from disk by reopening.
 //
-// Every Config.SnapshotBytes of log, the flusher rotates the log and a
-// background goroutine writes a snapshot of every retained version, after
-// which older log segments are deleted. Open loads the newest snapshot,
+// Once the log holds Config.SnapshotBytes, or as much as the last snapshot
+// if that is more, the flusher rotates the log and a background goroutine
+// writes a snapshot of every retained version, after which older log
+// segments are deleted. Open loads the newest snapshot,
 // replays the log after it, and stops at the last intact record if the tail
 // is torn or corrupt (the wal package logs what it discarded). Revisions,
 // the compaction point and all retained history survive a restart.

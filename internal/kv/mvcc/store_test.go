@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +175,110 @@ func TestRestartRestoresExactState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshotSizes is a log handler keeping the sizes the store logs with
+// each snapshot it writes.
+type snapshotSizes struct {
+	mu    sync.Mutex
+	sizes []snapshotSize
+}
+
+type snapshotSize struct{ bytes, logged int64 }
+
+func (h *snapshotSizes) Enabled(context.Context, slog.Level) bool { return true }
+func (h *snapshotSizes) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *snapshotSizes) WithGroup(string) slog.Handler            { return h }
+
+func (h *snapshotSizes) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "snapshot written" {
+		return nil
+	}
+	var sz snapshotSize
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "bytes":
+			sz.bytes = a.Value.Int64()
+		case "loggedBytes":
+			sz.logged = a.Value.Int64()
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.sizes = append(h.sizes, sz)
+	h.mu.Unlock()
+	return nil
+}
+
+// A snapshot rewrites the whole store. With the snapshot taken every
+// SnapshotBytes of log, a store many times that size would write many
+// bytes of snapshot per byte logged; the log must grow as large as the
+// last snapshot before the next one.
+func TestSnapshotsWriteNoMoreThanTheLogTheyCover(t *testing.T) {
+	const (
+		minLog  = 16 << 10
+		keys    = 1000
+		rounds  = 4
+		writers = 8
+	)
+	var snaps snapshotSizes
+	s := open(t, Config{Dir: t.TempDir(), SnapshotBytes: minLog, Logger: slog.New(&snaps)})
+	value := []byte(strings.Repeat("v", 512))
+	modRev := make([]int64, keys) // each writer keeps its own keys'
+	// A store of about 600 KB, written over rounds times, each round
+	// compacted away so that the store stays that size.
+	for round := 0; round <= rounds; round++ {
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < keys; i += writers {
+					key := fmt.Sprintf("/snap/%04d", i)
+					var r kv.WriteResponse
+					var err error
+					if round == 0 {
+						r, err = s.Create(ctx, key, value)
+					} else {
+						r, err = s.Update(ctx, key, value, modRev[i])
+					}
+					if err != nil || !r.Succeeded {
+						t.Errorf("round %d, %s: %+v, %v", round, key, r, err)
+						return
+					}
+					modRev[i] = r.Revision
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		rev, _ := s.Revision()
+		if err := s.Compact(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil { // waits for a snapshot being written
+		t.Fatal(err)
+	}
+	snaps.mu.Lock()
+	sizes := snaps.sizes
+	snaps.mu.Unlock()
+	if len(sizes) < 3 {
+		t.Fatalf("%d snapshots of a store of %d keys written %d times: %+v", len(sizes), keys, rounds+1, sizes)
+	}
+	var written, logged int64
+	for i, sz := range sizes {
+		written += sz.bytes
+		logged += sz.logged
+		if i == 0 {
+			continue
+		}
+		if want := max(minLog, sizes[i-1].bytes); sz.logged < want {
+			t.Errorf("snapshot %d of %d bytes came after %d bytes of log, want at least %d (the snapshot before)",
+				i, sz.bytes, sz.logged, want)
+		}
+	}
+	t.Logf("%d snapshots: %d bytes written for %d bytes of log before them", len(sizes), written, logged)
 }
 
 func TestTornTailStopsAtLastIntactRecord(t *testing.T) {

@@ -39,8 +39,10 @@ func (l *Log) WriteSnapshot(meta SnapshotMeta, records func(emit func(rec []byte
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
 	var scratch []byte
+	size := int64(len(snapMagic))
 	write := func(payload []byte) error {
 		scratch = frame(scratch[:0], payload)
+		size += int64(len(scratch))
 		_, err := w.Write(scratch)
 		return err
 	}
@@ -77,6 +79,9 @@ func (l *Log) WriteSnapshot(meta SnapshotMeta, records func(emit func(rec []byte
 		return fmt.Errorf("wal: %w", err)
 	}
 	ok = true
+	l.mu.Lock()
+	l.mu.snapSize = size
+	l.mu.Unlock()
 	if err := syncDir(l.dir); err != nil {
 		return err
 	}
@@ -127,6 +132,14 @@ func (l *Log) LoadSnapshot(fn func(rec []byte) error) (SnapshotMeta, bool, error
 	if err != nil {
 		return SnapshotMeta{}, false, fmt.Errorf("wal: snapshot %s: %w", path, err)
 	}
+	// readSnapshot read the file to its end: its size is the snapshot's.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return SnapshotMeta{}, false, fmt.Errorf("wal: %w", err)
+	}
+	l.mu.Lock()
+	l.mu.snapSize = fi.Size()
+	l.mu.Unlock()
 	return meta, true, nil
 }
 

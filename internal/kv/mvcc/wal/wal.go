@@ -102,7 +102,8 @@ type Log struct {
 		alloc int64    // its length: zeros from off to alloc (preallocated)
 		// noPrealloc: preallocating this segment failed; append without.
 		noPrealloc bool
-		size       int64 // bytes appended since the last Rotate
+		size       int64 // bytes of records since the last Rotate (or replayed at Open)
+		snapSize   int64 // bytes of the newest snapshot, written or loaded
 		replayed   bool
 	}
 	buf []byte // records appended since the last Sync; flusher-only
@@ -208,6 +209,7 @@ func (l *Log) Replay(from uint64, fn func(rec []byte) error) (ReplayStats, error
 				}
 				st.Records++
 				off += n
+				l.mu.size += int64(n)
 			}
 		}
 		if damage == nil {
@@ -457,11 +459,22 @@ func (l *Log) Rotate() (uint64, error) {
 	return l.mu.seq, nil
 }
 
-// Size returns the bytes written since the last Rotate.
+// Size returns the bytes of records appended since the last Rotate. Until
+// the first Rotate it counts the records Replay read too: all of them lie
+// after the snapshot it started from, and a restart would read them again.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.size
+}
+
+// SnapshotSize returns the size in bytes of the newest snapshot file:
+// the last one WriteSnapshot wrote, or else the one LoadSnapshot read.
+// It is 0 when there is none.
+func (l *Log) SnapshotSize() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.snapSize
 }
 
 // Close syncs what is buffered and closes the segment.

@@ -290,6 +290,70 @@ func TestSnapshots(t *testing.T) {
 	})
 }
 
+// framedSize is the bytes records from..to-1 take in a segment.
+func framedSize(from, to int) int64 {
+	var n int64
+	for i := from; i < to; i++ {
+		n += int64(headerLen + len(record(i)))
+	}
+	return n
+}
+
+// The engine snapshots when Size reaches SnapshotSize: both must hold
+// across a restart, or a store restarted often would never snapshot and
+// its log would grow without end.
+func TestSizesCarryAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := replayAll(t, dir, nil)
+	if l.Size() != 0 || l.SnapshotSize() != 0 {
+		t.Fatalf("a new log: Size %d, SnapshotSize %d, want 0 and 0", l.Size(), l.SnapshotSize())
+	}
+	write(t, l, 0, 20)
+	if got, want := l.Size(), framedSize(0, 20); got != want {
+		t.Fatalf("Size after 20 records = %d, want %d", got, want)
+	}
+	seg, err := l.Rotate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Size() != 0 {
+		t.Fatalf("Size after Rotate = %d, want 0", l.Size())
+	}
+	writeSnapshot(t, l, seg, 300)
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+	fi, err := os.Stat(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.SnapshotSize() != fi.Size() {
+		t.Fatalf("SnapshotSize = %d, the file has %d bytes", l.SnapshotSize(), fi.Size())
+	}
+	write(t, l, 20, 45)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = openLog(t, dir, nil)
+	meta, _, _, err := loadSnapshot(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.SnapshotSize() != fi.Size() {
+		t.Fatalf("SnapshotSize after LoadSnapshot = %d, want the file's %d", l.SnapshotSize(), fi.Size())
+	}
+	if _, err := l.Replay(meta.Segment, func([]byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Size(), framedSize(20, 45); got != want {
+		t.Fatalf("Size after replaying the 25 records logged since the snapshot = %d, want %d", got, want)
+	}
+	write(t, l, 45, 50)
+	if got, want := l.Size(), framedSize(20, 50); got != want {
+		t.Fatalf("Size after 5 more = %d, want %d", got, want)
+	}
+	l.Close()
+}
+
 // FuzzReplay feeds arbitrary bytes as a segment: Replay must not panic,
 // and must return only records whose framing is intact, in order, from the
 // start of the segment.
