@@ -121,7 +121,7 @@ func (s *Store) flush() bool {
 // A snapshot rewrites the whole store, so a fixed amount of log between
 // snapshots would make each byte of log cost more bytes of snapshot the
 // larger the store grows (a 600 MB store snapshotted every 64 MiB writes
-// ten bytes per byte logged). With the log as large as the snapshot, a
+// nine bytes per byte logged). With the log as large as the snapshot, a
 // byte logged costs at most one byte of snapshot, and a restart replays
 // at most the snapshot's size of log. It runs in the flusher, between
 // batches, so the log rotation it does puts every record up to rev before

@@ -29,5 +29,5 @@
 //
 // It does not interpret records, compress, or replicate. Append, Sync and
 // Rotate must be called from one goroutine (the engine's flusher);
-// WriteSnapshot and Size may run concurrently with them.
+// WriteSnapshot, Size and SnapshotSize may run concurrently with them.
 package wal
