@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -86,6 +87,9 @@ type Collector struct {
 
 	// processed, if set (by tests), is called after each attempt at u.
 	processed func(u types.UID, err error)
+	// read, if set (by tests), is called each time a resource's whole
+	// state has been read into the graph.
+	read func(gr schema.GroupResource)
 }
 
 // New returns a collector over cfg.Registry.
@@ -103,7 +107,7 @@ func New(cfg Config) (*Collector, error) {
 type monitor struct {
 	res    *registry.Resource
 	cancel context.CancelFunc
-	synced chan struct{} // closed once its first list is in the graph
+	synced chan struct{} // closed once its first read is in the graph
 	done   chan struct{} // closed when its goroutine has returned
 }
 
@@ -224,28 +228,31 @@ func (c *Collector) resync(ctx context.Context, monitors map[schema.GroupResourc
 	}
 }
 
-// follow lists m's resource into the graph, then applies its watch, and
-// lists again whenever the watch ends (a compacted revision, a slow
-// watcher ended by the cache), until ctx ends.
+// follow reads m's resource into the graph and keeps it there, until ctx
+// ends. It watches with sendInitialEvents: the watch starts with every
+// object as an ADDED event, read from the watch cache at one revision,
+// then a bookmark, then the changes since. The initial events become the
+// resource's whole state in the graph (graph.replace); the watch goes on
+// from there. When the watch ends (the cache ended a watcher that fell
+// behind), it starts over.
+//
+// A list in pages, then a watch from the list's revision, would not do
+// for a large resource written fast: the pages after the first are read
+// at the first one's revision, which the cache's history stops reaching
+// (it keeps the last Capacity events), so they are read from the store,
+// each counting the keys after it; and the watch from that revision is
+// refused as too old, so the list starts over, again and again.
 func (c *Collector) follow(ctx context.Context, m *monitor) {
 	k := m.res.Kind()
 	gr, v := k.GroupResource(), k.StorageVersion()
 	first := true
 	for ctx.Err() == nil {
-		nodes, rv, err := c.list(ctx, m.res, v)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Debug("garbage collector: listing", "resource", gr.String(), "err", err)
-			}
-			c.pause(ctx)
-			continue
-		}
-		c.enqueue(c.graph.replace(gr, nodes))
-		if first {
-			close(m.synced)
-			first = false
-		}
-		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: rv, MetadataOnly: true}})
+		// Metadata is all the graph reads: a fraction of a whole decode.
+		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{
+			ListOptions:       storage.ListOptions{MetadataOnly: true},
+			AllowBookmarks:    true,
+			SendInitialEvents: true,
+		})
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Debug("garbage collector: watching", "resource", gr.String(), "err", err)
@@ -253,40 +260,45 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 			c.pause(ctx)
 			continue
 		}
-		c.apply(ctx, k, w)
+		var nodes []*node // the initial state, until its bookmark
+		initial := true
+		c.apply(ctx, w, func(ev watch.Event) bool {
+			if !initial {
+				return c.observe(k, ev)
+			}
+			switch ev.Type {
+			case watch.Added:
+				if obj, ok := ev.Object.(metav1.Object); ok {
+					nodes = append(nodes, newNode(k, obj))
+				}
+			case watch.Bookmark:
+				if obj, ok := ev.Object.(metav1.Object); ok && obj.GetAnnotations()[storage.InitialEventsEndAnnotation] == "true" {
+					c.enqueue(c.graph.replace(gr, nodes))
+					nodes, initial = nil, false
+					if c.read != nil {
+						c.read(gr)
+					}
+					if first {
+						close(m.synced)
+						first = false
+					}
+				}
+			case watch.Error:
+				c.log.Debug("garbage collector: reading", "resource", gr.String(), "err", apierrors.FromObject(ev.Object))
+				return false
+			}
+			return true
+		})
 		w.Stop()
+		if initial {
+			c.pause(ctx) // it ended before its initial events did
+		}
 	}
 }
 
-// listPage is the page size of the collector's lists: the decoded
-// objects of one page at a time are in memory, not those of the whole
-// resource.
-const listPage = 500
-
-// list reads the nodes of every object of res, one page at a time, and
-// the resourceVersion the pages were read at.
-func (c *Collector) list(ctx context.Context, res *registry.Resource, v string) ([]*node, string, error) {
-	k := res.Kind()
-	var nodes []*node
-	// Metadata is all the graph reads: a fraction of a whole decode.
-	opts := registry.ListOptions{ListOptions: storage.ListOptions{Limit: listPage, MetadataOnly: true}}
-	for {
-		page, err := res.List(ctx, v, "", opts)
-		if err != nil {
-			return nil, "", err
-		}
-		for i := range page.Items {
-			nodes = append(nodes, newNode(k, &page.Items[i]))
-		}
-		if page.GetContinue() == "" {
-			return nodes, page.GetResourceVersion(), nil
-		}
-		opts.Continue = page.GetContinue()
-	}
-}
-
-// apply puts w's events into the graph until it ends.
-func (c *Collector) apply(ctx context.Context, k *registry.Kind, w watch.Interface) {
+// apply hands w's events to handle until the watch ends or handle returns
+// false.
+func (c *Collector) apply(ctx context.Context, w watch.Interface, handle func(watch.Event) bool) {
 	if q, ok := w.(storage.EventQueue); ok {
 		// The cache's queue, read in batches: no goroutine between the
 		// cache and the graph.
@@ -296,7 +308,7 @@ func (c *Collector) apply(ctx context.Context, k *registry.Kind, w watch.Interfa
 				return
 			}
 			for _, ev := range batch {
-				if !c.observe(k, ev) {
+				if !handle(ev) {
 					return
 				}
 			}
@@ -308,7 +320,7 @@ func (c *Collector) apply(ctx context.Context, k *registry.Kind, w watch.Interfa
 		case <-ctx.Done():
 			return
 		case ev, ok := <-w.ResultChan():
-			if !ok || !c.observe(k, ev) {
+			if !ok || !handle(ev) {
 				return
 			}
 		}

@@ -22,10 +22,10 @@
 //     a deletion is conditional on the uid and resourceVersion read, so
 //     an object whose owner exists is never deleted, whatever the lag of
 //     the collector's own view.
-//   - It survives restarts: it lists every resource into its graph before
-//     working, then follows their watches, and relists after a watch
-//     ends; resources that come and go (CRDs) are followed as the
-//     registry changes.
+//   - It survives restarts: it reads every resource into its graph before
+//     working (a watch that starts with the current state), then follows
+//     the watches, and reads again after a watch ends; resources that come
+//     and go (CRDs) are followed as the registry changes.
 //
 // It does not:
 //
@@ -38,8 +38,8 @@
 //     waited for, and is deleted in the background once the owner is
 //     gone.
 //
-// How: a graph of the objects' ownerReferences, built from a list of
-// every resource and kept by their watches (sparse once synced: only the
+// How: a graph of the objects' ownerReferences, built from the initial
+// events of every resource's watch and kept by the events after them (sparse once synced: only the
 // objects in some ownership), says which objects to look at; a rate-limited queue hands them to workers, one worker per object
 // at a time. Before a garbage collector finalizer goes (and before a
 // dependent of a foreground deletion is deleted in the background), the

@@ -3,10 +3,12 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
 
 const hold = "test.kplane.dev/hold"
@@ -343,6 +346,84 @@ func TestSyncedAfterTheFirstLists(t *testing.T) {
 	}
 	if c.graph.get(alone.GetUID()) != nil {
 		t.Errorf("ConfigMap alone, in no ownership, is in the graph at Synced")
+	}
+}
+
+// A resource written faster than its watch cache's history lasts is read
+// into the graph once, and then followed: the collector does not read it
+// again and again. (A list in pages followed by a watch from the list's
+// revision did: by the end of the list the cache's history no longer
+// reached that revision, and the watch was refused as too old.)
+func TestFollowsAResourceWrittenFasterThanItsCacheRemembers(t *testing.T) {
+	// A history of 20 events; a queue long enough that the collector's
+	// watch is never ended for falling behind, whatever the machine.
+	e := newEnvWithCaches(t, watchcache.Config{Capacity: 20, Buffer: 1 << 20})
+	for i := range 1200 {
+		e.create(obj{gr: configMaps, ns: "default", name: fmt.Sprintf("cm-%04d", i)})
+	}
+	churn := e.create(obj{gr: configMaps, ns: "default", name: "churn"})
+	res := e.res(configMaps)
+	ctx, cancel := context.WithCancel(e.ctx)
+	var writes atomic.Int64
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for ctx.Err() == nil {
+			churn.SetLabels(map[string]string{"n": strconv.FormatInt(writes.Load(), 10)})
+			out, err := res.Update(ctx, res.Kind().StorageVersion(), "default", "churn", churn, registry.WriteOptions{})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("churn: %v", err)
+				}
+				return
+			}
+			churn = out
+			writes.Add(1)
+		}
+	}()
+	defer func() { cancel(); <-writerDone }()
+	for writes.Load() < 100 { // the churn is under way
+		time.Sleep(time.Millisecond)
+	}
+
+	c, err := New(Config{Registry: e.reg, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reads := map[schema.GroupResource]int{}
+	c.read = func(gr schema.GroupResource) {
+		mu.Lock()
+		reads[gr]++
+		mu.Unlock()
+	}
+	gcCtx, stopGC := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(gcCtx) }()
+	defer func() { stopGC(); <-done }()
+	select {
+	case <-c.Synced():
+	case <-time.After(waitLimit):
+		t.Fatal("Synced is not closed")
+	}
+
+	// It collects while the churn goes on, through what it follows.
+	owner := e.create(obj{gr: configMaps, ns: "default", name: "owner"})
+	e.create(obj{gr: widgets, ns: "default", name: "child", owners: []metav1.OwnerReference{ref(owner, false)}})
+	e.delete(configMaps, "default", "owner", nil)
+	e.untilGone(widgets, "default", "child")
+	// Many times the history's length after Synced.
+	for after := writes.Load(); writes.Load() < after+2000; {
+		time.Sleep(time.Millisecond)
+		if t.Failed() {
+			return
+		}
+	}
+	mu.Lock()
+	n := reads[configMaps]
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("ConfigMaps were read into the graph %d times during %d writes, want once", n, writes.Load())
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/storage"
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
 
 // waitLimit bounds every wait: a failure bound, not a timing assertion.
@@ -46,12 +47,19 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWithCaches(t, watchcache.Config{})
+}
+
+// newEnvWithCaches is newEnv with cache as the resources' watch caches'
+// settings.
+func newEnvWithCaches(t *testing.T, cache watchcache.Config) *env {
+	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kvs.Close() })
-	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	reg := registry.New(registry.Config{Store: storage.New(kvs), Cache: cache})
 	for _, k := range append(core.Kinds(), widgetKind()) {
 		if err := reg.Add(k); err != nil {
 			t.Fatal(err)
