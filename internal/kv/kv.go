@@ -88,6 +88,10 @@ type RangeOptions struct {
 	Limit int64
 	// CountOnly returns the count and no key-values.
 	CountOnly bool
+	// NoCount is for a caller that reads KVs and More only: Count is left
+	// 0, and the embedded engine stops at the key after Limit instead of
+	// counting every key to the end of the range (etcd counts anyway).
+	NoCount bool
 }
 
 // RangeResponse is the answer to Range.

@@ -217,11 +217,16 @@ func (s *Store) ListRecords(ctx context.Context, prefix string, opts ListOptions
 	end := kv.PrefixEnd(prefix)
 	for {
 		batch := opts.Limit
-		if batch > 0 && !opts.Predicate.Empty() {
+		selective := batch > 0 && !opts.Predicate.Empty()
+		if selective {
 			// Selective lists read ahead so a page needs few round trips.
 			batch = max(batch, 256)
 		}
-		r, err := s.kv.Range(ctx, start, kv.RangeOptions{End: end, Revision: readRev, Limit: batch})
+		// A selective page has no remainingItemCount, so its reads need
+		// no count: without NoCount, each batch would count every key to
+		// the end of the prefix, and a page of rare matches in a large
+		// resource would take quadratic time.
+		r, err := s.kv.Range(ctx, start, kv.RangeOptions{End: end, Revision: readRev, Limit: batch, NoCount: selective})
 		if err != nil {
 			if errors.Is(err, kv.ErrCompacted) {
 				msg := msgExpiredExact

@@ -224,6 +224,9 @@ func (s *Store) Range(ctx context.Context, key string, opts kv.RangeOptions) (kv
 		return kv.RangeResponse{}, mapErr(err)
 	}
 	resp := kv.RangeResponse{Revision: r.Header.Revision, Count: r.Count, More: r.More}
+	if opts.NoCount {
+		resp.Count = 0 // as the embedded engine leaves it
+	}
 	if opts.Revision > 0 {
 		resp.Revision = opts.Revision
 	}

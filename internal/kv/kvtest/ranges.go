@@ -28,6 +28,14 @@ func runRanges(t *testing.T, newStore NewStore) {
 		if err != nil || r.Count != 5 || len(r.KVs) != 2 || !r.More || r.KVs[1].Key != "/p/1" {
 			t.Fatalf("limited range = %+v, %v", r, err)
 		}
+		r, err = s.Range(bg, "/p/", kv.RangeOptions{End: end, Limit: 2, NoCount: true})
+		if err != nil || r.Count != 0 || len(r.KVs) != 2 || !r.More || r.KVs[1].Key != "/p/1" {
+			t.Fatalf("limited range without the count = %+v, %v", r, err)
+		}
+		r, err = s.Range(bg, "/p/", kv.RangeOptions{End: end, Limit: 5, NoCount: true})
+		if err != nil || r.Count != 0 || len(r.KVs) != 5 || r.More {
+			t.Fatalf("range without the count, limit reaching its end = %+v, %v", r, err)
+		}
 		r, err = s.Range(bg, "/p/2", kv.RangeOptions{End: end})
 		if err != nil || r.Count != 3 || r.KVs[0].Key != "/p/2" {
 			t.Fatalf("range from a key inside the prefix = %+v, %v", r, err)

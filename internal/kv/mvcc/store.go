@@ -140,7 +140,7 @@ func (s *Store) Range(ctx context.Context, key string, opts kv.RangeOptions) (kv
 		}
 		if opts.Limit > 0 && int64(len(resp.KVs)) >= opts.Limit {
 			resp.More = true
-			return true
+			return !opts.NoCount
 		}
 		resp.KVs = append(resp.KVs, *e)
 		return true
@@ -151,6 +151,9 @@ func (s *Store) Range(ctx context.Context, key string, opts kv.RangeOptions) (kv
 		}
 	} else {
 		s.mu.index.AscendRange(&keyIndex{key: key}, &keyIndex{key: opts.End}, visit)
+	}
+	if opts.NoCount {
+		resp.Count = 0
 	}
 	return resp, nil
 }
