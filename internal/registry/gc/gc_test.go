@@ -357,7 +357,7 @@ func TestSyncedAfterTheFirstLists(t *testing.T) {
 func TestFollowsAResourceWrittenFasterThanItsCacheRemembers(t *testing.T) {
 	// A history of 20 events; a queue long enough that the collector's
 	// watch is never ended for falling behind, whatever the machine.
-	e := newEnvWithCaches(t, watchcache.Config{Capacity: 20, Buffer: 1 << 20})
+	e := newEnvWithCaches(t, watchcache.Config{Capacity: 20, MaxCapacity: 20, Buffer: 1 << 20})
 	for i := range 1200 {
 		e.create(obj{gr: configMaps, ns: "default", name: fmt.Sprintf("cm-%04d", i)})
 	}

@@ -24,9 +24,19 @@ type Config struct {
 	// Key returns an object's key; default Prefix + "namespace/name", or
 	// Prefix + "name" for cluster-scoped objects.
 	Key func(obj *unstructured.Unstructured) string
-	// Capacity is how many events the history keeps for watches that
-	// resume from a resourceVersion. Default 10,000.
+	// Capacity is how many events the history keeps at least, for
+	// watches that resume from a resourceVersion and for the pages of a
+	// list after its first. Default 10,000.
 	Capacity int
+	// Beyond Capacity, the history also keeps the events of the last
+	// FreshFor, up to MaxCapacity events in all, so that a resource
+	// written fast still has a window of that long: kube-apiserver's
+	// watch cache grows to 102,400 events for the last 75 s. Defaults
+	// 75 s and 102,400; MaxCapacity is at least Capacity.
+	FreshFor    time.Duration
+	MaxCapacity int
+	// Now is the clock of FreshFor; nil is time.Now.
+	Now func() time.Time
 	// Buffer is how many events a watcher may have waiting before it is
 	// ended as too slow. Default 1,000.
 	Buffer int
@@ -52,6 +62,16 @@ func (c *Config) setDefaults() {
 	if c.Capacity == 0 {
 		c.Capacity = 10000
 	}
+	if c.FreshFor == 0 {
+		c.FreshFor = 75 * time.Second
+	}
+	if c.MaxCapacity == 0 {
+		c.MaxCapacity = 100 * 1024
+	}
+	c.MaxCapacity = max(c.MaxCapacity, c.Capacity)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Buffer == 0 {
 		c.Buffer = 1000
 	}
@@ -67,11 +87,13 @@ func (c *Config) setDefaults() {
 }
 
 // event is one change, as the cache keeps it: cur is the key's new state
-// (nil for a delete), prior its state before (nil for a create).
+// (nil for a delete), prior its state before (nil for a create), at when
+// the cache received it.
 type event struct {
 	rev        int64
 	key        string
 	cur, prior *storage.Record
+	at         time.Time
 }
 
 // eventLog is the history: the last events, oldest first, in a slice
@@ -86,21 +108,24 @@ type eventLog struct {
 // all returns the events kept, oldest first.
 func (l *eventLog) all() []event { return l.events[l.start:] }
 
-// add appends e and, beyond capacity events, drops the oldest, returning
-// its revision.
-func (l *eventLog) add(e event, capacity int) (dropped int64, ok bool) {
-	l.events = append(l.events, e)
-	if len(l.events)-l.start <= capacity {
-		return 0, false
+// add appends e, the newest event.
+func (l *eventLog) add(e event) { l.events = append(l.events, e) }
+
+// trim drops the oldest events while more than least are kept and either
+// more than most are or the oldest came before cutoff. It returns the
+// revision of the last one dropped.
+func (l *eventLog) trim(least, most int, cutoff time.Time) (dropped int64, ok bool) {
+	for n := len(l.events) - l.start; n > least && (n > most || l.events[l.start].at.Before(cutoff)); n-- {
+		dropped, ok = l.events[l.start].rev, true
+		l.events[l.start] = event{} // let its records go
+		l.start++
 	}
-	dropped = l.events[l.start].rev
-	l.events[l.start] = event{} // let its records go
-	l.start++
-	if l.start >= len(l.events)/2 {
-		l.events = append(make([]event, 0, 2*capacity), l.events[l.start:]...)
+	if ok && l.start >= len(l.events)/2 {
+		kept := len(l.events) - l.start
+		l.events = append(make([]event, 0, max(2*kept, 16)), l.events[l.start:]...)
 		l.start = 0
 	}
-	return dropped, true
+	return dropped, ok
 }
 
 // Cache is the watch cache of one resource. Create it with New, run it
@@ -118,9 +143,10 @@ type Cache struct {
 		// counted so that a page's remainingItemCount is O(log n).
 		objects recordTree
 		rev     int64 // everything up to rev is reflected
-		// history holds the last Capacity events in revision order: every
-		// event after floor. A watch may resume from any revision >=
-		// floor, and a list may read any revision in [floor, rev]: the
+		// history holds the last events in revision order (Capacity, or
+		// more while they are fresh): every event after floor. A watch
+		// may resume from any revision >= floor, and a list may read any
+		// revision in [floor, rev]: the
 		// objects, with the keys that changed since put back as they were
 		// (stateAtLocked).
 		history  eventLog
@@ -197,6 +223,11 @@ func (c *Cache) follow(ctx context.Context) error {
 			}
 		case <-bookmarks.C:
 			c.bookmark()
+			// A resource gone quiet lets go of the events beyond
+			// Capacity that only a burst of writes had kept.
+			c.mu.Lock()
+			c.trimLocked(c.cfg.Now())
+			c.mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -228,9 +259,9 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		c.broadcastLocked() // a delete of a key the cache never saw: nothing to tell
 		return nil
 	}
-	if dropped, ok := c.mu.history.add(e, c.cfg.Capacity); ok {
-		c.mu.floor = dropped
-	}
+	e.at = c.cfg.Now()
+	c.mu.history.add(e)
+	c.trimLocked(e.at)
 	objs := &eventObjects{e: e}
 	for w := range c.mu.watchers {
 		if out, ok := w.transform(e, objs); ok {
@@ -239,6 +270,14 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 	}
 	c.broadcastLocked()
 	return nil
+}
+
+// trimLocked drops the events the history need not keep at now, and moves
+// the floor past them.
+func (c *Cache) trimLocked(now time.Time) {
+	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor)); ok {
+		c.mu.floor = dropped
+	}
 }
 
 // bookmark sends a BOOKMARK at the cache's revision to the watchers that

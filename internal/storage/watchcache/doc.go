@@ -13,7 +13,8 @@
 //     and the store has not compacted it, and by the store otherwise; the
 //     continue tokens are the store's.
 //   - Watches start from any resourceVersion still in the cache's event
-//     history (Capacity events), from "now" with the current state as
+//     history (at least Capacity events, and those of the last FreshFor up
+//     to MaxCapacity), from "now" with the current state as
 //     ADDED events, or fail with an ERROR event carrying 410 Gone when the
 //     history no longer reaches back.
 //   - A watcher that doesn't keep up (its buffer of Buffer events is full)
