@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,21 +354,43 @@ func TestSyncedAfterTheFirstLists(t *testing.T) {
 // revision did: by the end of the list the cache's history no longer
 // reached that revision, and the watch was refused as too old.)
 func TestFollowsAResourceWrittenFasterThanItsCacheRemembers(t *testing.T) {
-	// A history of 20 events; a queue long enough that the collector's
+	// A history of 5 events; a queue long enough that the collector's
 	// watch is never ended for falling behind, whatever the machine.
-	e := newEnvWithCaches(t, watchcache.Config{Capacity: 20, MaxCapacity: 20, Buffer: 1 << 20})
+	e := newEnvWithCaches(t, watchcache.Config{Capacity: 5, MaxCapacity: 5, Buffer: 1 << 20})
 	for i := range 1200 {
 		e.create(obj{gr: configMaps, ns: "default", name: fmt.Sprintf("cm-%04d", i)})
 	}
 	churn := e.create(obj{gr: configMaps, ns: "default", name: "churn"})
 	res := e.res(configMaps)
 	ctx, cancel := context.WithCancel(e.ctx)
-	var writes atomic.Int64
+	var writes struct {
+		sync.Mutex
+		n    int
+		more *sync.Cond // broadcast after each write, and when the writer stops
+		done bool
+	}
+	writes.more = sync.NewCond(&writes.Mutex)
+	// waitWrites returns the writes done once there are n, or fewer if
+	// the writer stopped.
+	waitWrites := func(n int) int {
+		writes.Lock()
+		defer writes.Unlock()
+		for writes.n < n && !writes.done {
+			writes.more.Wait()
+		}
+		return writes.n
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		for ctx.Err() == nil {
-			churn.SetLabels(map[string]string{"n": strconv.FormatInt(writes.Load(), 10)})
+		defer func() {
+			writes.Lock()
+			writes.done = true
+			writes.more.Broadcast()
+			writes.Unlock()
+		}()
+		for i := 0; ctx.Err() == nil; i++ {
+			churn.SetLabels(map[string]string{"n": strconv.Itoa(i)})
 			out, err := res.Update(ctx, res.Kind().StorageVersion(), "default", "churn", churn, registry.WriteOptions{})
 			if err != nil {
 				if ctx.Err() == nil {
@@ -378,13 +399,14 @@ func TestFollowsAResourceWrittenFasterThanItsCacheRemembers(t *testing.T) {
 				return
 			}
 			churn = out
-			writes.Add(1)
+			writes.Lock()
+			writes.n++
+			writes.more.Broadcast()
+			writes.Unlock()
 		}
 	}()
 	defer func() { cancel(); <-writerDone }()
-	for writes.Load() < 100 { // the churn is under way
-		time.Sleep(time.Millisecond)
-	}
+	waitWrites(100) // the churn is under way
 
 	c, err := New(Config{Registry: e.reg, Resync: time.Hour})
 	if err != nil {
@@ -413,17 +435,15 @@ func TestFollowsAResourceWrittenFasterThanItsCacheRemembers(t *testing.T) {
 	e.delete(configMaps, "default", "owner", nil)
 	e.untilGone(widgets, "default", "child")
 	// Many times the history's length after Synced.
-	for after := writes.Load(); writes.Load() < after+2000; {
-		time.Sleep(time.Millisecond)
-		if t.Failed() {
-			return
-		}
+	total := waitWrites(waitWrites(0) + 2000)
+	if t.Failed() {
+		return
 	}
 	mu.Lock()
 	n := reads[configMaps]
 	mu.Unlock()
 	if n != 1 {
-		t.Errorf("ConfigMaps were read into the graph %d times during %d writes, want once", n, writes.Load())
+		t.Errorf("ConfigMaps were read into the graph %d times during %d writes, want once", n, total)
 	}
 }
 

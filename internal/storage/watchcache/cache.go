@@ -35,8 +35,6 @@ type Config struct {
 	// 75 s and 102,400; MaxCapacity is at least Capacity.
 	FreshFor    time.Duration
 	MaxCapacity int
-	// Now is the clock of FreshFor; nil is time.Now.
-	Now func() time.Time
 	// Buffer is how many events a watcher may have waiting before it is
 	// ended as too slow. Default 1,000.
 	Buffer int
@@ -69,9 +67,6 @@ func (c *Config) setDefaults() {
 		c.MaxCapacity = 100 * 1024
 	}
 	c.MaxCapacity = max(c.MaxCapacity, c.Capacity)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.Buffer == 0 {
 		c.Buffer = 1000
 	}
@@ -226,7 +221,7 @@ func (c *Cache) follow(ctx context.Context) error {
 			// A resource gone quiet lets go of the events beyond
 			// Capacity that only a burst of writes had kept.
 			c.mu.Lock()
-			c.trimLocked(c.cfg.Now())
+			c.trimLocked(time.Now())
 			c.mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
@@ -259,7 +254,7 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		c.broadcastLocked() // a delete of a key the cache never saw: nothing to tell
 		return nil
 	}
-	e.at = c.cfg.Now()
+	e.at = time.Now()
 	c.mu.history.add(e)
 	c.trimLocked(e.at)
 	objs := &eventObjects{e: e}

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,58 +238,50 @@ func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
 // resume from a while ago; once they are stale, the next write or the
 // bookmark tick lets them go.
 func TestHistoryKeepsFreshEventsBeyondCapacity(t *testing.T) {
-	var clock atomic.Int64 // seconds
-	s, c := start(t, watchcache.Config{Capacity: 5, MaxCapacity: 50, FreshFor: time.Minute,
-		BookmarkInterval: 10 * time.Millisecond,
-		Now:              func() time.Time { return time.Unix(clock.Load(), 0) }})
-	first := create(t, s, "first", "red")
-	for i := range 20 {
-		create(t, s, fmt.Sprint("n", i), "red")
-	}
-	watchFrom := func(rv string) string {
-		t.Helper()
-		// Let the cache see every write before watching.
-		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		s, c := start(t, watchcache.Config{Capacity: 5, MaxCapacity: 50, FreshFor: time.Minute})
+		first := create(t, s, "first", "red")
+		for i := range 20 {
+			create(t, s, fmt.Sprint("n", i), "red")
 		}
-		w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: rv})
+		watchFrom := func(rv string) string {
+			t.Helper()
+			// Let the cache see every write before watching.
+			if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: rv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			return read(t, w, 1)[0]
+		}
+		if got := watchFrom(first.GetResourceVersion()); !strings.HasPrefix(got, "ADDED n0 ") {
+			t.Fatalf("watch from 20 fresh events back: %q, want the events after it", got)
+		}
+		// Thirty seconds on, a write: the events are still fresh.
+		time.Sleep(30 * time.Second)
+		create(t, s, "later", "red")
+		if got := watchFrom(first.GetResourceVersion()); !strings.HasPrefix(got, "ADDED n0 ") {
+			t.Fatalf("watch from 21 events back, 30 s later: %q, want the events after it", got)
+		}
+		// Two minutes on, with no write: the bookmark tick (every minute)
+		// has let the stale ones go, and kept Capacity.
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := watchFrom(first.GetResourceVersion()); got != fmt.Sprintf("ERROR %d", http.StatusGone) {
+			t.Fatalf("watch from stale events: %q, want 410", got)
+		}
+		list, err := c.List(ctx, prefix, storage.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer w.Stop()
-		return read(t, w, 1)[0]
-	}
-	if got := watchFrom(first.GetResourceVersion()); !strings.HasPrefix(got, "ADDED n0 ") {
-		t.Fatalf("watch from 20 fresh events back: %q, want the events after it", got)
-	}
-	// Thirty seconds on, a write: the events are still fresh.
-	clock.Store(30)
-	create(t, s, "later", "red")
-	if got := watchFrom(first.GetResourceVersion()); !strings.HasPrefix(got, "ADDED n0 ") {
-		t.Fatalf("watch from 21 events back, 30 s later: %q, want the events after it", got)
-	}
-	// Two minutes on, with no write: the bookmark tick lets the stale ones
-	// go, and keeps Capacity.
-	clock.Store(120)
-	deadline := time.Now().Add(10 * time.Second) // a failure bound, not a timing assertion
-	for {
-		got := watchFrom(first.GetResourceVersion())
-		if got == fmt.Sprintf("ERROR %d", http.StatusGone) {
-			break
+		rv, _ := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+		if got := watchFrom(strconv.FormatInt(rv-5, 10)); !strings.HasPrefix(got, "ADDED n16 ") {
+			t.Fatalf("watch from Capacity events back: %q, want the events after it", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watch from stale events: %q, want 410", got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	list, err := c.List(ctx, prefix, storage.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv, _ := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
-	if got := watchFrom(strconv.FormatInt(rv-5, 10)); !strings.HasPrefix(got, "ADDED n16 ") {
-		t.Fatalf("watch from Capacity events back: %q, want the events after it", got)
-	}
+	})
 }
 
 func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
