@@ -141,9 +141,8 @@ type Cache struct {
 		// history holds the last events in revision order (Capacity, or
 		// more while they are fresh): every event after floor. A watch
 		// may resume from any revision >= floor, and a list may read any
-		// revision in [floor, rev]: the
-		// objects, with the keys that changed since put back as they were
-		// (stateAtLocked).
+		// revision in [floor, rev]: the objects, with the keys that
+		// changed since put back as they were (stateAtLocked).
 		history  eventLog
 		floor    int64
 		watchers map[*watcher]struct{}
