@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -247,9 +248,21 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 	gr, v := k.GroupResource(), k.StorageVersion()
 	first := true
 	for ctx.Err() == nil {
+		// A consistent start, as the API's sendInitialEvents watch without
+		// a resourceVersion: the initial state is at least the store's
+		// state now, so what was stored before Run is in the graph at
+		// Synced.
+		rev, err := m.res.StoreRevision(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("garbage collector: reading the revision", "resource", gr.String(), "err", err)
+			}
+			c.pause(ctx)
+			continue
+		}
 		// Metadata is all the graph reads: a fraction of a whole decode.
 		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{
-			ListOptions:       storage.ListOptions{MetadataOnly: true},
+			ListOptions:       storage.ListOptions{ResourceVersion: strconv.FormatInt(rev, 10), MetadataOnly: true},
 			AllowBookmarks:    true,
 			SendInitialEvents: true,
 		})
