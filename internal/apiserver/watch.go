@@ -58,16 +58,6 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	defer context.AfterFunc(h.s.stopping, cancel)() // the server is shutting down
-	if opts.SendInitialEvents && opts.ResourceVersion == "" {
-		// A consistent start: the initial state is at least the store's
-		// state now.
-		rev, err := h.res.StoreRevision(ctx)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		opts.ResourceVersion = strconv.FormatInt(rev, 10)
-	}
 	// JSON and metadata events are written from the stored JSON, never
 	// decoded; protobuf events from the message made once per event.
 	opts.EncodedOnly = f == formJSON || f == formMetadata || f == formProtobuf

@@ -223,9 +223,19 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 	return list, true, nil
 }
 
-// Watch follows the objects of ns ("" = all namespaces).
+// Watch follows the objects of ns ("" = all namespaces). A
+// sendInitialEvents watch without a resourceVersion starts consistently,
+// as kube-apiserver's does: its initial state is at least the store's
+// state now, not whatever the cache holds yet.
 func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptions) (watch.Interface, error) {
 	k := r.Kind()
+	if opts.SendInitialEvents && opts.ResourceVersion == "" {
+		rev, err := r.StoreRevision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.ResourceVersion = strconv.FormatInt(rev, 10)
+	}
 	opts.Predicate.Fields = r.fieldSet(k)
 	asStored := version == k.StorageVersion() && defaulter(k, version) == nil
 	w, err := r.cache.Watch(ctx, r.scope(k, ns), storage.WatchOptions{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -240,7 +239,7 @@ func (c *Collector) resync(ctx context.Context, monitors map[schema.GroupResourc
 // A list in pages, then a watch from the list's revision, would not do
 // for a large resource written fast: the pages after the first are read
 // at the first one's revision, which the cache's history stops reaching
-// (it keeps the last Capacity events), so they are read from the store,
+// (it keeps only its last events), so they are read from the store,
 // each counting the keys after it; and the watch from that revision is
 // refused as too old, so the list starts over, again and again.
 func (c *Collector) follow(ctx context.Context, m *monitor) {
@@ -248,21 +247,12 @@ func (c *Collector) follow(ctx context.Context, m *monitor) {
 	gr, v := k.GroupResource(), k.StorageVersion()
 	first := true
 	for ctx.Err() == nil {
-		// A consistent start, as the API's sendInitialEvents watch without
-		// a resourceVersion: the initial state is at least the store's
-		// state now, so what was stored before Run is in the graph at
-		// Synced.
-		rev, err := m.res.StoreRevision(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Debug("garbage collector: reading the revision", "resource", gr.String(), "err", err)
-			}
-			c.pause(ctx)
-			continue
-		}
 		// Metadata is all the graph reads: a fraction of a whole decode.
+		// Without a resourceVersion the start is consistent (the store's
+		// state now), so what was stored before Run is in the graph at
+		// Synced.
 		w, err := m.res.Watch(ctx, v, "", registry.ListOptions{
-			ListOptions:       storage.ListOptions{ResourceVersion: strconv.FormatInt(rev, 10), MetadataOnly: true},
+			ListOptions:       storage.ListOptions{MetadataOnly: true},
 			AllowBookmarks:    true,
 			SendInitialEvents: true,
 		})
