@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -149,6 +150,14 @@ type Cache struct {
 		changed  chan struct{} // closed and replaced when rev changes
 		progress storage.ProgressRequester
 	}
+
+	// lists keeps, for the lists being paged, the keys changed since
+	// their revisions (see changes). Lock order: mu, lists, a changes.
+	lists struct {
+		sync.Mutex
+		kept  map[pagedList]*changes
+		pages uint64 // pages served from it, a clock for eviction
+	}
 }
 
 // New returns a cache; it serves nothing until Run has listed the store.
@@ -199,6 +208,7 @@ func (c *Cache) follow(ctx context.Context) error {
 		c.mu.objects.ReplaceOrInsert(r)
 	}
 	c.mu.rev, c.mu.floor, c.mu.history = list.ResourceVersion, list.ResourceVersion, eventLog{}
+	c.forgetChangesLocked(math.MaxInt64) // all: they came from the history dropped
 	c.mu.progress = w
 	c.mu.ready = true
 	c.broadcastLocked()
@@ -271,6 +281,7 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 func (c *Cache) trimLocked(now time.Time) {
 	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor)); ok {
 		c.mu.floor = dropped
+		c.forgetChangesLocked(dropped)
 	}
 }
 

@@ -1,9 +1,12 @@
 package watchcache
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -39,7 +42,13 @@ func (c *Cache) pageAt(prefix, start string, rev int64, opts storage.ListOptions
 	if !c.reachesLocked(rev) {
 		return nil
 	}
-	return c.pageLocked(prefix, start, rev, c.changedSinceLocked(rev, start, kv.PrefixEnd(prefix)), opts)
+	if rev == c.mu.rev { // nothing changed since
+		return c.pageLocked(prefix, start, rev, nil, opts)
+	}
+	cs := c.changesLocked(prefix, rev)
+	defer cs.mu.Unlock()
+	cs.catchUp(c.mu.history.all())
+	return c.pageLocked(prefix, start, rev, cs.keys, opts)
 }
 
 // reaches reports whether the cache can show the state at rev.
@@ -53,32 +62,165 @@ func (c *Cache) reachesLocked(rev int64) bool {
 	return c.mu.ready && rev >= c.mu.floor && rev <= c.mu.rev
 }
 
-// changedSinceLocked returns the keys in [start, end) that changed after
-// rev, each with its state at rev (nil: absent then). rev must be in
-// [floor, rev] of the cache.
-func (c *Cache) changedSinceLocked(rev int64, start, end string) map[string]*storage.Record {
-	h := c.mu.history.all()
-	var changed map[string]*storage.Record
-	for _, e := range h[sort.Search(len(h), func(i int) bool { return h[i].rev > rev }):] {
-		if e.key < start || e.key >= end {
-			continue
+// maxChanges is how many lists (a prefix at a revision) the cache keeps
+// the changes of.
+const maxChanges = 8
+
+// change is a key that changed after a list's revision: its state at that
+// revision (prior; nil when the key was absent then), and whether the key
+// is in the cache's objects now.
+type change struct {
+	key   string
+	prior *storage.Record
+	now   bool
+}
+
+// changes holds the keys under prefix that changed after revision rev, in
+// key order, as the history's events through revision through show them.
+//
+// The pages of a list all read the state at the list's revision. Each
+// would otherwise scan every event since that revision and sort the keys
+// they changed: with a resource written fast, up to MaxCapacity events
+// and as many keys, for each page. The cache keeps a list's changes from
+// one page to the next instead (Cache.lists), and each page adds only the
+// events since the last.
+type changes struct {
+	mu      sync.Mutex // held while a page catches up and reads keys
+	list    pagedList  // prefix and rev
+	through int64
+	keys    []change
+	used    uint64 // when a page last read it, for eviction
+}
+
+// pagedList names the state the pages of a list read: a prefix at a
+// revision.
+type pagedList struct {
+	prefix string
+	rev    int64
+}
+
+// changesLocked returns the changes under prefix after rev, locked: the
+// ones kept for that list, or new ones in place of the least recently
+// used. The caller holds c.mu.
+func (c *Cache) changesLocked(prefix string, rev int64) *changes {
+	c.lists.Lock()
+	c.lists.pages++
+	at := pagedList{prefix, rev}
+	cs := c.lists.kept[at]
+	if cs == nil {
+		if len(c.lists.kept) >= maxChanges {
+			var oldest *changes
+			for _, o := range c.lists.kept {
+				if oldest == nil || o.used < oldest.used {
+					oldest = o
+				}
+			}
+			delete(c.lists.kept, oldest.list)
 		}
-		if changed == nil {
-			changed = make(map[string]*storage.Record)
+		if c.lists.kept == nil {
+			c.lists.kept = make(map[pagedList]*changes)
 		}
-		if _, seen := changed[e.key]; !seen { // the earliest change holds the state at rev
-			changed[e.key] = e.prior
+		cs = &changes{list: at, through: rev}
+		c.lists.kept[at] = cs
+	}
+	cs.used = c.lists.pages
+	c.lists.Unlock()
+	cs.mu.Lock()
+	return cs
+}
+
+// forgetChangesLocked drops the changes kept for revisions before floor,
+// which no list can read any more. The caller holds c.mu.
+func (c *Cache) forgetChangesLocked(floor int64) {
+	c.lists.Lock()
+	defer c.lists.Unlock()
+	for at := range c.lists.kept {
+		if at.rev < floor {
+			delete(c.lists.kept, at)
 		}
 	}
-	return changed
+}
+
+// catchUp adds the events of h (the history, oldest first) after
+// cs.through on keys under the list's prefix. For a key first seen, the
+// state before its earliest event is its state at the list's revision;
+// its latest event says whether it is there now.
+func (cs *changes) catchUp(h []event) {
+	h = h[sort.Search(len(h), func(i int) bool { return h[i].rev > cs.through }):]
+	if len(h) == 0 {
+		return
+	}
+	cs.through = h[len(h)-1].rev
+	var added []change
+	for _, e := range h {
+		if !strings.HasPrefix(e.key, cs.list.prefix) {
+			continue
+		}
+		if i, found := cs.find(e.key); found {
+			cs.keys[i].now = e.cur != nil
+			continue
+		}
+		added = append(added, change{key: e.key, prior: e.prior, now: e.cur != nil})
+	}
+	if len(added) == 0 {
+		return
+	}
+	// Sort the new keys, keeping each key's events in order, and fold
+	// each key's events into one change: the earliest's prior, the latest's
+	// now.
+	slices.SortStableFunc(added, func(a, b change) int { return cmp.Compare(a.key, b.key) })
+	folded := added[:0]
+	for _, a := range added {
+		if n := len(folded); n > 0 && folded[n-1].key == a.key {
+			folded[n-1].now = a.now
+			continue
+		}
+		folded = append(folded, a)
+	}
+	cs.keys = mergeChanges(cs.keys, folded)
+}
+
+// find returns the index of key in cs.keys, or where it would go.
+func (cs *changes) find(key string) (int, bool) {
+	return slices.BinarySearchFunc(cs.keys, key, func(c change, k string) int { return cmp.Compare(c.key, k) })
+}
+
+// mergeChanges merges b into a, both in key order with no key in both.
+// It works in place from the back: each run of a's changes between two of
+// b's moves once, by one copy, so a page's few new keys cost a binary
+// search each and a move of the keys after the first of them (nothing,
+// when they all come last), not a comparison of every key.
+func mergeChanges(a, b []change) []change {
+	m := len(a)
+	a = slices.Grow(a, len(b))[:m+len(b)]
+	end := len(a) // a[end:] are in place
+	for i := len(b) - 1; i >= 0; i-- {
+		p := sort.Search(m, func(j int) bool { return a[j].key > b[i].key })
+		end -= m - p
+		copy(a[end:], a[p:m])
+		m = p
+		end--
+		a[end] = b[i]
+	}
+	return a
+}
+
+// changesIn returns the changes with keys in [start, end).
+func changesIn(changed []change, start, end string) []change {
+	from := func(key string) int {
+		i, _ := slices.BinarySearchFunc(changed, key, func(c change, k string) int { return cmp.Compare(c.key, k) })
+		return i
+	}
+	lo := from(start)
+	return changed[lo:max(lo, from(end))]
 }
 
 // pageLocked lists the objects in [start, end of prefix) at revision rev:
-// the cache's objects with changed laid over them. It pages as the store's
-// List does: at most Limit matching items; a continue token when any key
-// follows the last of them; and, for an unselective list, the count of
-// those keys.
-func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*storage.Record, opts storage.ListOptions) *storage.RecordList {
+// the cache's objects with changed (in key order) laid over them. It
+// pages as the store's List does: at most Limit matching items; a
+// continue token when any key follows the last of them; and, for an
+// unselective list, the count of those keys.
+func (c *Cache) pageLocked(prefix, start string, rev int64, changed []change, opts storage.ListOptions) *storage.RecordList {
 	list := &storage.RecordList{ResourceVersion: rev}
 	if opts.Limit > 0 {
 		list.Items = make([]*storage.Record, 0, min(opts.Limit, int64(c.mu.objects.Len())))
@@ -117,18 +259,15 @@ func (c *Cache) pageLocked(prefix, start string, rev int64, changed map[string]*
 
 // countAfter counts the keys in [start, end) with changed laid over
 // objects: the tree's count of its keys in the range (two descents, not a
-// walk over the keys), corrected by the changed ones, a lookup each. It
-// is the remainingItemCount of a page, so it runs once per page.
-func countAfter(objects *recordTree, start, end string, changed map[string]*storage.Record) int64 {
+// walk over the keys), corrected by the changed ones in it. It is the
+// remainingItemCount of a page, so it runs once per page.
+func countAfter(objects *recordTree, start, end string, changed []change) int64 {
 	n := int64(objects.CountRange(start, end))
-	for k, r := range changed {
-		if k < start || k >= end {
-			continue
-		}
-		if _, now := objects.Get(k); now {
+	for _, ch := range changesIn(changed, start, end) {
+		if ch.now {
 			n--
 		}
-		if r != nil {
+		if ch.prior != nil {
 			n++
 		}
 	}
@@ -136,22 +275,15 @@ func countAfter(objects *recordTree, start, end string, changed map[string]*stor
 }
 
 // ascendOver calls fn in key order for the records in [start, end), with
-// changed laid over objects: a key in changed shows its record there, and
-// not at all when that is nil. It stops when fn returns false.
-func ascendOver(objects *recordTree, start, end string, changed map[string]*storage.Record,
-	fn func(r *storage.Record) bool) {
-	var keys []string
-	for k := range changed {
-		if k >= start && k < end {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	next := 0 // keys[:next] are done
+// changed (in key order) laid over objects: a key in changed shows its
+// prior record, and not at all when that is nil. It stops when fn returns
+// false.
+func ascendOver(objects *recordTree, start, end string, changed []change, fn func(r *storage.Record) bool) {
+	changed = changesIn(changed, start, end)
 	// emit sends the changed keys before key (all of them, for "").
 	emit := func(key string) bool {
-		for ; next < len(keys) && (key == "" || keys[next] < key); next++ {
-			if r := changed[keys[next]]; r != nil && !fn(r) {
+		for ; len(changed) > 0 && (key == "" || changed[0].key < key); changed = changed[1:] {
+			if r := changed[0].prior; r != nil && !fn(r) {
 				return false
 			}
 		}
@@ -162,9 +294,9 @@ func ascendOver(objects *recordTree, start, end string, changed map[string]*stor
 		if more = emit(r.Key); !more {
 			return false
 		}
-		if o, ok := changed[r.Key]; ok {
-			r = o
-			next++ // keys[next] is this key
+		if len(changed) > 0 && changed[0].key == r.Key {
+			r = changed[0].prior
+			changed = changed[1:]
 		}
 		if r != nil {
 			more = fn(r)

@@ -2,6 +2,9 @@ package watchcache
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -44,25 +47,25 @@ func BenchmarkPage(b *testing.B) {
 			// changed holds 100 keys spread over the cache: some as they
 			// were (updated since), some absent then (created since), some
 			// that existed then (deleted since: not in the objects now).
-			changed := make(map[string]*storage.Record)
+			var changed []change
 			for i := range 100 {
 				k := keys[(i*7919)%n]
 				r, _ := c.mu.objects.Get(k)
 				switch i % 3 {
 				case 0:
-					changed[k] = r
+					changed = append(changed, change{key: k, prior: r, now: true})
 				case 1:
-					changed[k] = nil
+					changed = append(changed, change{key: k, now: true})
 				case 2:
-					gone := k + "-deleted"
-					changed[gone] = r
+					changed = append(changed, change{key: k + "-deleted", prior: r})
 				}
 			}
+			slices.SortFunc(changed, func(a, b change) int { return strings.Compare(a.key, b.key) })
 			middle := keys[n/2]
 			for _, tc := range []struct {
 				name    string
 				start   string
-				changed map[string]*storage.Record
+				changed []change
 			}{{"first", prefix, nil}, {"continued", middle, changed}} {
 				b.Run(tc.name, func(b *testing.B) {
 					b.ReportAllocs()
@@ -78,5 +81,42 @@ func BenchmarkPage(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// BenchmarkPageAtOldRevision serves a continued page of 500 at a revision
+// with 100,000 events since, from a cache of 1,000,000 small records. The
+// events are creates into another namespace than the listed one, or into
+// it, after the page. A list's later pages reuse the changes its earlier
+// pages gathered (kept); the first page of a revision gathers them (new).
+func BenchmarkPageAtOldRevision(b *testing.B) {
+	const prefix, n, events = "/configmaps/", 1_000_000, 100_000
+	for _, where := range []string{"ns-9", "ns-0"} {
+		c, keys := pageBenchCache(b, prefix, n)
+		rev := c.mu.rev
+		for i := range events {
+			r, err := storage.NewRecord(fmt.Sprintf("%s%s/new-%07d", prefix, where, i), []byte(`{"kind":"ConfigMap"}`), rev+int64(i)+1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.mu.objects.ReplaceOrInsert(r)
+			c.mu.history.add(event{rev: r.Rev, key: r.Key, cur: r})
+		}
+		c.mu.rev += events
+		listPrefix, start := prefix+"ns-0/", keys[n/20]
+		opts := storage.ListOptions{Limit: 500}
+		for _, kept := range []bool{true, false} {
+			b.Run(fmt.Sprintf("writes=%s/kept=%v", where, kept), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if !kept {
+						c.forgetChangesLocked(math.MaxInt64)
+					}
+					if list := c.pageAt(listPrefix, start, rev, opts); len(list.Items) != 500 {
+						b.Fatalf("%d items", len(list.Items))
+					}
+				}
+			})
+		}
 	}
 }

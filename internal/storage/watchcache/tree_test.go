@@ -370,23 +370,29 @@ func TestCountAfterWithChangedKeys(t *testing.T) {
 		// created, or created and deleted since.
 		var now []string
 		objects.AscendFrom("", func(r *storage.Record) bool { now = append(now, r.Key); return true })
-		changed := make(map[string]*storage.Record)
+		byKey := make(map[string]*storage.Record)
 		for range rnd.IntN(40) {
 			k := keys.key()
 			if len(now) > 0 && rnd.IntN(2) == 0 {
 				k = now[rnd.IntN(len(now))]
 			}
-			changed[k] = nil
+			byKey[k] = nil
 			if rnd.IntN(2) == 0 {
-				changed[k] = testRecord(k)
+				byKey[k] = testRecord(k)
 			}
 		}
+		var changed []change
+		for k, r := range byKey {
+			_, in := objects.Get(k)
+			changed = append(changed, change{key: k, prior: r, now: in})
+		}
+		slices.SortFunc(changed, func(a, b change) int { return strings.Compare(a.key, b.key) })
 		state := make(map[string]bool)
 		for _, k := range now {
 			state[k] = true
 		}
-		for k, r := range changed {
-			state[k] = r != nil
+		for _, ch := range changed {
+			state[ch.key] = ch.prior != nil
 		}
 		for range 20 {
 			start, end := keys.bound(), keys.bound()
@@ -404,6 +410,32 @@ func TestCountAfterWithChangedKeys(t *testing.T) {
 			if shown != want {
 				t.Fatalf("round %d: ascendOver(%q, %q) showed %d records, want %d", round, start, end, shown, want)
 			}
+		}
+	}
+}
+
+// mergeChanges agrees with a sort of both lists together.
+func TestMergeChanges(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	for round := range 500 {
+		keys := rnd.Perm(rnd.IntN(60))
+		var a, b []change
+		for _, k := range keys {
+			ch := change{key: fmt.Sprintf("k%03d", k)}
+			if rnd.IntN(3) == 0 {
+				b = append(b, ch)
+			} else {
+				a = append(a, ch)
+			}
+		}
+		byKey := func(x, y change) int { return strings.Compare(x.key, y.key) }
+		slices.SortFunc(a, byKey)
+		slices.SortFunc(b, byKey)
+		want := slices.SortedFunc(slices.Values(append(slices.Clone(a), b...)), byKey)
+		// Room after a for some of b, or none: in place, or not.
+		in := slices.Grow(slices.Clone(a), rnd.IntN(len(b)+1))
+		if got := mergeChanges(in, b); !slices.Equal(got, want) {
+			t.Fatalf("round %d: mergeChanges(%v, %v) = %v", round, a, b, got)
 		}
 	}
 }
