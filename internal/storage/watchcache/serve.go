@@ -3,6 +3,7 @@ package watchcache
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -230,11 +231,10 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		return w, nil
 	default:
 		replay := &watcher{pred: opts.Predicate, match: match, form: formOf(opts)}
-		for _, e := range c.mu.history.all() {
-			if e.rev > rv {
-				if out, ok := replay.transform(e, &eventObjects{e: e}); ok {
-					initial = append(initial, out)
-				}
+		h := c.mu.history.all()
+		for _, e := range h[sort.Search(len(h), func(i int) bool { return h[i].rev > rv }):] {
+			if out, ok := replay.transform(e, &eventObjects{e: e}); ok {
+				initial = append(initial, out)
 			}
 		}
 	}
