@@ -76,7 +76,8 @@ type change struct {
 }
 
 // changes holds the keys under prefix that changed after revision rev, in
-// key order, as the history's events through revision through show them.
+// key order, as the history's events show them through revision through
+// (and some after it).
 //
 // The pages of a list all read the state at the list's revision. Each
 // would otherwise scan every event since that revision and sort the keys
@@ -150,7 +151,11 @@ func (cs *changes) catchUp(h []event) {
 	if len(h) == 0 {
 		return
 	}
-	cs.through = h[len(h)-1].rev
+	// The newest revision's events are read again next time: kplane
+	// writes one key a revision, but a transaction in etcd may write
+	// several, and the cache may have applied only some of them yet.
+	// Reading an event again changes nothing.
+	cs.through = h[len(h)-1].rev - 1
 	var added []change
 	for _, e := range h {
 		if !strings.HasPrefix(e.key, cs.list.prefix) {

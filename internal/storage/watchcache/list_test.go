@@ -238,3 +238,50 @@ func randomWriter(t *testing.T, s *storage.Store, rnd *rand.Rand) func() {
 		}
 	}
 }
+
+// mergeChanges agrees with a sort of both lists together.
+func TestMergeChanges(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	for round := range 500 {
+		keys := rnd.Perm(rnd.IntN(60))
+		var a, b []change
+		for _, k := range keys {
+			ch := change{key: fmt.Sprintf("k%03d", k)}
+			if rnd.IntN(3) == 0 {
+				b = append(b, ch)
+			} else {
+				a = append(a, ch)
+			}
+		}
+		byKey := func(x, y change) int { return strings.Compare(x.key, y.key) }
+		slices.SortFunc(a, byKey)
+		slices.SortFunc(b, byKey)
+		want := slices.SortedFunc(slices.Values(append(slices.Clone(a), b...)), byKey)
+		// Room after a for some of b, or none: in place, or not.
+		in := slices.Grow(slices.Clone(a), rnd.IntN(len(b)+1))
+		if got := mergeChanges(in, b); !slices.Equal(got, want) {
+			t.Fatalf("round %d: mergeChanges(%v, %v) = %v", round, a, b, got)
+		}
+	}
+}
+
+// A list's changes catch up with a revision whose events the cache has
+// applied only in part (a transaction in etcd may write several keys):
+// the rest of that revision's events count when they come.
+func TestChangesCatchUpWithARevisionInParts(t *testing.T) {
+	a, c := testRecord("/p/a"), testRecord("/p/c")
+	h := []event{
+		{rev: 11, key: "/p/a", prior: a, cur: testRecord("/p/a")}, // updated
+		{rev: 12, key: "/p/b", cur: testRecord("/p/b")},           // created
+		{rev: 12, key: "/p/c", prior: c},                          // deleted, in the same revision
+		{rev: 13, key: "/p/b", prior: testRecord("/p/b")},         // and deleted again
+	}
+	cs := &changes{list: pagedList{"/p/", 10}, through: 10}
+	for _, applied := range []int{2, 3, 3, 4} {
+		cs.catchUp(h[:applied])
+	}
+	want := []change{{"/p/a", a, true}, {"/p/b", nil, false}, {"/p/c", c, false}}
+	if !slices.Equal(cs.keys, want) {
+		t.Errorf("changes %v, want %v", cs.keys, want)
+	}
+}

@@ -413,29 +413,3 @@ func TestCountAfterWithChangedKeys(t *testing.T) {
 		}
 	}
 }
-
-// mergeChanges agrees with a sort of both lists together.
-func TestMergeChanges(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(9, 10))
-	for round := range 500 {
-		keys := rnd.Perm(rnd.IntN(60))
-		var a, b []change
-		for _, k := range keys {
-			ch := change{key: fmt.Sprintf("k%03d", k)}
-			if rnd.IntN(3) == 0 {
-				b = append(b, ch)
-			} else {
-				a = append(a, ch)
-			}
-		}
-		byKey := func(x, y change) int { return strings.Compare(x.key, y.key) }
-		slices.SortFunc(a, byKey)
-		slices.SortFunc(b, byKey)
-		want := slices.SortedFunc(slices.Values(append(slices.Clone(a), b...)), byKey)
-		// Room after a for some of b, or none: in place, or not.
-		in := slices.Grow(slices.Clone(a), rnd.IntN(len(b)+1))
-		if got := mergeChanges(in, b); !slices.Equal(got, want) {
-			t.Fatalf("round %d: mergeChanges(%v, %v) = %v", round, a, b, got)
-		}
-	}
-}
