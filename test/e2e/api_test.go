@@ -308,6 +308,18 @@ func TestLifecycle(t *testing.T) {
 		if l, _ := cs.CoreV1().ConfigMaps("doomed").List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
 			t.Fatalf("configmaps left in a deleted namespace: %d", len(l.Items))
 		}
+		// The namespace controller finishes a namespace once: the events
+		// of its own writes to it (the conditions) bring no second pass.
+		// It takes events in order, so once a namespace deleted later is
+		// done, any second pass over doomed would have been logged.
+		s.mustKubectl(t, "create", "namespace", "doomed-later")
+		s.mustKubectl(t, "delete", "namespace", "doomed-later", "--timeout=60s")
+		eventually(t, 30*time.Second, "the later namespace's deletion in the log", func() (bool, string) {
+			return strings.Contains(s.log.String(), `msg="namespace deleted" namespace=doomed-later`), ""
+		})
+		if n := strings.Count(s.log.String(), `msg="namespace deleted" namespace=doomed`+"\n"); n != 1 {
+			t.Errorf("doomed's deletion was logged %d times, want once", n)
+		}
 
 		// deletecollection with a selector.
 		for i := 0; i < 3; i++ {

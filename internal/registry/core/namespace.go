@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -128,7 +129,13 @@ func (c *NamespaceController) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	pending := map[string]bool{}
+	var (
+		pending = map[string]types.UID{} // terminating, content not gone yet
+		// done holds the namespaces finalized, by UID, until they are
+		// deleted: the events of the controller's own writes before
+		// (the conditions it set) still come, and need no second pass.
+		done = map[string]types.UID{}
+	)
 	retry := time.NewTicker(c.Retry)
 	defer retry.Stop()
 	for ctx.Err() == nil {
@@ -141,13 +148,13 @@ func (c *NamespaceController) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		c.follow(ctx, w, pending, retry.C)
+		c.follow(ctx, w, pending, done, retry.C)
 		w.Stop()
 	}
 	return nil
 }
 
-func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pending map[string]bool, retry <-chan time.Time) {
+func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pending, done map[string]types.UID, retry <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,15 +167,24 @@ func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pen
 			if !ok || ev.Type == watch.Bookmark {
 				continue
 			}
-			if ev.Type == watch.Deleted {
-				delete(pending, obj.GetName())
-			} else if obj.GetDeletionTimestamp() != nil {
-				pending[obj.GetName()] = true
-				c.finish(ctx, obj.GetName(), pending)
+			name := obj.GetName()
+			switch {
+			case ev.Type == watch.Deleted:
+				delete(pending, name)
+				delete(done, name)
+			case obj.GetDeletionTimestamp() != nil && done[name] != obj.GetUID():
+				pending[name] = obj.GetUID()
+				if c.finish(ctx, name) {
+					delete(pending, name)
+					done[name] = obj.GetUID()
+				}
 			}
 		case <-retry:
-			for name := range pending {
-				c.finish(ctx, name, pending)
+			for name, uid := range pending {
+				if c.finish(ctx, name) {
+					delete(pending, name)
+					done[name] = uid
+				}
 			}
 		}
 	}
@@ -179,8 +195,9 @@ func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pen
 // Background policy (so the garbage collector puts no orphan finalizer on
 // it), objects with finalizers stay until their finalizers go, and the
 // namespace's status conditions say what is left. Once nothing is left it
-// finalizes the namespace.
-func (c *NamespaceController) finish(ctx context.Context, ns string, pending map[string]bool) {
+// finalizes the namespace, and reports true: the namespace needs nothing
+// more (or is gone).
+func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
 	remaining := map[schema.GroupVersionResource]int{}
 	finalizers := map[string]int{}
 	var errs []error
@@ -220,18 +237,21 @@ func (c *NamespaceController) finish(ctx context.Context, ns string, pending map
 	}
 	c.setConditions(ctx, ns, deletionConditions(remaining, finalizers, errs))
 	if len(errs) > 0 || len(remaining) > 0 {
-		return // look again later
+		return false // look again later
 	}
 	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 	obj.SetName(ns)
 	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: "kube-controller-manager"})
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return true // gone already
+	case err != nil:
 		c.Logger.Warn("namespace controller: finalizing", "namespace", ns, "err", err)
-		return
+		return false
 	}
-	delete(pending, ns)
 	c.Logger.Info("namespace deleted", "namespace", ns)
+	return true
 }
 
 // The conditions of a terminating namespace, with the reasons and
