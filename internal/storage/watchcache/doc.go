@@ -11,7 +11,9 @@
 //     can't catch up in time. Continued pages and Exact lists are served
 //     from the cache's history while it reaches back to their revision
 //     and the store has not compacted it, and by the store otherwise; the
-//     continue tokens are the store's.
+//     continue tokens are the store's. The writes a page has to undo cost
+//     it once, when it first meets them, not on every later page: the
+//     cache keeps each list's changed keys between its pages (list.go).
 //   - Watches start from any resourceVersion still in the cache's event
 //     history (at least Capacity events, and those of the last FreshFor up
 //     to MaxCapacity), from "now" with the current state as
