@@ -161,7 +161,7 @@ func (cs *changes) catchUp(h []event) {
 		if !strings.HasPrefix(e.key, cs.list.prefix) {
 			continue
 		}
-		if i, found := cs.find(e.key); found {
+		if i, found := searchChanges(cs.keys, e.key); found {
 			cs.keys[i].now = e.cur != nil
 			continue
 		}
@@ -185,9 +185,10 @@ func (cs *changes) catchUp(h []event) {
 	cs.keys = mergeChanges(cs.keys, folded)
 }
 
-// find returns the index of key in cs.keys, or where it would go.
-func (cs *changes) find(key string) (int, bool) {
-	return slices.BinarySearchFunc(cs.keys, key, func(c change, k string) int { return cmp.Compare(c.key, k) })
+// searchChanges returns the index of key in changed (in key order), or
+// where it would go.
+func searchChanges(changed []change, key string) (int, bool) {
+	return slices.BinarySearchFunc(changed, key, func(c change, k string) int { return cmp.Compare(c.key, k) })
 }
 
 // mergeChanges merges b into a, both in key order with no key in both.
@@ -212,12 +213,9 @@ func mergeChanges(a, b []change) []change {
 
 // changesIn returns the changes with keys in [start, end).
 func changesIn(changed []change, start, end string) []change {
-	from := func(key string) int {
-		i, _ := slices.BinarySearchFunc(changed, key, func(c change, k string) int { return cmp.Compare(c.key, k) })
-		return i
-	}
-	lo := from(start)
-	return changed[lo:max(lo, from(end))]
+	lo, _ := searchChanges(changed, start)
+	hi, _ := searchChanges(changed, end)
+	return changed[lo:max(lo, hi)]
 }
 
 // pageLocked lists the objects in [start, end of prefix) at revision rev:

@@ -110,7 +110,9 @@ func BenchmarkPageAtOldRevision(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if !kept {
+						c.mu.Lock()
 						c.forgetChangesLocked(math.MaxInt64)
+						c.mu.Unlock()
 					}
 					if list := c.pageAt(listPrefix, start, rev, opts); len(list.Items) != 500 {
 						b.Fatalf("%d items", len(list.Items))
