@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,16 +17,19 @@ import (
 )
 
 // runCompare builds kplane and runs the scenarios against each storage
-// mode in turn, each on a fresh server (and a fresh etcd).
+// mode in turn, each on a fresh server (and a fresh etcd). The kube mode
+// runs the upstream kube-apiserver instead of kplane (kube.go).
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kplane-bench compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	var o options
 	o.register(fs)
-	modesFlag := fs.String("modes", "embedded,memory,etcd", "storage modes to run, in order")
-	kplaneBin := fs.String("kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
-	etcdBin := fs.String("etcd-bin", "", "a built tools/etcd binary (default: go build it)")
+	modesFlag := fs.String("modes", "embedded,memory,etcd", "storage modes to run, in order; kube adds the upstream kube-apiserver with etcd (built from tools/kube-apiserver, minutes the first time) for a measured reference")
+	var bins binaries
+	fs.StringVar(&bins.kplane, "kplane-bin", "", "a built kplane binary (default: go build ./cmd/kplane)")
+	fs.StringVar(&bins.etcd, "etcd-bin", "", "a built tools/etcd binary (default: go build it)")
+	fs.StringVar(&bins.kube, "kube-apiserver-bin", "", "a built tools/kube-apiserver binary, for the kube mode (default: go build it)")
 	rounds := fs.Int("rounds", 1, "run the modes this many times, in rounds (embedded, memory, etcd, embedded, …), each on fresh servers; the table shows each figure's median over the rounds, and the spread of the ratios to the reference")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -38,8 +43,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	modes := strings.Split(*modesFlag, ",")
 	for _, m := range modes {
-		if m != "embedded" && m != "memory" && m != "etcd" {
-			err = fmt.Errorf("--modes: unknown mode %q: want embedded, memory or etcd", m)
+		if m != "embedded" && m != "memory" && m != "etcd" && m != "kube" {
+			err = fmt.Errorf("--modes: unknown mode %q: want embedded, memory, etcd or kube", m)
 		}
 	}
 	if *rounds < 1 {
@@ -58,26 +63,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	if *kplaneBin == "" || (*etcdBin == "" && strings.Contains(*modesFlag, "etcd")) {
-		root, err := repoRoot()
-		if err != nil {
-			return fail(err)
-		}
-		if err := os.Mkdir(filepath.Join(tmp, "bin"), 0o755); err != nil {
-			return fail(err)
-		}
-		if *kplaneBin == "" {
-			*kplaneBin = filepath.Join(tmp, "bin", "kplane")
-			if err := goBuild(ctx, root, "./cmd/kplane", *kplaneBin); err != nil {
-				return fail(err)
-			}
-		}
-		if *etcdBin == "" && strings.Contains(*modesFlag, "etcd") {
-			*etcdBin = filepath.Join(tmp, "bin", "etcd")
-			if err := goBuild(ctx, filepath.Join(root, "tools", "etcd"), ".", *etcdBin); err != nil {
-				return fail(err)
-			}
-		}
+	if err := bins.build(ctx, modes, filepath.Join(tmp, "bin"), stderr); err != nil {
+		return fail(err)
 	}
 	out, closeOut, err := o.jsonOut(stdout)
 	if err != nil {
@@ -101,8 +88,8 @@ rounds:
 				label = fmt.Sprintf(" (round %d of %d)", round, *rounds)
 				emitRound = func(r Result) { r.Round = round; emit(r) }
 			}
-			fmt.Fprintf(stderr, "kplane-bench compare: --storage %s%s\n", mode, label)
-			res, err := compareMode(ctx, mode, dir, *kplaneBin, *etcdBin, o, list, emitRound)
+			fmt.Fprintf(stderr, "kplane-bench compare: %s%s\n", modeTitle(mode), label)
+			res, err := compareMode(ctx, mode, dir, bins, o, list, emitRound)
 			if err != nil {
 				r := Result{Name: "server", Mode: mode, Error: err.Error()}
 				emitRound(r)
@@ -123,8 +110,11 @@ rounds:
 	if *rounds > 1 {
 		title += fmt.Sprintf("; medians of %d rounds", *rounds)
 	}
-	fmt.Fprintf(stdout, "\nkplane-bench compare (%s)\nmachine: %d CPUs, load average %s before, %s after; kube-apiserver+etcd: issue 6's reference (2 cores, same load)\n",
+	fmt.Fprintf(stdout, "\nkplane-bench compare (%s)\nmachine: %d CPUs, load average %s before, %s after; ref: issue 6's kube-apiserver + etcd reference (2 cores, same load)\n",
 		title, runtime.NumCPU(), loadBefore, loadAvg())
+	if slices.Contains(modes, "kube") {
+		fmt.Fprintf(stdout, "kube: kube-apiserver %s + etcd, measured in this run\n", bins.kubeVersion)
+	}
 	compareTable(stdout, modes, byMode)
 	for _, r := range all {
 		if r.Error != "" {
@@ -159,31 +149,105 @@ func (o *options) describe() string {
 		enc, s.Workers, s.Creates, s.UpdateWorkers, s.Updates, s.PatchWorkers, s.Patches, s.Objects, s.Watchers, s.WatchUpdates)
 }
 
-// compareMode runs one mode: (etcd,) kplane, start-to-ready, the
+// binaries are the servers compare starts: kplane, etcd and, for the
+// kube mode, kube-apiserver (and the version it reports).
+type binaries struct {
+	kplane, etcd, kube string
+	kubeVersion        string
+}
+
+// build makes the binaries modes need that were not given, in dir, from
+// the repository's ./cmd/kplane, tools/etcd and tools/kube-apiserver.
+func (b *binaries) build(ctx context.Context, modes []string, dir string, stderr io.Writer) error {
+	kube := slices.Contains(modes, "kube")
+	needEtcd := kube || slices.Contains(modes, "etcd")
+	needKplane := slices.ContainsFunc(modes, func(m string) bool { return m != "kube" })
+	if (needKplane && b.kplane == "") || (needEtcd && b.etcd == "") || (kube && b.kube == "") {
+		root, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if needKplane && b.kplane == "" {
+			b.kplane = filepath.Join(dir, "kplane")
+			if err := goBuild(ctx, root, "./cmd/kplane", b.kplane); err != nil {
+				return err
+			}
+		}
+		if needEtcd && b.etcd == "" {
+			b.etcd = filepath.Join(dir, "etcd")
+			if err := goBuild(ctx, filepath.Join(root, "tools", "etcd"), ".", b.etcd); err != nil {
+				return err
+			}
+		}
+		if kube && b.kube == "" {
+			fmt.Fprintln(stderr, "kplane-bench compare: building tools/kube-apiserver (minutes the first time)")
+			b.kube = filepath.Join(dir, "kube-apiserver")
+			if err := buildKube(ctx, root, b.kube); err != nil {
+				return err
+			}
+		}
+	}
+	if kube {
+		out, err := exec.CommandContext(ctx, b.kube, "--version").Output()
+		if err != nil {
+			return fmt.Errorf("%s --version: %v", b.kube, err)
+		}
+		b.kubeVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes ")
+	}
+	return nil
+}
+
+// modeTitle names a mode's server in progress lines.
+func modeTitle(mode string) string {
+	if mode == "kube" {
+		return "kube-apiserver + etcd"
+	}
+	return "--storage " + mode
+}
+
+// compareMode runs one mode: (etcd,) the server, start-to-ready, the
 // scenarios, memory; then stops the servers.
-func compareMode(ctx context.Context, mode, dir, kplaneBin, etcdBin string, o options, list []scenario, emit func(Result)) ([]Result, error) {
-	flags := []string{"--storage", mode}
-	var etcd *process
-	if mode == "etcd" {
-		p, endpoint, err := startEtcd(ctx, etcdBin, filepath.Join(dir, "etcd"))
+func compareMode(ctx context.Context, mode, dir string, bins binaries, o options, list []scenario, emit func(Result)) ([]Result, error) {
+	var (
+		etcd         *process
+		etcdEndpoint string
+	)
+	if mode == "etcd" || mode == "kube" {
+		p, endpoint, err := startEtcd(ctx, bins.etcd, filepath.Join(dir, "etcd"))
 		if err != nil {
 			return nil, err
 		}
-		etcd = p
+		etcd, etcdEndpoint = p, endpoint
 		defer etcd.stop(30 * time.Second)
-		flags = append(flags, "--etcd-endpoints", endpoint)
 	}
-	kp, kubeconfig, ready, err := startKplane(ctx, kplaneBin, dir, flags)
+	var (
+		srv        *process
+		kubeconfig string
+		ready      time.Duration
+		err        error
+	)
+	if mode == "kube" {
+		srv, kubeconfig, ready, err = startKube(ctx, bins.kube, etcdEndpoint, filepath.Join(dir, "kube"))
+	} else {
+		flags := []string{"--storage", mode}
+		if etcd != nil {
+			flags = append(flags, "--etcd-endpoints", etcdEndpoint)
+		}
+		srv, kubeconfig, ready, err = startKplane(ctx, bins.kplane, dir, flags)
+	}
 	if err != nil {
 		return nil, err
 	}
 	stopped := false
 	defer func() {
 		if !stopped {
-			kp.stop(30 * time.Second)
+			srv.stop(30 * time.Second)
 		}
 	}()
-	ps := procs{kp.pid()}
+	ps := procs{srv.pid()}
 	if etcd != nil {
 		ps = append(ps, etcd.pid())
 	}
@@ -195,7 +259,7 @@ func compareMode(ctx context.Context, mode, dir, kplaneBin, etcdBin string, o op
 	if idleErr == nil {
 		start.RSSBytes = &idle
 	}
-	addKplaneRSS(&start, ps)
+	addServerRSS(&start, mode, ps)
 	add(start)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -226,23 +290,36 @@ func compareMode(ctx context.Context, mode, dir, kplaneBin, etcdBin string, o op
 	} else {
 		mem.Error = err.Error()
 	}
-	addKplaneRSS(&mem, ps)
+	addServerRSS(&mem, mode, ps)
 	add(mem)
 
 	stopped = true
-	if err := kp.stop(30 * time.Second); err != nil {
-		return results, fmt.Errorf("kplane serve did not shut down cleanly: %v\n%s", err, kp.logTail())
+	if err := srv.stop(30 * time.Second); err != nil {
+		return results, fmt.Errorf("%s did not shut down cleanly: %v\n%s", serverName(mode), err, srv.logTail())
 	}
 	return results, nil
 }
 
-// addKplaneRSS notes kplane's own RSS when the server has more than one
-// process (etcd mode).
-func addKplaneRSS(r *Result, ps procs) {
+// serverName is the API server a mode runs.
+func serverName(mode string) string {
+	if mode == "kube" {
+		return "kube-apiserver"
+	}
+	return "kplane serve"
+}
+
+// addServerRSS notes the API server's own RSS when the server has more
+// than one process (etcd and kube modes): kplane_rss_bytes, or
+// kube_apiserver_rss_bytes.
+func addServerRSS(r *Result, mode string, ps procs) {
 	if len(ps) < 2 {
 		return
 	}
+	key := "kplane_rss_bytes"
+	if mode == "kube" {
+		key = "kube_apiserver_rss_bytes"
+	}
 	if b, err := ps[:1].rss(); err == nil {
-		r.addExtra(map[string]any{"kplane_rss_bytes": b})
+		r.addExtra(map[string]any{key: b})
 	}
 }

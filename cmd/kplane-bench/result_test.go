@@ -221,3 +221,30 @@ func TestMachineTicksFromProcStat(t *testing.T) {
 		t.Errorf("this machine's /proc/stat: %v", err)
 	}
 }
+
+func TestCompareTablePairsRoundsWithKube(t *testing.T) {
+	create := func(round int, opsPerSec float64) Result {
+		return Result{Name: "create", Round: round, Ops: 5000, OpsPerSec: opsPerSec}
+	}
+	byMode := map[string][]Result{
+		"embedded": {create(1, 6000), create(2, 3000)},
+		"etcd":     {create(1, 2000), create(2, 1500)},
+		// kube's rounds are slow when kplane's are: each round's ratio
+		// is against kube in that round.
+		"kube": {create(1, 1500), create(2, 1000)},
+	}
+	var b bytes.Buffer
+	if err := compareTable(&b, []string{"embedded", "etcd", "kube"}, byMode); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if got, want := strings.Join(strings.Fields(lines[0]), " "), "scenario metric embedded etcd kube embedded/etcd embedded/kube ref embedded/ref"; got != want {
+		t.Errorf("header = %q, want %q", got, want)
+	}
+	// Medians 4500 / 1250 = 3.60x; rounds 6000/1500 = 4.00 and
+	// 3000/1000 = 3.00 (not 6000/1000 nor 3000/1500).
+	want := "create ops/s 4500 1750 1250 2.57x 3.60x (3.00–4.00) 1090 4.13x (2.75–5.50)"
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Join(strings.Fields(l), " ") == want }) {
+		t.Errorf("no row %q in\n%s", want, b.String())
+	}
+}

@@ -66,10 +66,13 @@ var reference = map[string]float64{
 }
 
 // compareTable prints one row per (scenario, metric), a column per mode,
-// the ratio of each mode to etcd (when etcd is among modes), and issue
-// 6's reference with the first mode's ratio to it. A mode with several
-// results for a scenario (compare's rounds) shows their median, and the
-// ratio to the reference is followed by its lowest and highest round.
+// the ratio of each kplane mode to etcd (when etcd is among modes), the
+// first kplane mode's ratio to kube (when kube, the upstream
+// kube-apiserver, is among modes), and issue 6's reference with the first
+// kplane mode's ratio to it. A mode with several results for a scenario
+// (compare's rounds) shows their median. The ratios to kube and to the
+// reference are followed by their lowest and highest round: to kube,
+// each round's figure against kube's in the same round.
 func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error {
 	var order []string
 	seen := map[string]bool{}
@@ -85,13 +88,19 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 		}
 	}
 	var ratios []string
-	if slices.Contains(modes, "etcd") {
-		for _, m := range modes {
-			if m != "etcd" {
-				ratios = append(ratios, m)
-			}
+	first := "" // the first kplane mode, compared with kube and the reference
+	for _, m := range modes {
+		if m == "kube" {
+			continue
+		}
+		if first == "" {
+			first = m
+		}
+		if m != "etcd" && slices.Contains(modes, "etcd") {
+			ratios = append(ratios, m)
 		}
 	}
+	kube := first != "" && slices.Contains(modes, "kube")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "scenario\tmetric\t")
 	for _, m := range modes {
@@ -100,7 +109,13 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 	for _, m := range ratios {
 		fmt.Fprintf(tw, "%s/etcd\t", m)
 	}
-	fmt.Fprintf(tw, "kube-apiserver+etcd\t%s/kube\t\n", modes[0])
+	if kube {
+		fmt.Fprintf(tw, "%s/kube\t", first)
+	}
+	if first != "" {
+		fmt.Fprintf(tw, "ref\t%s/ref\t", first)
+	}
+	fmt.Fprint(tw, "\n")
 	for _, name := range order {
 		rows, ok := rowsFor[name]
 		if !ok {
@@ -117,26 +132,29 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 		for _, metric := range rows {
 			get := metrics[metric]
 			vals := map[string]float64{}
-			var first []float64 // the first mode's figure in each round
+			var firsts []float64                   // the first kplane mode's figure in each round
+			rounds := map[string]map[int]float64{} // each mode's figure by round, to pair with kube's
 			fmt.Fprintf(tw, "%s\t%s\t", label, metric)
-			for i, m := range modes {
+			for _, m := range modes {
 				results := index[m][name]
 				if len(results) == 0 {
 					fmt.Fprint(tw, "-\t")
 					continue
 				}
 				var got []float64
+				rounds[m] = map[int]float64{}
 				for _, r := range results {
 					if v, ok := get(r); ok {
 						got = append(got, v)
+						rounds[m][r.Round] = v
 					}
 				}
 				if len(got) == 0 {
 					fmt.Fprint(tw, "n/a\t")
 					continue
 				}
-				if i == 0 {
-					first = got
+				if m == first {
+					firsts = got
 				}
 				vals[m] = median(got)
 				fmt.Fprintf(tw, "%s\t", formatMetric(metric, vals[m]))
@@ -148,20 +166,46 @@ func compareTable(w io.Writer, modes []string, byMode map[string][]Result) error
 				}
 				fmt.Fprintf(tw, "%s\t", ratio(vals, m, "etcd"))
 			}
+			if kube {
+				if metric == "idle %" {
+					fmt.Fprint(tw, "\t")
+				} else {
+					var each []float64
+					for round, v := range rounds[first] {
+						if k, ok := rounds["kube"][round]; ok && k != 0 {
+							each = append(each, v/k)
+						}
+					}
+					fmt.Fprintf(tw, "%s%s\t", ratio(vals, first, "kube"), spread(each))
+				}
+			}
+			if first == "" {
+				fmt.Fprint(tw, "\n")
+				continue
+			}
 			ref, ok := reference[name+" "+metric]
 			if !ok {
 				fmt.Fprint(tw, "\t\t\n")
 				continue
 			}
 			vals["ref"] = ref
-			spread := ""
-			if len(first) > 1 {
-				spread = fmt.Sprintf(" (%.2f–%.2f)", slices.Min(first)/ref, slices.Max(first)/ref)
+			var each []float64
+			for _, v := range firsts {
+				each = append(each, v/ref)
 			}
-			fmt.Fprintf(tw, "%s\t%s%s\t\n", formatMetric(metric, ref), ratio(vals, modes[0], "ref"), spread)
+			fmt.Fprintf(tw, "%s\t%s%s\t\n", formatMetric(metric, ref), ratio(vals, first, "ref"), spread(each))
 		}
 	}
 	return tw.Flush()
+}
+
+// spread is " (lowest–highest)" of ratios from more than one round, or
+// "" when there are fewer.
+func spread(ratios []float64) string {
+	if len(ratios) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f–%.2f)", slices.Min(ratios), slices.Max(ratios))
 }
 
 // median is the middle of vs (the mean of the two middle ones for an

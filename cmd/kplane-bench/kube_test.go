@@ -1,0 +1,137 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestKubeVersionFromGoMod(t *testing.T) {
+	v, err := kubeModuleVersion([]byte("module x\n\nrequire (\n\tk8s.io/component-base v0.37.2\n\tk8s.io/kubernetes v1.37.2\n)\n"))
+	if err != nil || v != "v1.37.2" {
+		t.Errorf("version = %q, %v; want v1.37.2", v, err)
+	}
+	if _, err := kubeModuleVersion([]byte("module x\n")); err == nil {
+		t.Error("a go.mod without k8s.io/kubernetes gave a version")
+	}
+	flags, err := kubeVersionFlags("v1.37.2")
+	if err != nil || len(flags) != 2 || flags[0] != "-ldflags" {
+		t.Fatalf("flags = %q, %v", flags, err)
+	}
+	for _, want := range []string{"version.gitVersion=v1.37.2", "version.gitMajor=1 ", "version.gitMinor=37 "} {
+		if !strings.Contains(flags[1], want) {
+			t.Errorf("ldflags %q lack %q", flags[1], want)
+		}
+	}
+	if _, err := kubeVersionFlags("master"); err == nil {
+		t.Error("a version without major and minor was stamped")
+	}
+}
+
+// The repository's tools/kube-apiserver names the version it builds.
+func TestToolsKubeAPIServerNamesItsVersion(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "tools", "kube-apiserver", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeModuleVersion(b); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestKubeFilesFitKubeArgs(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig, err := kubeFiles(dir, "127.0.0.1:6443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := kubeArgs(dir, "6443", "http://127.0.0.1:2379")
+	// Every file a flag names was written.
+	for _, a := range args {
+		if name, path, ok := strings.Cut(a, "="); ok && strings.HasPrefix(path, dir) {
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	for _, want := range []string{"--secure-port=6443", "--bind-address=127.0.0.1", "--etcd-servers=http://127.0.0.1:2379", "--authorization-mode=Node,RBAC"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("no %s in %q", want, args)
+		}
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// The serving pair loads and verifies for 127.0.0.1 against the CA.
+	pair, err := tls.X509KeyPair(read("serving.crt"), read("serving.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(read("ca.crt")) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
+		t.Errorf("serving certificate for 127.0.0.1: %v", err)
+	}
+	// The service account key is a private key kube-apiserver can sign with.
+	block, _ := pem.Decode(read("sa.key"))
+	if block == nil {
+		t.Fatal("sa.key is not PEM")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("sa.key: %v", err)
+	}
+	// sa.pub is its public half, which kube-apiserver verifies tokens with.
+	if block, _ = pem.Decode(read("sa.pub")); block == nil || block.Type != "PUBLIC KEY" {
+		t.Fatal("sa.pub is not a PEM public key")
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("sa.pub: %v", err)
+	}
+	if !key.(*ecdsa.PrivateKey).PublicKey.Equal(pub) {
+		t.Error("sa.pub is not sa.key's public key")
+	}
+	// The kubeconfig reaches the server with a system:masters client
+	// certificate from the same CA.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" {
+		t.Errorf("host = %s", cfg.Host)
+	}
+	client, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(client.Certificate[0])
+	if !slices.Contains(cert.Subject.Organization, "system:masters") {
+		t.Errorf("client certificate's groups = %v", cert.Subject.Organization)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("client certificate: %v", err)
+	}
+}
