@@ -137,7 +137,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Errorf("%s: %v items, error %q", name, r.Extra["items"], r.Error)
 			}
 		}
-		if !bytes.Contains(stdout.Bytes(), []byte("memory/kube")) {
+		if !bytes.Contains(stdout.Bytes(), []byte("memory/ref")) {
 			t.Errorf("no comparison table:\n%s", stdout.String())
 		}
 	})
