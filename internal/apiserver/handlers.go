@@ -145,6 +145,9 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		case asStored && f == formMetadata:
 			writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendPartial(b, rec, rec.Rev, nil) })
 			return
+		case asStored && f == formMetadataProto:
+			writePartialProto(w, http.StatusOK, rec, rec.Rev, nil)
+			return
 		}
 		obj, err := h.res.Present(h.ri.version, rec)
 		if err != nil {
@@ -199,9 +202,14 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 					return recordRow(recs.Items[i], members, all)
 				})
 				return
-			case formProtobuf:
+			case formProtobuf, formMetadataProto:
 				writeStreamed(w, &listBuffers, maxPooledList, protobufType, http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
-					b, err := writeProtoList(b, h.kind, h.ri.version, recs, listPiece, flush)
+					var err error
+					if f == formProtobuf {
+						b, err = writeProtoList(b, h.kind, h.ri.version, recs, listPiece, flush)
+					} else {
+						b, err = writePartialProtoList(b, recs, listPiece, flush)
+					}
 					if err != nil {
 						return nil, apierrors.NewInternalError(err)
 					}

@@ -123,12 +123,13 @@ func BenchmarkListWhole(b *testing.B) {
 		{"vnd.kubernetes.protobuf-gzip", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
 		// What a metadata-only informer lists, and kubectl get.
 		{"metadata", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json"},
+		{"metadata-protobuf", metaListAccept, "application/vnd.kubernetes.protobuf"}, // client-go's metadata client
 		{"table", "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json"},
 	} {
 		least := 10000 * 1024
 		gz := strings.HasSuffix(c.name, "-gzip")
 		switch {
-		case c.name == "metadata" || c.name == "table":
+		case strings.HasPrefix(c.name, "metadata") || c.name == "table":
 			least = 10000 * 100
 		case gz:
 			least = 10000 * 10 // payloads of one letter repeated compress ~37×

@@ -10,6 +10,9 @@ import (
 // when nothing is acceptable.
 func TestNegotiate(t *testing.T) {
 	table := "application/json;as=Table;v=v1;g=meta.k8s.io"
+	meta := func(mediaType, list, v string) string {
+		return mediaType + ";as=PartialObjectMetadata" + list + ";g=meta.k8s.io;v=" + v
+	}
 	for _, tc := range []struct {
 		accept string
 		proto  bool
@@ -39,6 +42,14 @@ func TestNegotiate(t *testing.T) {
 		{table + ",application/json", true, formTable, false},
 		{"application/json," + table, true, formJSON, false},
 		{"application/yaml", true, formYAML, false},
+		// client-go's metadata client: protobuf for every kind, built-in
+		// or custom; v1beta1 only in JSON (its list's fields are
+		// numbered otherwise).
+		{meta("application/vnd.kubernetes.protobuf", "List", "v1") + "," + meta("application/json", "List", "v1") + ",application/json", false, formMetadataProto, false},
+		{meta("application/vnd.kubernetes.protobuf", "", "v1") + "," + meta("application/json", "", "v1") + ",application/json", true, formMetadataProto, false},
+		{meta("application/vnd.kubernetes.protobuf", "List", "v1beta1") + "," + meta("application/json", "List", "v1beta1"), false, formMetadata, false},
+		{meta("application/json", "List", "v1") + "," + meta("application/vnd.kubernetes.protobuf", "List", "v1"), true, formMetadata, false},
+		{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=example.com;v=v1", true, 0, true},
 		{"application/json;q=0, application/yaml;q=0.2", true, formYAML, false},
 		{"application/json;q=2, application/yaml", true, formYAML, false}, // an invalid q is skipped
 		{"text/html", true, 0, true},

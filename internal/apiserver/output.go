@@ -27,8 +27,9 @@ const (
 	formJSON form = iota
 	formYAML
 	formTable
-	formMetadata // PartialObjectMetadata(List)
-	formProtobuf // application/vnd.kubernetes.protobuf, built-in kinds only
+	formMetadata      // PartialObjectMetadata(List)
+	formProtobuf      // application/vnd.kubernetes.protobuf, built-in kinds only
+	formMetadataProto // PartialObjectMetadata(List) in protobuf, any kind
 )
 
 // negotiateFor picks the form of a response as kube-apiserver's content
@@ -39,7 +40,11 @@ const (
 // (objects and lists of built-in kinds). So client-go's typed clients,
 // which send "application/vnd.kubernetes.protobuf,application/json", and
 // controller-runtime's for built-in kinds ("…protobuf, */*") get
-// protobuf, as from kube-apiserver. Unlike kube-apiserver, a range with
+// protobuf, as from kube-apiserver. PartialObjectMetadata(List) of
+// meta.k8s.io/v1 comes in protobuf for every kind, built-in or custom, as
+// client-go's metadata client asks for it first (v1beta1's list message
+// numbers its fields differently, and is offered in JSON only). Unlike
+// kube-apiserver, a range with
 // q=0 is not acceptable (RFC 9110). CBOR is not offered. A client that
 // accepts nothing kplane can produce gets 406.
 func negotiateFor(r *http.Request, proto bool) (form, error) {
@@ -96,8 +101,11 @@ func negotiateAccept(r *http.Request, proto bool) (form, error) {
 	})
 	for _, m := range ranges {
 		if m.mt == protobufType {
-			if proto && m.params["as"] == "" {
+			switch as := m.params["as"]; {
+			case as == "" && proto:
 				return formProtobuf, nil
+			case (as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") && m.params["g"] == "meta.k8s.io" && m.params["v"] == "v1":
+				return formMetadataProto, nil
 			}
 			continue
 		}
@@ -189,6 +197,8 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 		})
 	case formMetadata:
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return appendPartial(b, nil, 0, obj) })
+	case formMetadataProto:
+		writePartialProto(w, code, nil, 0, obj)
 	case formProtobuf:
 		if enc != nil {
 			writeProtoJSON(w, k, v, code, func(b []byte) ([]byte, error) { return enc.AppendJSON(b), nil })
@@ -280,6 +290,15 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 			out.Items = append(out.Items, *partial(&list.Items[i]))
 		}
 		writeJSON(w, http.StatusOK, out)
+	case formMetadataProto:
+		data, err := partialListProto(list.Items, listMeta(list))
+		if err != nil {
+			writeError(w, apierrors.NewInternalError(err))
+			return
+		}
+		w.Header().Set("Content-Type", protobufType)
+		w.WriteHeader(http.StatusOK)
+		w.Write(data)
 	case formProtobuf:
 		typed, err := protoList(k, v, len(list.Items), func(i int, b []byte) ([]byte, error) {
 			return storage.AppendJSON(b, list.Items[i].Object)

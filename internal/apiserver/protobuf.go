@@ -210,6 +210,11 @@ func parseTime(v any) (metav1.Time, bool) {
 // protobuf: the message appendMsg appends, in the serializer's envelope,
 // assembled in pooled buffers. An error appending it is the answer.
 func writeProtoMessage(w http.ResponseWriter, k *registry.Kind, v string, code int, appendMsg func(dst, scratch []byte) (msg, scratchOut []byte, err error)) {
+	writeProtoAs(w, k.GroupVersionKind(v), code, appendMsg)
+}
+
+// writeProtoAs is writeProtoMessage for a message of kind gvk.
+func writeProtoAs(w http.ResponseWriter, gvk schema.GroupVersionKind, code int, appendMsg func(dst, scratch []byte) (msg, scratchOut []byte, err error)) {
 	msgs := protoItems.Get().(*itemsBuffer)
 	defer msgs.put()
 	var err error
@@ -218,8 +223,88 @@ func writeProtoMessage(w http.ResponseWriter, k *registry.Kind, v string, code i
 		return
 	}
 	writePooled(w, &answerBuffers, maxPooledAnswer, protobufType, code, func(b []byte) ([]byte, error) {
-		return appendEnvelope(b, k.GroupVersionKind(v), msgs.msgs), nil
+		return appendEnvelope(b, gvk, msgs.msgs), nil
 	})
+}
+
+// The kinds of metadata-only answers (meta.k8s.io/v1).
+var (
+	partialGVK     = metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata")
+	partialListGVK = metav1.SchemeGroupVersion.WithKind("PartialObjectMetadataList")
+)
+
+// partialPlan transcodes a PartialObjectMetadata's JSON into its message.
+var partialPlan = sync.OnceValue(func() *transcode.Plan {
+	return transcode.For(reflect.TypeFor[metav1.PartialObjectMetadata]())
+})
+
+// appendPartialProto appends the PartialObjectMetadata message of a
+// stored object, rec at rev or obj (as appendPartial takes them),
+// transcoded from its JSON, which scratch holds; or, for what the plan
+// refuses, decoded into the Go type and marshaled.
+func appendPartialProto(dst []byte, scratch *[]byte, rec *storage.Record, rev int64, obj *unstructured.Unstructured) ([]byte, error) {
+	data, err := appendPartial((*scratch)[:0], rec, rev, obj)
+	if err != nil {
+		return nil, err
+	}
+	*scratch = data
+	if p := partialPlan(); p != nil {
+		if out, ok := p.Append(dst, data); ok {
+			return out, nil
+		}
+	}
+	var m metav1.PartialObjectMetadata
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return appendMarshaled(dst, &m)
+}
+
+// appendMarshaled appends m's generated Marshal.
+func appendMarshaled(dst []byte, m protoMessage) ([]byte, error) {
+	n := m.Size()
+	dst = slices.Grow(dst, n)
+	if _, err := m.MarshalToSizedBuffer(dst[len(dst) : len(dst)+n]); err != nil {
+		return nil, err
+	}
+	return dst[:len(dst)+n], nil
+}
+
+// writePartialProto answers code with a stored object's
+// PartialObjectMetadata in protobuf: rec at rev, or obj.
+func writePartialProto(w http.ResponseWriter, code int, rec *storage.Record, rev int64, obj *unstructured.Unstructured) {
+	writeProtoAs(w, partialGVK, code, func(dst, scratch []byte) ([]byte, []byte, error) {
+		dst, err := appendPartialProto(dst, &scratch, rec, rev, obj)
+		return dst, scratch, err
+	})
+}
+
+// partialProtoObject is a stored object's PartialObjectMetadata in
+// protobuf, in the serializer's envelope, as a watch event carries it.
+func partialProtoObject(rec *storage.Record, rev int64, obj *unstructured.Unstructured) ([]byte, error) {
+	scratch := jsonScratch.Get().(*[]byte)
+	defer jsonScratch.Put(scratch)
+	msgs := protoItems.Get().(*itemsBuffer)
+	defer msgs.put()
+	var err error
+	if msgs.msgs, err = appendPartialProto(msgs.msgs[:0], scratch, rec, rev, obj); err != nil {
+		return nil, err
+	}
+	return appendEnvelope(nil, partialGVK, msgs.msgs), nil
+}
+
+// partialListProto is a PartialObjectMetadataList of objects in
+// protobuf, in the serializer's envelope.
+func partialListProto(items []unstructured.Unstructured, meta metav1.ListMeta) ([]byte, error) {
+	list := &metav1.PartialObjectMetadataList{ListMeta: meta}
+	for i := range items {
+		list.Items = append(list.Items, *partial(&items[i]))
+	}
+	msg, err := appendMarshaled(nil, list)
+	if err != nil {
+		return nil, err
+	}
+	return appendEnvelope(nil, partialListGVK, msg), nil
 }
 
 // writeProtoJSON answers code with the protobuf form of version v of
@@ -348,12 +433,7 @@ func appendTypedMessage(dst []byte, k *registry.Kind, v string, obj map[string]a
 	if !ok {
 		return nil, fmt.Errorf("%T has no protobuf form", typed)
 	}
-	n := m.Size()
-	dst = slices.Grow(dst, n)
-	if _, err := m.MarshalToSizedBuffer(dst[len(dst) : len(dst)+n]); err != nil {
-		return nil, err
-	}
-	return dst[:len(dst)+n], nil
+	return appendMarshaled(dst, m)
 }
 
 // jsonScratch holds a record's JSON while its message is transcoded.
@@ -450,12 +530,32 @@ func (k *keptBytes) keep(r *storage.Record, b []byte) {
 // RecordList.WriteJSON writes JSON. It returns the last piece; a nil
 // flush never flushes, and the whole list is that piece.
 func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
+	gvk := k.GroupVersionKind(v).GroupVersion().WithKind(k.ListKind)
+	return writeProtoListOf(dst, gvk, l, func(dst []byte, scratch *[]byte, r *storage.Record, again bool) ([]byte, error) {
+		if again {
+			return appendRecordProtoAgain(dst, scratch, k, v, r, r.Rev)
+		}
+		return appendRecordProto(dst, scratch, k, v, r, r.Rev)
+	}, flushAt, flush)
+}
+
+// writePartialProtoList writes a PartialObjectMetadataList of the
+// records in protobuf, as writeProtoList writes a list.
+func writePartialProtoList(dst []byte, l *storage.RecordList, flushAt int, flush func([]byte) error) ([]byte, error) {
+	return writeProtoListOf(dst, partialListGVK, l, func(dst []byte, scratch *[]byte, r *storage.Record, _ bool) ([]byte, error) {
+		return appendPartialProto(dst, scratch, r, r.Rev, nil)
+	}, flushAt, flush)
+}
+
+// writeProtoListOf is writeProtoList for a list of kind gvk whose item
+// messages item appends (again: a second time in the same answer).
+func writeProtoListOf(dst []byte, gvk schema.GroupVersionKind, l *storage.RecordList, item func(dst []byte, scratch *[]byte, r *storage.Record, again bool) ([]byte, error), flushAt int, flush func([]byte) error) ([]byte, error) {
 	lm := recordsMeta(l)
 	meta, err := lm.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	tm := runtime.TypeMeta{APIVersion: k.GroupVersionKind(v).GroupVersion().String(), Kind: k.ListKind}
+	tm := runtime.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}
 	typeMeta, err := tm.Marshal()
 	if err != nil {
 		return nil, err
@@ -471,13 +571,13 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 		var n int
 		if len(buf.msgs) < maxHeldItems {
 			start := len(buf.msgs)
-			if buf.msgs, err = appendRecordProto(buf.msgs, scratch, k, v, r, r.Rev); err != nil {
+			if buf.msgs, err = item(buf.msgs, scratch, r, false); err != nil {
 				return nil, err
 			}
 			n = len(buf.msgs) - start
 			held++
 		} else {
-			if buf.spare, err = appendRecordProto(buf.spare[:0], scratch, k, v, r, r.Rev); err != nil {
+			if buf.spare, err = item(buf.spare[:0], scratch, r, false); err != nil {
 				return nil, err
 			}
 			n = len(buf.spare)
@@ -505,7 +605,7 @@ func writeProtoList(dst []byte, k *registry.Kind, v string, l *storage.RecordLis
 			start += n
 		} else {
 			at := len(dst)
-			if dst, err = appendRecordProtoAgain(dst, scratch, k, v, l.Items[i], l.Items[i].Rev); err != nil {
+			if dst, err = item(dst, scratch, l.Items[i], true); err != nil {
 				return nil, err
 			}
 			if len(dst)-at != n {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -310,5 +311,43 @@ func TestAppendProtoWatchEvent(t *testing.T) {
 				t.Fatalf("read back %s, %d bytes", ev.Type, len(ev.Object.Raw))
 			}
 		}
+	}
+}
+
+// A PartialObjectMetadata's message is transcoded from its JSON, not made
+// through the Go type: the plan takes what appendPartial writes, and
+// writes what the generated Marshal writes. A JSON form the plan refuses
+// (here, a key given twice) still gives the right message, the long way.
+func TestPartialProtoIsTranscoded(t *testing.T) {
+	p := partialPlan()
+	if p == nil {
+		t.Fatal("no transcode plan for PartialObjectMetadata")
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{
+		"name": "a", "namespace": "default", "uid": "u1", "resourceVersion": "7", "creationTimestamp": "2026-11-26T10:00:00Z",
+		"labels": map[string]any{"x": "y"}, "finalizers": []any{"f"},
+		"managedFields": []any{map[string]any{"manager": "m", "operation": "Update", "apiVersion": "v1", "time": "2026-11-26T10:00:00Z",
+			"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": map[string]any{}}}},
+	}}}
+	data, err := appendPartial(nil, nil, 0, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want metav1.PartialObjectMetadata
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	wantMsg, _ := want.Marshal()
+	got, ok := p.Append(nil, data)
+	if !ok || !bytes.Equal(got, wantMsg) {
+		t.Fatalf("plan: ok %v\n got %q\nwant %q", ok, got, wantMsg)
+	}
+	var scratch []byte
+	if got, err = appendPartialProto(nil, &scratch, nil, 0, obj); err != nil || !bytes.Equal(got, wantMsg) {
+		t.Fatalf("appendPartialProto: %v\n got %q\nwant %q", err, got, wantMsg)
+	}
+	twice := bytes.Replace(data, []byte(`"name":"a"`), []byte(`"name":"a","name":"a"`), 1)
+	if _, ok := p.Append(nil, twice); ok {
+		t.Fatal("the plan took a key given twice")
 	}
 }

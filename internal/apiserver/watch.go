@@ -60,7 +60,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(h.s.stopping, cancel)() // the server is shutting down
 	// JSON and metadata events are written from the stored JSON, never
 	// decoded; protobuf events from the message made once per event.
-	opts.EncodedOnly = f == formJSON || f == formMetadata || f == formProtobuf
+	opts.EncodedOnly = f == formJSON || f == formMetadata || f == formProtobuf || f == formMetadataProto
 	wi, err := h.res.Watch(ctx, h.ri.version, h.ri.namespace, opts)
 	if err != nil {
 		writeError(w, err)
@@ -68,7 +68,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer wi.Stop()
 	flusher, _ := w.(http.Flusher)
-	if f == formProtobuf {
+	if f == formProtobuf || f == formMetadataProto {
 		w.Header().Set("Content-Type", protobufType+";stream=watch")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
@@ -87,7 +87,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		buf.Reset()
 		frame := h.frame
-		if f == formProtobuf {
+		if f == formProtobuf || f == formMetadataProto {
 			frame = h.protoFrame
 		}
 		if err := frame(&buf, r, f, gv, ev); err != nil {
@@ -182,15 +182,14 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 }
 
 // protoFrame writes one event in protobuf. The message of a cache event's
-// object is made once for every watcher of the event.
-func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, _ form, gv string, ev watch.Event) error {
+// object is made once for every watcher of the event; a metadata watch's
+// PartialObjectMetadata, for each watcher.
+func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, f form, gv string, ev watch.Event) error {
 	k, v := h.kind, h.ri.version
 	var obj []byte
 	var err error
-	switch ev.Type {
-	case watch.Bookmark:
-		obj, err = protoObject(k, v, h.bookmark(gv, ev).Object)
-	case watch.Error:
+	switch {
+	case ev.Type == watch.Error:
 		st, ok := eventStatus(ev)
 		if !ok {
 			return fmt.Errorf("an error event's object of type %T", ev.Object)
@@ -198,6 +197,16 @@ func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, _ form, gv stri
 		var b bytes.Buffer
 		err = protoSerializer.Encode(st, &b)
 		obj = b.Bytes()
+	case f == formMetadataProto && ev.Type == watch.Bookmark:
+		obj, err = partialProtoObject(nil, 0, h.bookmark(gv, ev))
+	case f == formMetadataProto:
+		row, ok := asRow(ev.Object)
+		if !ok {
+			return fmt.Errorf("a watch event's object of type %T", ev.Object)
+		}
+		obj, err = partialProtoObject(row.rec, row.rev, row.obj)
+	case ev.Type == watch.Bookmark:
+		obj, err = protoObject(k, v, h.bookmark(gv, ev).Object)
 	default:
 		switch o := ev.Object.(type) {
 		case *storage.RecordJSON:

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -325,7 +326,8 @@ func converged(t *testing.T, cs kubernetes.Interface, inf cache.SharedIndexInfor
 
 // TestMetadataClient: client-go's metadata client (what controller-runtime
 // uses for metadata-only watches and the garbage collectors of operators)
-// lists, gets and follows ConfigMaps as PartialObjectMetadata that hold
+// lists, gets and follows ConfigMaps, and a custom resource, as
+// PartialObjectMetadata in protobuf that hold
 // exactly the objects' metadata, managedFields included, and its
 // informer ends with the server's state after a burst of writes.
 func TestMetadataClient(t *testing.T) {
@@ -362,7 +364,9 @@ func TestMetadataClient(t *testing.T) {
 			t.Fatalf("metadata list: %d items at %s, the typed list %d at %s", len(metas.Items), metas.ResourceVersion, len(typed.Items), typed.ResourceVersion)
 		}
 		for i, it := range metas.Items {
-			if it.Kind != "PartialObjectMetadata" || it.APIVersion != "meta.k8s.io/v1" || !equality.Semantic.DeepEqual(it.ObjectMeta, typed.Items[i].ObjectMeta) {
+			// In protobuf, as kube-apiserver answers the metadata client,
+			// a list's items carry no kind (in JSON each item has one).
+			if it.Kind != "" || it.APIVersion != "" || !equality.Semantic.DeepEqual(it.ObjectMeta, typed.Items[i].ObjectMeta) {
 				t.Fatalf("item %d: %s %s %+v\nwant the typed object's metadata %+v", i, it.APIVersion, it.Kind, it.ObjectMeta, typed.Items[i].ObjectMeta)
 			}
 			one, err := mc.Resource(cmGVR).Namespace("default").Get(ctx, it.Name, metav1.GetOptions{})
@@ -408,5 +412,41 @@ func TestMetadataClient(t *testing.T) {
 			}
 			return true, ""
 		})
+
+		// A custom resource's metadata comes the same way (in protobuf,
+		// as kube-apiserver sends it for every kind): a list, a get and
+		// a watch event hold the dynamic client's metadata.
+		installFooCRD(t, s)
+		dc := dynamic.NewForConfigOrDie(s.config())
+		w, err := mc.Resource(fooGVR).Namespace("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		foo, err := dc.Resource(fooGVR).Namespace("default").Create(ctx, newFoo("meta-foo", "x"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := metav1.ObjectMeta{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(foo.Object["metadata"].(map[string]any), &want); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if ev.Type != watch.Added || !ok || !equality.Semantic.DeepEqual(p.ObjectMeta, want) {
+				t.Fatalf("watch: %s %#v\nwant ADDED with %+v", ev.Type, ev.Object, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no watch event for the Foo")
+		}
+		fooMetas, err := mc.Resource(fooGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil || len(fooMetas.Items) != 1 || !equality.Semantic.DeepEqual(fooMetas.Items[0].ObjectMeta, want) {
+			t.Fatalf("list: %v %+v\nwant one item with %+v", err, fooMetas, want)
+		}
+		one, err := mc.Resource(fooGVR).Namespace("default").Get(ctx, "meta-foo", metav1.GetOptions{})
+		if err != nil || !equality.Semantic.DeepEqual(one.ObjectMeta, want) {
+			t.Fatalf("get: %v %+v\nwant %+v", err, one, want)
+		}
 	})
 }
