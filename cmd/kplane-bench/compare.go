@@ -95,6 +95,11 @@ rounds:
 				emitRound(r)
 				res = append(res, r)
 			}
+			if *rounds > 1 {
+				for i := range res { // the table pairs each round with kube's
+					res[i].Round = round
+				}
+			}
 			byMode[mode] = append(byMode[mode], res...)
 			// A round's data is not needed once its table rows are read.
 			os.RemoveAll(dir)

@@ -26,10 +26,15 @@
 // (idle, and after the objects of the run). In etcd mode "server" means
 // both processes: CPU and RSS are kplane's plus etcd's, as in issue 6's
 // kube-apiserver + etcd reference (kplane's own figures are in extra).
+// --modes may add kube: the upstream kube-apiserver, built from
+// tools/kube-apiserver, on a real etcd (kube.go says how it is set up),
+// measured the same way; the table then gives each figure's ratio to it,
+// round by round.
 //
 // Output: one JSON line per scenario (stdout, or --json FILE), then a
 // table; compare prints the modes side by side with their ratios and the
-// kube-apiserver reference figures of issue 6 where a scenario matches.
+// kube-apiserver reference figures of issue 6 ("ref") where a scenario
+// matches.
 //
 // Guarantees: every scenario is bounded in count (the size flags) and in
 // time (--scenario-timeout); every check failure (an update lost, a watch

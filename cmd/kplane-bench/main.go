@@ -22,6 +22,7 @@ Usage:
   kplane-bench [flags]           run the scenarios against --kubeconfig (any cluster)
   kplane-bench compare [flags]   build ./cmd/kplane and run the scenarios against it with
                                  --storage embedded, memory and etcd in turn, side by side
+                                 (--modes …,kube adds the upstream kube-apiserver on etcd)
   kplane-bench scale [flags]     seed the embedded store with --sizes objects each, start kplane
                                  on it, and report start-up, RSS, list pages and watch delivery
   kplane-bench crds [flags]      create --count CRDs in kplane, restart it, and report the creates,
