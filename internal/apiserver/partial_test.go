@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -11,10 +12,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 )
 
 // What client-go's metadata client sends for a list, and for one object.
@@ -166,3 +173,162 @@ func TestPartialObjectMetadataInProtobuf(t *testing.T) {
 		}
 	})
 }
+
+// A watch-list (sendInitialEvents=true, an informer's first sync) to a
+// remote client that takes gzip comes compressed, as from kube-apiserver:
+// gzip members, one per flush, which read as one stream holding the
+// initial events, the bookmark that ends them and the events after it. A
+// plain watch, and any watch from this machine, comes as it is.
+func TestWatchListIsCompressedForRemoteClients(t *testing.T) {
+	h := newInProcess(t)
+	createConfigMaps(t, h, 30, func(i int) string { return strings.Repeat("v", i*50) })
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = "192.0.2.7:40000"
+		h.ServeHTTP(w, r)
+	}))
+	defer remote.Close()
+	local := httptest.NewServer(h)
+	defer local.Close()
+	const cms = "/api/v1/namespaces/default/configmaps"
+	const watchList = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+	open := func(ctx context.Context, srv *httptest.Server, query string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+cms+query, nil)
+		req.Header.Set("Accept-Encoding", "gzip") // set here, Go's transport hands the body over as sent
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, c := range []struct {
+		name  string
+		srv   *httptest.Server
+		query string
+		gzip  bool
+	}{
+		{"watch-list, remote", remote, watchList, true},
+		{"watch-list, loopback", local, watchList, false},
+		{"plain watch, remote", remote, "?watch=1&resourceVersion=0", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			resp := open(ctx, c.srv, c.query)
+			defer resp.Body.Close()
+			if got := resp.Header.Get("Content-Encoding") == "gzip"; got != c.gzip {
+				t.Fatalf("Content-Encoding %q, want gzip: %v", resp.Header.Get("Content-Encoding"), c.gzip)
+			}
+			var body io.Reader = resp.Body
+			if c.gzip {
+				gz, err := gzip.NewReader(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body = gz
+			}
+			dec := json.NewDecoder(body)
+			next := func() (typ, name string, annotations map[string]string) {
+				t.Helper()
+				var ev struct {
+					Type   string
+					Object struct {
+						Metadata struct {
+							Name        string
+							Annotations map[string]string
+						}
+					}
+				}
+				if err := dec.Decode(&ev); err != nil {
+					t.Fatal(err)
+				}
+				return ev.Type, ev.Object.Metadata.Name, ev.Object.Metadata.Annotations
+			}
+			for i := range 30 {
+				if typ, name, _ := next(); typ != "ADDED" || name != fmt.Sprintf("cm-%04d", i) {
+					t.Fatalf("event %d: %s %s", i, typ, name)
+				}
+			}
+			if !strings.HasPrefix(c.query, watchList) {
+				return
+			}
+			if typ, _, ann := next(); typ != "BOOKMARK" || ann["k8s.io/initial-events-end"] != "true" {
+				t.Fatalf("after the initial events: %s %v", typ, ann)
+			}
+			// A later event, in a gzip member of its own.
+			later := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"later"}}`
+			r := httptest.NewRequest("POST", cms, strings.NewReader(later))
+			r.Header.Set("Content-Type", "application/json")
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			if typ, name, _ := next(); typ != "ADDED" || name != "later" {
+				t.Fatalf("after the bookmark: %s %s", typ, name)
+			}
+			r = httptest.NewRequest("DELETE", cms+"/later", nil)
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		})
+	}
+}
+
+// client-go's informer, which streams its first sync as a watch-list,
+// syncs through a compressed stream from a remote server and then keeps
+// up with the events after it.
+func TestInformerSyncsThroughACompressedWatchList(t *testing.T) {
+	h := newInProcess(t)
+	createConfigMaps(t, h, 50, func(i int) string { return strings.Repeat("w", i*20) })
+	var compressed atomic.Int32
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = "192.0.2.7:40000"
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			w = &encodingSpy{ResponseWriter: w, gzip: &compressed}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer remote.Close()
+	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: remote.URL})
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer never synced")
+	}
+	if n := len(inf.GetStore().ListKeys()); n != 50 {
+		t.Fatalf("synced %d ConfigMaps, want 50", n)
+	}
+	if compressed.Load() == 0 {
+		t.Fatal("no answer was compressed: the informer did not sync through a compressed watch-list")
+	}
+	r := httptest.NewRequest("POST", "/api/v1/namespaces/default/configmaps", strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-0050"}}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	if h.ServeHTTP(w, r); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	for {
+		if _, ok, _ := inf.GetStore().GetByKey("default/cm-0050"); ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the informer never saw the ConfigMap created after its sync")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// encodingSpy counts answers (here, watch-lists) sent with
+// Content-Encoding gzip.
+type encodingSpy struct {
+	http.ResponseWriter
+	gzip *atomic.Int32
+}
+
+func (s *encodingSpy) WriteHeader(code int) {
+	if s.Header().Get("Content-Encoding") == "gzip" {
+		s.gzip.Add(1)
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *encodingSpy) Flush() { s.ResponseWriter.(http.Flusher).Flush() }

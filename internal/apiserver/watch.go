@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -74,10 +76,21 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.Header().Set("Cache-Control", "no-cache, private")
+	out := watchOut{w: w, flusher: flusher}
+	if opts.SendInitialEvents && acceptsGzip(r) && !isLoopback(r.RemoteAddr) {
+		// A watch-list (an informer's first sync, streamed) to a remote
+		// client that takes gzip is compressed, as kube-apiserver does
+		// (WatchListCompression): its initial events are the whole
+		// list. Like kplane's lists, not over loopback.
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		out.gzip = true
+	}
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
 		flusher.Flush()
 	}
+	defer out.flush() // end a gzip member written and not flushed
 	gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
 	var buf bytes.Buffer
 	// send writes one event; false ends the watch.
@@ -94,13 +107,11 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 			h.s.cfg.Logger.Error("watch: encoding an event", "err", err)
 			return false
 		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		if _, err := out.Write(buf.Bytes()); err != nil {
 			return false
 		}
 		if ev.Type == watch.Error {
-			if flusher != nil {
-				flusher.Flush()
-			}
+			out.flush()
 			if st, ok := ev.Object.(*metav1.Status); ok {
 				h.s.cfg.Logger.Debug("watch ended with an error event", "resource", h.kind.GroupResource().String(),
 					"code", st.Code, "reason", st.Reason, "message", st.Message)
@@ -124,9 +135,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 				// written, not when the whole batch is.
 				batch[i] = watch.Event{}
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
+			out.flush()
 		}
 	}
 	for {
@@ -138,10 +147,49 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			// Flush once the burst is written, not per event.
-			if len(wi.ResultChan()) == 0 && flusher != nil {
-				flusher.Flush()
+			if len(wi.ResultChan()) == 0 {
+				out.flush()
 			}
 		}
+	}
+}
+
+// watchOut is where a watch's events go: the response, or a gzip stream
+// in it whose every flush ends a gzip member (a reader takes the members
+// as one stream), so that an idle watch holds no compressor.
+type watchOut struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	gzip    bool
+	gz      *gzip.Writer // the member being written
+}
+
+func (o *watchOut) Write(p []byte) (int, error) {
+	if !o.gzip {
+		return o.w.Write(p)
+	}
+	if o.gz == nil {
+		o.gz = gzipWriters.Get().(*gzip.Writer)
+		o.gz.Reset(o.w)
+	}
+	return o.gz.Write(p)
+}
+
+// flush sends what was written: the gzip member ended, then the
+// response flushed. The member's data is sync-flushed before it ends: a
+// reader (Go's gzip.Reader) hands over a member's last bytes only once it
+// has read the next member's header, so without the sync flush the last
+// event of a burst would wait for the next burst.
+func (o *watchOut) flush() {
+	if o.gz != nil {
+		if o.gz.Flush() == nil && o.gz.Close() == nil {
+			o.gz.Reset(io.Discard)
+			gzipWriters.Put(o.gz)
+		}
+		o.gz = nil
+	}
+	if o.flusher != nil {
+		o.flusher.Flush()
 	}
 }
 
