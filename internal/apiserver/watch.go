@@ -23,8 +23,10 @@ import (
 // watch streams events as kube-apiserver does over HTTP/1.1 and HTTP/2:
 // a 200 response of newline-separated JSON objects {"type", "object"},
 // or, to a client that negotiates protobuf (client-go's typed clients, for
-// built-in kinds), of length-prefixed metav1.WatchEvent messages,
-// flushed as they come. The watch ends at the client's timeoutSeconds (or
+// built-in kinds, and for metadata watches of any kind), of
+// length-prefixed metav1.WatchEvent messages, flushed as they come; a
+// watch-list to a remote client that takes gzip comes gzip-compressed.
+// The watch ends at the client's timeoutSeconds (or
 // a randomized server timeout), when the client goes, or with an ERROR
 // event (410 Gone and the like), after which the client relists.
 func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
