@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -134,4 +137,64 @@ func TestKubeFilesFitKubeArgs(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Errorf("client certificate: %v", err)
 	}
+}
+
+// TestCompareKubeTiny runs compare's kube mode against a built
+// kube-apiserver, two rounds beside the memory mode, and checks that
+// every scenario ran against it with its figures and that the table
+// pairs the rounds. Building kube-apiserver takes minutes, so the test
+// runs only when KPLANE_BENCH_KUBE_APISERVER names a built binary
+// (tools/kube-apiserver; see docs/benchmarks.md), and not in CI.
+func TestCompareKubeTiny(t *testing.T) {
+	kube := os.Getenv("KPLANE_BENCH_KUBE_APISERVER")
+	if kube == "" || testing.Short() {
+		t.Skip("KPLANE_BENCH_KUBE_APISERVER is not set: no kube-apiserver to run")
+	}
+	dir := t.TempDir()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kplane")
+	if err := goBuild(t.Context(), root, "./cmd/kplane", bin); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	path := filepath.Join(dir, "compare.json")
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"compare", "--modes", "memory,kube", "--rounds", "2", "--kplane-bin", bin, "--kube-apiserver-bin", kube, "--json", path}, tiny...)
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	seen := map[string]int{}
+	for _, r := range readLines(t, path) {
+		if r.Mode != "kube" {
+			continue
+		}
+		checkSane(t, r, "kube", true)
+		seen[r.Name]++
+		if r.Name == "memory" && r.Extra["kube_apiserver_rss_bytes"] == nil {
+			t.Errorf("memory: no kube-apiserver RSS of its own in %v", r.Extra)
+		}
+	}
+	for _, name := range []string{"start-to-ready", "create", "get", "update-conflicts", "merge-patch", "apply", "list-consistent",
+		"list-table", "list-metadata", "watch", "informer-sync", "cr-create", "cr-status", "cr-list", "memory"} {
+		if seen[name] != 2 {
+			t.Errorf("kube: %d %s lines, want one per round", seen[name], name)
+		}
+	}
+	if !strings.Contains(stdout.String(), "kube: kube-apiserver v1.") {
+		t.Errorf("the table does not name kube-apiserver's version:\n%s", stdout.String())
+	}
+	// Two rounds paired with kube's: the ratio's spread follows it.
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "create" && f[1] == "ops/s" {
+			if !strings.Contains(l, "x (") {
+				t.Errorf("create row without the rounds' spread: %q", l)
+			}
+			return
+		}
+	}
+	t.Errorf("no create row in\n%s", stdout.String())
 }
