@@ -167,19 +167,19 @@ func (b *binaries) build(ctx context.Context, modes []string, dir string, stderr
 	kube := slices.Contains(modes, "kube")
 	needEtcd := kube || slices.Contains(modes, "etcd")
 	needKplane := slices.ContainsFunc(modes, func(m string) bool { return m != "kube" })
-	if (needKplane && b.kplane == "") || (needEtcd && b.etcd == "") || (kube && b.kube == "") {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if needKplane {
+		var err error
+		if b.kplane, err = kplaneFor(ctx, b.kplane, dir); err != nil {
+			return err
+		}
+	}
+	if (needEtcd && b.etcd == "") || (kube && b.kube == "") {
 		root, err := repoRoot()
 		if err != nil {
 			return err
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if needKplane && b.kplane == "" {
-			b.kplane = filepath.Join(dir, "kplane")
-			if err := goBuild(ctx, root, "./cmd/kplane", b.kplane); err != nil {
-				return err
-			}
 		}
 		if needEtcd && b.etcd == "" {
 			b.etcd = filepath.Join(dir, "etcd")

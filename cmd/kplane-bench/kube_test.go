@@ -151,14 +151,7 @@ func TestCompareKubeTiny(t *testing.T) {
 		t.Skip("KPLANE_BENCH_KUBE_APISERVER is not set: no kube-apiserver to run")
 	}
 	dir := t.TempDir()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kplane")
-	if err := goBuild(t.Context(), root, "./cmd/kplane", bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := releaseKplane(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	path := filepath.Join(dir, "compare.json")

@@ -77,22 +77,25 @@ func checkSane(t *testing.T, r Result, mode string, serverVisible bool) {
 	}
 }
 
+// releaseKplane builds ./cmd/kplane into dir as compare does. The
+// release build (-trimpath, no cgo) shares nothing with the test's build
+// cache: on a fresh machine, while the other packages' tests build, it
+// takes minutes, so only the runs after it are bounded.
+func releaseKplane(t *testing.T, dir string) string {
+	t.Helper()
+	bin, err := kplaneFor(t.Context(), "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 func TestCompareMemoryTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kplane: not in -short")
 	}
 	dir := t.TempDir()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kplane")
-	// The release build (-trimpath, no cgo) shares nothing with the
-	// test's build cache: on a fresh machine, while the other packages'
-	// tests build, it takes minutes. Only the runs are bounded.
-	if err := goBuild(t.Context(), root, "./cmd/kplane", bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := releaseKplane(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
