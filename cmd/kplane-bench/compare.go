@@ -39,7 +39,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	list, err := selectScenarios(o.scenario)
 	if err == nil {
-		err = o.sizes.Validate()
+		err = o.validate()
 	}
 	modes := strings.Split(*modesFlag, ",")
 	for _, m := range modes {
@@ -149,6 +149,9 @@ func (o *options) describe() string {
 	enc := "JSON"
 	if o.protobuf {
 		enc = "protobuf"
+	}
+	if o.payload != "" && o.payload != string(payloadLetters) {
+		enc += "; payload " + o.payload
 	}
 	return fmt.Sprintf("%s; create %d×%d; updates %d×%d; patches %d×%d; objects %d; watch %d×%d",
 		enc, s.Workers, s.Creates, s.UpdateWorkers, s.Updates, s.PatchWorkers, s.Patches, s.Objects, s.Watchers, s.WatchUpdates)
@@ -275,7 +278,7 @@ func compareMode(ctx context.Context, mode, dir string, bins binaries, o options
 	if err != nil {
 		return results, err
 	}
-	r.sizes, r.mode, r.procs, r.timeout = o.sizes, mode, ps, o.timeout
+	r.sizes, r.payload, r.mode, r.procs, r.timeout = o.sizes, payloadKind(o.payload), mode, ps, o.timeout
 	// The server is thrown away after the run: no namespace cleanup.
 	if _, err := r.setupNamespace(ctx, o.namespace); err != nil {
 		return results, err

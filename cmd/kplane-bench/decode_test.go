@@ -39,7 +39,7 @@ func benchList() *corev1.ConfigMapList {
 					Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields),
 				}},
 			},
-			Data: map[string]string{"payload": payload},
+			Data: map[string]string{"payload": letters},
 		}
 	}
 	return l

@@ -50,6 +50,7 @@ type options struct {
 	namespace string
 	jsonPath  string
 	protobuf  bool
+	payload   string
 	timeout   time.Duration
 }
 
@@ -75,7 +76,17 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", "", "namespace to use (default: a fresh kplane-bench-<random>); deleted at the end if the run created it, and an existing one's bulk ConfigMaps from an earlier run are reused")
 	fs.StringVar(&o.jsonPath, "json", "", "write the JSON lines to this file instead of stdout")
 	fs.BoolVar(&o.protobuf, "protobuf", false, "client-go's typed clients as they come: built-in kinds in protobuf both ways (Accept: protobuf, then JSON), watches included; without it, JSON both ways, as issue 6's reference was measured")
+	fs.StringVar(&o.payload, "payload", string(payloadLetters), "what each bulk ConfigMap's 1 KiB holds: letters (one letter, the same in every object: compresses ~37× in a list) or text (configuration-like text, different in every object: ~3×, as config files)")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 2*time.Minute, "deadline of each scenario")
+}
+
+// validate checks the sizes and the payload.
+func (o *options) validate() error {
+	if err := o.sizes.Validate(); err != nil {
+		return err
+	}
+	_, err := parsePayload(o.payload)
+	return err
 }
 
 // jsonOut opens where the JSON lines go.
@@ -126,7 +137,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	list, err := selectScenarios(o.scenario)
 	if err == nil {
-		err = o.sizes.Validate()
+		err = o.validate()
 	}
 	var ps procs
 	for _, f := range strings.Split(*pids, ",") {
@@ -155,7 +166,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
 		return 1
 	}
-	r.sizes, r.mode, r.procs, r.timeout = o.sizes, *mode, ps, o.timeout
+	r.sizes, r.payload, r.mode, r.procs, r.timeout = o.sizes, payloadKind(o.payload), *mode, ps, o.timeout
 	out, closeOut, err := o.jsonOut(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)

@@ -283,6 +283,35 @@ func TestCompareMemoryTiny(t *testing.T) {
 				}
 			}
 		}
+		// Another --payload than the bulk ConfigMaps hold is refused. In a
+		// namespace of its own, the text payload is what gets stored.
+		var pOut, pErr bytes.Buffer
+		if code := run(ctx, append(append(reuse, "--payload", "text"), tiny...), &pOut, &pErr); code != 1 || !strings.Contains(pErr.String(), "holds bulk ConfigMaps of another --payload than text") {
+			t.Errorf("a reused namespace with another payload: exit %d, want 1 and the reason:\n%s", code, pErr.String())
+		}
+		if code := run(ctx, []string{"--kubeconfig", kubeconfig, "--payload", "lorem"}, &pOut, &pErr); code != 2 {
+			t.Errorf("--payload lorem: exit %d, want 2", code)
+		}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "text"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		textPath := filepath.Join(t.TempDir(), "text.json")
+		textArgs := append([]string{"--kubeconfig", kubeconfig, "--namespace", "text", "--payload", "text", "--scenario", "create", "--json", textPath}, tiny...)
+		if code := run(ctx, textArgs, &pOut, &pErr); code != 0 {
+			t.Fatalf("--payload text: exit %d\n%s", code, pErr.String())
+		}
+		if lines := readLines(t, textPath); len(lines) != 1 || lines[0].Extra["payload"] != "text" {
+			t.Errorf("--payload text: %+v, want one create tagged with the payload", lines)
+		}
+		for i := range 2 {
+			cm, err := cs.CoreV1().ConfigMaps("text").Get(ctx, bulkName(i), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cm.Data["payload"]; got != payloadText.value(i) || got == letters {
+				t.Errorf("%s holds %.40q…, want the text payload of object %d", cm.Name, got, i)
+			}
+		}
 		if err := cs.CoreV1().ConfigMaps("reused").Delete(ctx, "cm-00003", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

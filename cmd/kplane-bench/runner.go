@@ -121,6 +121,7 @@ type runner struct {
 	cs      kubernetes.Interface
 	ns      string
 	sizes   Sizes
+	payload payloadKind
 	mode    string
 	procs   procs         // the server's processes; empty: CPU and RSS are n/a
 	timeout time.Duration // per scenario
@@ -335,6 +336,16 @@ func (r *runner) adopt(ctx context.Context) error {
 		if !have[bulkName(i)] {
 			return fmt.Errorf("namespace %s holds %d bulk ConfigMaps (%s), but not %s: an earlier run stopped part way; delete them (kubectl delete configmaps -n %s -l %s) or give another --namespace",
 				r.ns, len(have), bulkLabel, bulkName(i), r.ns, bulkLabel)
+		}
+	}
+	if len(have) > 0 {
+		first, err := r.cs.CoreV1().ConfigMaps(r.ns).Get(ctx, bulkName(0), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading %s of an earlier run in %s: %w", bulkName(0), r.ns, err)
+		}
+		if first.Data["payload"] != r.payload.value(0) {
+			return fmt.Errorf("namespace %s holds bulk ConfigMaps of another --payload than %s: delete them (kubectl delete configmaps -n %s -l %s) or give another --namespace",
+				r.ns, r.payload, r.ns, bulkLabel)
 		}
 	}
 	r.made = len(have)

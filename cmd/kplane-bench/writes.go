@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +15,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/retry"
 )
-
-// payload is the 1 KiB value of every bulk ConfigMap.
-var payload = strings.Repeat("x", 1024)
 
 func bulkName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
@@ -33,7 +29,7 @@ func (r *runner) createBulk(ctx context.Context, workers, n int) ([]time.Duratio
 	lat, err := parallel(ctx, workers, n, func(ctx context.Context, _, i int) error {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: bulkName(base + i), Labels: map[string]string{"app": "kplane-bench"}},
-			Data:       map[string]string{"payload": payload},
+			Data:       map[string]string{"payload": r.payload.value(base + i)},
 		}
 		_, err := r.cs.CoreV1().ConfigMaps(r.ns).Create(ctx, cm, metav1.CreateOptions{})
 		return err
@@ -62,7 +58,7 @@ func (r *runner) create(ctx context.Context) ([]Result, error) {
 	s := r.begin()
 	lat, err := r.createBulk(ctx, r.sizes.Workers, r.sizes.Creates)
 	res := s.end("create", len(lat), lat)
-	res.addExtra(map[string]any{"workers": r.sizes.Workers, "bytes": len(payload)})
+	res.addExtra(map[string]any{"workers": r.sizes.Workers, "bytes": payloadBytes, "payload": r.payload})
 	return []Result{res}, err
 }
 
@@ -188,7 +184,7 @@ func (r *runner) apply(ctx context.Context) ([]Result, error) {
 	lat, err := parallel(ctx, r.sizes.ApplyWorkers, r.sizes.Applies, func(ctx context.Context, w, i int) error {
 		cm := corev1ac.ConfigMap(name(w), r.ns).
 			WithLabels(map[string]string{"app": "kplane-bench"}).
-			WithData(map[string]string{"payload": payload, "n": strconv.Itoa(i)})
+			WithData(map[string]string{"payload": r.payload.value(w), "n": strconv.Itoa(i)})
 		_, err := cms.Apply(ctx, cm, opts)
 		if err == nil {
 			last[w].Store(int64(i) + 1)
@@ -196,7 +192,7 @@ func (r *runner) apply(ctx context.Context) ([]Result, error) {
 		return err
 	})
 	res := s.end("apply", len(lat), lat)
-	res.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": len(payload)})
+	res.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": payloadBytes, "payload": r.payload})
 	if err != nil {
 		return []Result{res}, err
 	}
@@ -237,7 +233,7 @@ func (r *runner) apply(ctx context.Context) ([]Result, error) {
 		}
 		cm := corev1ac.ConfigMap(name(w), r.ns).
 			WithLabels(map[string]string{"app": "kplane-bench"}).
-			WithData(map[string]string{"payload": payload, "n": strconv.FormatInt(last[w].Load()-1, 10)})
+			WithData(map[string]string{"payload": r.payload.value(w), "n": strconv.FormatInt(last[w].Load()-1, 10)})
 		got, err := cms.Apply(ctx, cm, opts)
 		if err == nil && got.ResourceVersion != rvs[w] {
 			err = fmt.Errorf("%s: an apply of the configuration it matches wrote it (resourceVersion %s, was %s)", name(w), got.ResourceVersion, rvs[w])
@@ -245,6 +241,6 @@ func (r *runner) apply(ctx context.Context) ([]Result, error) {
 		return err
 	})
 	unchanged := s.end("apply-unchanged", len(lat), lat)
-	unchanged.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": len(payload)})
+	unchanged.addExtra(map[string]any{"workers": r.sizes.ApplyWorkers, "bytes": payloadBytes, "payload": r.payload})
 	return []Result{res, unchanged}, err
 }
