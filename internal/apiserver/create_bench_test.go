@@ -397,10 +397,20 @@ func benchGet(b *testing.B, accept string) {
 // key each time: the decode, the field manager's merge, validation, the
 // store and the answer.
 func BenchmarkApply(b *testing.B) {
-	payload := strings.Repeat("x", 1024)
-	benchApply(b, func(i int) string {
-		return fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"applied","labels":{"app":"kplane-bench"}},"data":{"payload":%q,"n":"%d"}}`, payload, i)
-	})
+	for _, p := range benchPayloads {
+		b.Run("payload="+p.name, func(b *testing.B) {
+			benchApply(b, func(i int) string {
+				return fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"applied","labels":{"app":"kplane-bench"}},"data":{"payload":%q,"n":"%d"}}`, p.value, i)
+			})
+		})
+	}
+}
+
+// benchPayloads are 1 KiB values as kplane-bench's --payload makes them:
+// one letter, and lines of configuration text.
+var benchPayloads = []struct{ name, value string }{
+	{"letters", strings.Repeat("x", 1024)},
+	{"text", strings.Repeat("server.timeout = 30s\nlisten = 10.0.12.7:8443\n", 24)[:1024]},
 }
 
 // BenchmarkApplyUnchanged is a server-side apply of the configuration the

@@ -43,7 +43,8 @@ func checkApplyJSON(t *testing.T, data []byte) bool {
 func TestApplyJSONMatchesYAML(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	strs := []string{"", "x", "nginx:1.27", "yes", "no", "on", "~", "null", "true", "1e3", "0x1F", "<<", "&a", "*a", "!tag",
-		"a: b", "- x", "#c", "é", "\t", "\n", `q"uote`, `back\slash`, "\u2028", "\x7f", "  spaced  ", "{}", "[]"}
+		"a: b", "- x", "#c", "é", "\t", "\n", `q"uote`, `back\slash`, "\u2028", "\x7f", "  spaced  ", "{}", "[]",
+		"a = 1\nb = two\n", "\r\n", "\x00", "\x1b[0m", "<&>", "😀", "tab\there"}
 	nums := []any{0, 1, -1, 42, 1 << 40, int64(1) << 53, int64(1)<<62 + 1, 1.5, math.Copysign(0, -1), 1e3, 1e21, 0.1}
 	var value func(depth int) any
 	value = func(depth int) any {
@@ -68,7 +69,7 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 			return []any{true, false, nil}[rng.IntN(3)]
 		}
 	}
-	taken := 0
+	taken, escaped := 0, 0
 	for i := range 5000 {
 		obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": fmt.Sprint("a", i)}}
 		for range rng.IntN(4) {
@@ -94,22 +95,27 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 		}
 		if checkApplyJSON(t, data) {
 			taken++
+			if strings.Contains(string(data), `\`) {
+				escaped++
+			}
 		}
 	}
-	t.Logf("taken: %d of 5000", taken)
-	if taken < 1500 {
-		t.Errorf("taken: %d of 5000, want more", taken)
+	t.Logf("taken: %d of 5000, %d with escapes", taken, escaped)
+	if taken < 1500 || escaped < 300 {
+		t.Errorf("taken: %d of 5000, %d with escapes, want more", taken, escaped)
 	}
 	for _, body := range []string{
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"n":"1"}}`,
 		"{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"ConfigMap\"\n}\n",
+		`{"a":"line\nline\ttab\r\b\f\"q\" \\"}`, `{"a":"\u00e9\u0000\u001f\u2028\uFFFD"}`, `{"k\n":"v"}`,
 	} {
 		if !checkApplyJSON(t, []byte(body)) {
 			t.Errorf("%s: not taken", body)
 		}
 	}
 	for _, body := range []string{
-		`apiVersion: v1`, `{"a":1e3}`, `{"a":"\u00e9"}`, `{"a":1,"a":2}`, `{"<<":{"a":1}}`, "{\"a\":\t1}",
+		`apiVersion: v1`, `{"a":1e3}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":"x\/y"}`, `{"a":"\ud83d\ude00"}`,
+		`{"a":"\udc00"}`, `{"a":"\u00g0"}`, `{"a":"\u00"}`, `{"a":"\x41"}`, `{"a":"\e"}`, `{"a":"\`, `{"\u003c\u003c":{"a":1}}`, `{"<<":{"a":1}}`, "{\"a\":\t1}",
 		`{"a":-0}`, `{"a":1234567890123456}`, `{"a":"é"}`, `[]`, `null`, `{"a":1}x`, strings.Repeat("[", 70) + strings.Repeat("]", 70),
 	} {
 		if checkApplyJSON(t, []byte(body)) {
