@@ -113,8 +113,26 @@ func createConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) st
 // informer's first list), its answer counted and dropped as a network
 // would take it.
 func BenchmarkListWhole(b *testing.B) {
+	benchListWhole(b, func(int) string { return strings.Repeat("x", 1024) })
+}
+
+// BenchmarkListWholeText is BenchmarkListWhole with values of 1 KiB of
+// configuration text (as kplane-bench --payload text), different in each
+// object: lines, so JSON escapes, and far less to gain from gzip.
+func BenchmarkListWholeText(b *testing.B) {
+	benchListWhole(b, func(i int) string {
+		var v strings.Builder
+		for n := i; v.Len() < 1024; n = n*7 + 3 {
+			fmt.Fprintf(&v, "server.timeout = %ds\nlisten = 10.0.%d.%d:%d\n", n%300, n%256, n/7%256, 1024+n%60000)
+		}
+		return v.String()[:1024]
+	})
+}
+
+// benchListWhole lists 10,000 ConfigMaps holding value(i) in each way.
+func benchListWhole(b *testing.B, value func(i int) string) {
 	h := newInProcess(b)
-	createConfigMaps(b, h, 10000, func(int) string { return strings.Repeat("x", 1024) })
+	createConfigMaps(b, h, 10000, value)
 	for _, c := range []struct{ name, accept, contentType string }{
 		{"json", "application/json", "application/json"},
 		{"vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},

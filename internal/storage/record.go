@@ -684,6 +684,9 @@ func (s *scanner) strBytes() (b []byte, v string, plain bool, err error) {
 	if body := raw[1 : len(raw)-1]; !escaped && plainText(body) {
 		return body, "", true, nil
 	}
+	if u, ok := unescape(raw[1 : len(raw)-1]); ok {
+		return nil, u, false, nil
+	}
 	var u string // not v: taking a result's address would allocate it on every call
 	if err := json.Unmarshal(raw, &u); err != nil {
 		return nil, "", false, err

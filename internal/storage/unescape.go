@@ -1,0 +1,105 @@
+package storage
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// unescape decodes the body of a JSON string, the bytes between its
+// quotes, to the value encoding/json gives it: escapes replaced, a UTF-16
+// surrogate pair joined into one rune, and a lone surrogate and each byte
+// of invalid UTF-8 made U+FFFD. ok is false for what encoding/json
+// refuses (a control byte, an unknown or unfinished escape): the caller
+// leaves those to encoding/json for its error. Records hold JSON escapes
+// wherever a value has lines or quotes; going through encoding/json for
+// each such string (a validity scan, then the decode) was most of a table
+// row's cost for ConfigMaps of configuration text.
+func unescape(body []byte) (v string, ok bool) {
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c >= 0x20 && c < utf8.RuneSelf && c != '\\':
+			j := i + 1
+			for j < len(body) && body[j] >= 0x20 && body[j] < utf8.RuneSelf && body[j] != '\\' {
+				j++
+			}
+			out = append(out, body[i:j]...)
+			i = j
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, body[i:i+n]...)
+			}
+			i += n
+		case c < 0x20:
+			return "", false
+		default: // a backslash
+			if i+1 == len(body) {
+				return "", false
+			}
+			switch e := body[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r, ok := hexRune(body[i:])
+				if !ok {
+					return "", false
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					// Only a high half followed by an escaped low half is
+					// a pair; anything else leaves this half alone.
+					if lo, ok := hexRune(body[i:]); ok {
+						if pair := utf16.DecodeRune(r, lo); pair != utf8.RuneError {
+							out = utf8.AppendRune(out, pair)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				out = utf8.AppendRune(out, r)
+				continue
+			default:
+				return "", false
+			}
+			i += 2
+		}
+	}
+	return string(out), true
+}
+
+// hexRune reads the rune of a \uXXXX escape at the start of b.
+func hexRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
