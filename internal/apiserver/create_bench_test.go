@@ -443,23 +443,27 @@ func benchApply(b *testing.B, config func(i int) string) {
 // a 1 KiB ConfigMap, as kplane-bench's merge-patch scenario sends it:
 // the patch, the field manager, validation, the store and the answer.
 func BenchmarkMergePatch(b *testing.B) {
-	benchPatch(b, "application/merge-patch+json", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format",
-		func(i int) string { return fmt.Sprintf(`{"data":{"n":"%d"}}`, i) })
+	for _, p := range benchPayloads {
+		b.Run("payload="+p.name, func(b *testing.B) {
+			benchPatch(b, p.value, "application/merge-patch+json", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format",
+				func(i int) string { return fmt.Sprintf(`{"data":{"n":"%d"}}`, i) })
+		})
+	}
 }
 
 // BenchmarkStrategicMergePatch is the server's part of a strategic merge
 // patch of a label, as kubectl sends one (kubectl patch, label, annotate),
 // on a 1 KiB ConfigMap.
 func BenchmarkStrategicMergePatch(b *testing.B) {
-	benchPatch(b, "application/strategic-merge-patch+json", "kubectl/v1.34.0 (linux/amd64) kubernetes/abc",
+	benchPatch(b, benchPayloads[0].value, "application/strategic-merge-patch+json", "kubectl/v1.34.0 (linux/amd64) kubernetes/abc",
 		func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"n":"%d"}}}`, i) })
 }
 
-// benchPatch creates a 1 KiB ConfigMap, then times patches of type ctype
-// from userAgent, the i-th one patch(i).
-func benchPatch(b *testing.B, ctype, userAgent string, patch func(i int) string) {
+// benchPatch creates a ConfigMap holding payload, then times patches of
+// type ctype from userAgent, the i-th one patch(i).
+func benchPatch(b *testing.B, payload, ctype, userAgent string, patch func(i int) string) {
 	h := newInProcess(b)
-	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"target"},"data":{"payload":%q}}`, strings.Repeat("x", 1024))
+	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"target"},"data":{"payload":%q}}`, payload)
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
