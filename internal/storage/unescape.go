@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -15,7 +16,8 @@ import (
 // each such string (a validity scan, then the decode) was most of a table
 // row's cost for ConfigMaps of configuration text.
 func unescape(body []byte) (v string, ok bool) {
-	out := make([]byte, 0, len(body))
+	var out strings.Builder // its bytes become the string: one allocation
+	out.Grow(len(body))
 	for i := 0; i < len(body); {
 		c := body[i]
 		switch {
@@ -24,14 +26,14 @@ func unescape(body []byte) (v string, ok bool) {
 			for j < len(body) && body[j] >= 0x20 && body[j] < utf8.RuneSelf && body[j] != '\\' {
 				j++
 			}
-			out = append(out, body[i:j]...)
+			out.Write(body[i:j])
 			i = j
 		case c >= utf8.RuneSelf:
 			r, n := utf8.DecodeRune(body[i:])
 			if r == utf8.RuneError && n == 1 {
-				out = utf8.AppendRune(out, utf8.RuneError)
+				out.WriteRune(utf8.RuneError)
 			} else {
-				out = append(out, body[i:i+n]...)
+				out.Write(body[i : i+n])
 			}
 			i += n
 		case c < 0x20:
@@ -42,17 +44,17 @@ func unescape(body []byte) (v string, ok bool) {
 			}
 			switch e := body[i+1]; e {
 			case '"', '\\', '/':
-				out = append(out, e)
+				out.WriteByte(e)
 			case 'b':
-				out = append(out, '\b')
+				out.WriteByte('\b')
 			case 'f':
-				out = append(out, '\f')
+				out.WriteByte('\f')
 			case 'n':
-				out = append(out, '\n')
+				out.WriteByte('\n')
 			case 'r':
-				out = append(out, '\r')
+				out.WriteByte('\r')
 			case 't':
-				out = append(out, '\t')
+				out.WriteByte('\t')
 			case 'u':
 				r, ok := hexRune(body[i:])
 				if !ok {
@@ -64,14 +66,14 @@ func unescape(body []byte) (v string, ok bool) {
 					// a pair; anything else leaves this half alone.
 					if lo, ok := hexRune(body[i:]); ok {
 						if pair := utf16.DecodeRune(r, lo); pair != utf8.RuneError {
-							out = utf8.AppendRune(out, pair)
+							out.WriteRune(pair)
 							i += 6
 							continue
 						}
 					}
 					r = utf8.RuneError
 				}
-				out = utf8.AppendRune(out, r)
+				out.WriteRune(r)
 				continue
 			default:
 				return "", false
@@ -79,7 +81,7 @@ func unescape(body []byte) (v string, ok bool) {
 			i += 2
 		}
 	}
-	return string(out), true
+	return out.String(), true
 }
 
 // hexRune reads the rune of a \uXXXX escape at the start of b.
