@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/hex"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -86,22 +87,12 @@ func unescape(body []byte) (v string, ok bool) {
 
 // hexRune reads the rune of a \uXXXX escape at the start of b.
 func hexRune(b []byte) (rune, bool) {
+	var v [2]byte
 	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[2:6] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
+	if _, err := hex.Decode(v[:], b[2:6]); err != nil {
+		return 0, false
 	}
-	return r, true
+	return rune(v[0])<<8 | rune(v[1]), true
 }
