@@ -127,7 +127,8 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 // FuzzApplyJSON: whatever applyJSON takes decodes as YAML decodes it.
 func FuzzApplyJSON(f *testing.F) {
 	for _, s := range []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"n":"1"}}`,
-		`{"a":[1,-2,{"b":null}],"c":true}`, "{\n \"a\": \"b\"\n}", `{"a":1e3}`, `{"<<":{}}`} {
+		`{"a":[1,-2,{"b":null}],"c":true}`, "{\n \"a\": \"b\"\n}", `{"a":1e3}`, `{"<<":{}}`,
+		`{"a":"x\ny\t\"\u00e9\u2028"}`, `{"a":"\/\ud83d\ude00"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
