@@ -152,6 +152,7 @@ func (s *Store) maybeSnapshot(rev int64) {
 		defer s.wg.Done()
 		defer s.compactMu.Unlock()
 		start := time.Now()
+		s.log.Debug("snapshot started", "revision", rev, "segment", seg)
 		meta := wal.SnapshotMeta{Segment: seg, Data: encodeSnapshotMeta(rev, compactRev)}
 		err := s.wal.WriteSnapshot(meta, func(emit func([]byte) error) error {
 			return s.emitSnapshot(rev, emit)

@@ -39,6 +39,11 @@ import (
 //
 // where prev mod is the ModRevision the key had before the write (0 for a
 // create). A line the kill cut short has no newline and is not an ack.
+// It also prints when the store starts a snapshot and when one is written
+// (from the store's log), so that some rounds can kill it mid-snapshot:
+//
+//	snapshot started
+//	snapshot written <nanoseconds it took>
 
 const (
 	crashDirEnv     = "KPLANE_CRASH_CHILD_DIR"
@@ -77,7 +82,7 @@ func TestCrashChild(t *testing.T) {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(2)
 	}()
-	s, err := Open(Config{Dir: dir, SnapshotBytes: crashSnapshotBytes})
+	s, err := Open(Config{Dir: dir, SnapshotBytes: crashSnapshotBytes, Logger: slog.New(crashSnapshotLines{})})
 	if err != nil {
 		die("open", err)
 	}
@@ -86,6 +91,32 @@ func TestCrashChild(t *testing.T) {
 		go crashWriter(s, rand.New(rand.NewSource(seed*crashWriters+int64(w))), compact, die)
 	}
 	select {} // until killed
+}
+
+// crashSnapshotLines is the child's log: it prints the snapshots' start
+// and end to stdout, one write(2) each, and drops the rest.
+type crashSnapshotLines struct{}
+
+func (crashSnapshotLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h crashSnapshotLines) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h crashSnapshotLines) WithGroup(string) slog.Handler          { return h }
+func (crashSnapshotLines) Handle(_ context.Context, r slog.Record) error {
+	switch r.Message {
+	case "snapshot started":
+		_, err := os.Stdout.WriteString("snapshot started\n")
+		return err
+	case "snapshot written":
+		var took time.Duration
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "took" {
+				took = a.Value.Duration()
+			}
+			return true
+		})
+		_, err := fmt.Fprintf(os.Stdout, "snapshot written %d\n", took.Nanoseconds())
+		return err
+	}
+	return nil
 }
 
 // crashWriter writes forever: creates, updates with the current mod
@@ -178,13 +209,22 @@ func (a crashAck) String() string {
 // crashChildRun is what one child acknowledged before it was killed.
 type crashChildRun struct {
 	acks      map[int64]crashAck
-	maxRev    int64 // highest acknowledged write
-	compacted int64 // highest acknowledged compaction
+	maxRev    int64         // highest acknowledged write
+	compacted int64         // highest acknowledged compaction
+	snapshots int           // snapshots started
+	took      time.Duration // the last written snapshot's duration
 }
 
 func (c *crashChildRun) parse(line string) error {
 	f := strings.Fields(line)
 	switch {
+	case len(f) == 2 && f[0] == "snapshot" && f[1] == "started":
+		c.snapshots++
+		return nil
+	case len(f) == 3 && f[0] == "snapshot" && f[1] == "written":
+		ns, err := strconv.ParseInt(f[2], 10, 64)
+		c.took = time.Duration(ns)
+		return err
 	case len(f) == 2 && f[0] == "compact":
 		rev, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
@@ -238,17 +278,28 @@ func TestCrashRecovery(t *testing.T) {
 		maxCompacted int64
 		tot          struct {
 			acks, verified, unacked, torn, snapshots, unfinished int
+			atSnapshot, unfinishedAtSnapshot                     int
 			reopen, maxReopen                                    time.Duration
 		}
+		took = 2 * time.Millisecond // how long the child's last snapshot took
 	)
 	for round := 1; round <= rounds; round++ {
-		delay := time.Duration(20+rnd.Intn(281)) * time.Millisecond
+		kill := crashKill{delay: time.Duration(20+rnd.Intn(281)) * time.Millisecond}
+		if round%3 == 0 {
+			// Kill a third of the children while they write a snapshot,
+			// somewhere within as long as their last one took: a kill at
+			// a random moment lands in one only now and then.
+			kill = crashKill{atSnapshot: 1 + rnd.Intn(3), delay: time.Duration(rnd.Int63n(int64(took) + 1))}
+		}
 		// Compaction to 200 revisions back leaves little to check, so only
 		// every other round compacts: the others check every ack.
 		compact := round%2 == 0
-		child, err := runCrashChild(dir, seed+int64(round), compact, delay)
+		child, err := runCrashChild(dir, seed+int64(round), compact, kill)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
+		}
+		if child.took > 0 {
+			took = child.took
 		}
 		maxCompacted = max(maxCompacted, child.compacted)
 
@@ -275,7 +326,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		if err != nil {
 			s.Close()
-			t.Fatalf("round %d (kill after %v): %v\n%s", round, delay, err, evidence())
+			t.Fatalf("round %d (killed %v): %v\n%s", round, kill, err, evidence())
 		}
 		if err := s.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)
@@ -284,9 +335,9 @@ func TestCrashRecovery(t *testing.T) {
 		torn := strings.Contains(logs.String(), "torn write")
 		snapshot := strings.Contains(logs.String(), "snapshot=true")
 		unfinished := strings.Contains(logs.String(), "unfinished snapshot")
-		t.Logf("round %d: compact %v, killed %v after the first ack; %d acks (%d verified, %d compacted away), %d durable unacked; "+
+		t.Logf("round %d: compact %v, killed %v; %d acks (%d verified, %d compacted away), %d durable unacked; "+
 			"recovered revision %d, compacted %d; from snapshot %v, torn tail %v, unfinished snapshot %v; reopened in %v",
-			round, compact, delay, len(child.acks), res.verified, len(child.acks)-res.verified, res.unacked,
+			round, compact, kill, len(child.acks), res.verified, len(child.acks)-res.verified, res.unacked,
 			res.current, res.compacted, snapshot, torn, unfinished, reopen.Round(10*time.Microsecond))
 
 		tot.acks += len(child.acks)
@@ -303,11 +354,19 @@ func TestCrashRecovery(t *testing.T) {
 		if unfinished {
 			tot.unfinished++
 		}
+		if kill.atSnapshot > 0 {
+			tot.atSnapshot++
+			if unfinished {
+				tot.unfinishedAtSnapshot++
+			}
+		}
 		prevCurrent = res.current
 	}
 	t.Logf("%d rounds: %d acknowledged writes, %d verified exactly (the rest compacted away), %d durable writes killed before their ack; "+
-		"final revision %d, compacted %d; %d recoveries from a snapshot, %d torn tails, %d unfinished snapshots; reopen mean %v, max %v",
+		"final revision %d, compacted %d; %d recoveries from a snapshot, %d torn tails, %d unfinished snapshots "+
+		"(%d of the %d rounds killed at a snapshot); reopen mean %v, max %v",
 		rounds, tot.acks, tot.verified, tot.unacked, prevCurrent, maxCompacted, tot.snapshots, tot.torn, tot.unfinished,
+		tot.unfinishedAtSnapshot, tot.atSnapshot,
 		(tot.reopen / time.Duration(rounds)).Round(10*time.Microsecond), tot.maxReopen.Round(10*time.Microsecond))
 }
 
@@ -448,7 +507,22 @@ func watchCrashRange(s *Store, from, until int64) ([]kv.Event, error) {
 // after its first acknowledgement, and returns what it acknowledged. A
 // child that exits by itself, or says anything on stderr (a panic, a race
 // report), is an error that quotes its stderr.
-func runCrashChild(dir string, seed int64, compact bool, delay time.Duration) (crashChildRun, error) {
+// crashKill says when a round kills its child: delay after its first
+// acknowledgement or, when atSnapshot is above 0, delay after it starts
+// its atSnapshot-th snapshot.
+type crashKill struct {
+	atSnapshot int
+	delay      time.Duration
+}
+
+func (k crashKill) String() string {
+	if k.atSnapshot > 0 {
+		return fmt.Sprintf("%v into snapshot %d", k.delay.Round(time.Microsecond), k.atSnapshot)
+	}
+	return fmt.Sprintf("%v after the first ack", k.delay)
+}
+
+func runCrashChild(dir string, seed int64, compact bool, kill crashKill) (crashChildRun, error) {
 	child := crashChildRun{acks: make(map[int64]crashAck)}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashSeedEnv+"="+strconv.FormatInt(seed, 10))
@@ -469,11 +543,11 @@ func runCrashChild(dir string, seed int64, compact bool, delay time.Duration) (c
 	}
 
 	var readErr error
-	first, done := make(chan struct{}), make(chan struct{})
+	first, snapped, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		r := bufio.NewReader(stdout)
-		acked := false
+		acked, snapping := false, false
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
@@ -489,14 +563,22 @@ func runCrashChild(dir string, seed int64, compact bool, delay time.Duration) (c
 				acked = true
 				close(first)
 			}
+			if !snapping && kill.atSnapshot > 0 && child.snapshots >= kill.atSnapshot {
+				snapping = true
+				close(snapped)
+			}
 		}
 	}()
 
+	trigger := first
+	if kill.atSnapshot > 0 {
+		trigger = snapped
+	}
 	timedOut := false
 	select {
-	case <-first:
+	case <-trigger:
 		select {
-		case <-time.After(delay): // the kill lands at a random moment
+		case <-time.After(kill.delay): // the kill lands at a random moment
 		case <-done: // the child is gone already
 		}
 	case <-done:
@@ -511,7 +593,7 @@ func runCrashChild(dir string, seed int64, compact bool, delay time.Duration) (c
 	}
 	switch {
 	case timedOut:
-		return child, fmt.Errorf("the writing child acknowledged nothing in 30s; its stderr:\n%s", stderr.String())
+		return child, fmt.Errorf("the writing child did not get to the kill's moment (%v) in 30s; its stderr:\n%s", kill, stderr.String())
 	case stderr.Len() > 0:
 		return child, fmt.Errorf("the writing child wrote to stderr:\n%s", stderr.String())
 	case readErr != nil:
