@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 )
@@ -108,6 +109,7 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"n":"1"}}`,
 		"{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"ConfigMap\"\n}\n",
 		`{"a":"line\nline\ttab\r\b\f\"q\" \\"}`, `{"a":"\u00e9\u0000\u001f\u2028\uFFFD"}`, `{"k\n":"v"}`,
+		`{"a":"é","ключ":"値😀"}`,
 	} {
 		if !checkApplyJSON(t, []byte(body)) {
 			t.Errorf("%s: not taken", body)
@@ -116,7 +118,7 @@ func TestApplyJSONMatchesYAML(t *testing.T) {
 	for _, body := range []string{
 		`apiVersion: v1`, `{"a":1e3}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":"x\/y"}`, `{"a":"\ud83d\ude00"}`,
 		`{"a":"\udc00"}`, `{"a":"\u00g0"}`, `{"a":"\u00"}`, `{"a":"\x41"}`, `{"a":"\e"}`, `{"a":"\`, `{"\u003c\u003c":{"a":1}}`, `{"<<":{"a":1}}`, "{\"a\":\t1}",
-		`{"a":-0}`, `{"a":1234567890123456}`, `{"a":"é"}`, `[]`, `null`, `{"a":1}x`, strings.Repeat("[", 70) + strings.Repeat("]", 70),
+		`{"a":-0}`, `{"a":1234567890123456}`, `[]`, `null`, `{"a":1}x`, strings.Repeat("[", 70) + strings.Repeat("]", 70),
 	} {
 		if checkApplyJSON(t, []byte(body)) {
 			t.Errorf("%s: taken", body)
@@ -134,4 +136,29 @@ func FuzzApplyJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkApplyJSON(t, data)
 	})
+}
+
+// Every character outside ASCII, written as it is in a value and in a
+// key: what applyJSON takes (yamlRune) decodes as YAML decodes it, and
+// the characters YAML reads otherwise are left to YAML.
+func TestApplyJSONCharacters(t *testing.T) {
+	taken := 0
+	for r := rune(0x80); r <= utf8.MaxRune; r++ {
+		if r > 0xffff && r%61 != 0 { // every 61st beyond the BMP
+			continue
+		}
+		c := string(r) // a surrogate half becomes U+FFFD
+		body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","data":{"a` + c + `b":"x` + c + `y"}}`)
+		if checkApplyJSON(t, body) {
+			taken++
+		} else if yamlRune(r) && (r < 0xd800 || r > 0xdfff) {
+			t.Fatalf("U+%04X: not taken, though yamlRune takes it", r)
+		}
+	}
+	for _, body := range []string{"{\"a\":\"x\u0085y\"}", "{\"a\":\"x\u2028y\"}", "{\"a\":\"\ufeff\"}", "{\"a\":\"\u0080\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xed\xa0\x80\"}"} {
+		if _, ok := applyJSON([]byte(body)); ok {
+			t.Errorf("%q: taken", body)
+		}
+	}
+	t.Logf("taken: %d characters", taken)
 }
