@@ -98,6 +98,23 @@ func TestKubectlPatchAndApply(t *testing.T) {
 			t.Fatalf("managedFields after the forced apply: %v", owners)
 		}
 
+		// A configuration file with lines, quotes, backslashes, a tab,
+		// accents, CJK and an emoji comes back as written, and applying it
+		// again writes nothing.
+		const conf = "[server]\ngreeting = \"grüß dich, ça va\" # 挨拶 😀\npath = C:\\temp\\x\ntab\there\n"
+		confYAML := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  app.conf: |\n    " +
+			strings.ReplaceAll(strings.TrimSuffix(conf, "\n"), "\n", "\n    ") + "\n"
+		confFile := writeFile(t, "conf.yaml", confYAML)
+		s.mustKubectl(t, "apply", "--server-side", "--field-manager=ops", "-f", confFile)
+		if got := s.mustKubectl(t, "get", "cm", "conf", "-o", `jsonpath={.data.app\.conf}`); got != conf {
+			t.Fatalf("applied configuration file:\n got %q\nwant %q", got, conf)
+		}
+		rv := s.mustKubectl(t, "get", "cm", "conf", "-o", "jsonpath={.metadata.resourceVersion}")
+		s.mustKubectl(t, "apply", "--server-side", "--field-manager=ops", "-f", confFile)
+		if again := s.mustKubectl(t, "get", "cm", "conf", "-o", "jsonpath={.metadata.resourceVersion}"); again != rv {
+			t.Fatalf("applying the same file again wrote it: resourceVersion %s, was %s", again, rv)
+		}
+
 		// Strategic merge patch is refused for custom resources (415), as
 		// upstream; merge patch works.
 		installFooCRD(t, s)
