@@ -125,8 +125,11 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		b = append(b, ',')
-		b, err = storage.AppendJSON(b, c.Value(obj))
+		var v any
+		if v, err = cell(c, tr); err == nil {
+			b = append(b, ',')
+			b, err = storage.AppendJSON(b, v)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -155,6 +158,23 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '}'), nil
+}
+
+// cell is column c's value in row tr. A column that counts entries
+// counts a stored object's where they lie (registry.Column.Counts): its
+// row has not decoded them.
+func cell(c registry.Column, tr tableRow) (any, error) {
+	if c.Counts == nil || tr.rec == nil {
+		return c.Value(tr.obj), nil
+	}
+	if n, ok := tr.rec.CountEntries(c.Counts); ok {
+		return int64(n), nil
+	}
+	m, err := tr.rec.DecodeMembers(tr.rev, c.Counts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Value(&unstructured.Unstructured{Object: m}), nil
 }
 
 func humanAge(now, t time.Time) string {

@@ -141,12 +141,21 @@ type Column struct {
 	// (without managedFields, unless "metadata" is among them). Nil: the
 	// whole object.
 	Reads []string
+	// Counts, when set, says the cell is the number of entries in these
+	// top-level members (an object's members, an array's elements), as
+	// Value computes it: a stored object's are counted where they lie,
+	// without decoding them, and its table decodes nothing for the
+	// column.
+	Counts []string
 }
 
 // TableMembers are the top-level members the kind's columns read
 // (Column.Reads), all of them when a column reads the whole object.
 func (k *Kind) TableMembers() (members []string, all bool) {
 	for _, c := range k.Columns {
+		if c.Counts != nil {
+			continue
+		}
 		if c.Reads == nil {
 			return nil, true
 		}

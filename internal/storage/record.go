@@ -400,6 +400,39 @@ func (r *Record) DecodeMembers(rev int64, members []string) (map[string]any, err
 	return m, nil
 }
 
+// CountEntries is the number of entries in the object's top-level members
+// named: an object's members and an array's elements, counted without
+// decoding them (an absent or null member counts none), as a table's
+// cell that counts a ConfigMap's data needs. false when a member is
+// anything else, or the value is not one the scanner reads.
+func (r *Record) CountEntries(members []string) (int, bool) {
+	s := scanner{data: r.Value}
+	n := 0
+	count := func(string) error { n++; return s.skip() }
+	err := s.objectBytes(func(key string) error {
+		if s.ws(); r.metaEnd != 0 && s.pos == int(r.metaStart) {
+			s.pos = int(r.metaEnd) // metadata, known to be valid
+			return nil
+		}
+		if !slices.Contains(members, key) {
+			return s.skip()
+		}
+		switch s.peek() {
+		case '{':
+			return s.object(count)
+		case '[':
+			return s.array(func() error { n++; return s.skip() })
+		case 'n':
+			return s.skip()
+		}
+		return errSyntax
+	})
+	if s.ws(); err != nil || s.pos != len(s.data) {
+		return 0, false
+	}
+	return n, true
+}
+
 // CreationTimestamp is metadata.creationTimestamp as stored, "" when
 // there is none or it is not a string.
 func (r *Record) CreationTimestamp() string {
@@ -754,31 +787,40 @@ func (s *scanner) strEnd() (start int, escaped bool, err error) {
 	return start, escaped, nil
 }
 
+// array reads an array, calling f at each element, which must move past
+// it.
+func (s *scanner) array(f func() error) error {
+	if s.peek() != '[' {
+		return errSyntax
+	}
+	s.pos++
+	if s.peek() == ']' {
+		s.pos++
+		return nil
+	}
+	for {
+		if err := f(); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
+
 // skip moves past one value.
 func (s *scanner) skip() error {
 	switch c := s.peek(); c {
 	case '{':
 		return s.object(func(string) error { return s.skip() })
 	case '[':
-		s.pos++
-		if s.peek() == ']' {
-			s.pos++
-			return nil
-		}
-		for {
-			if err := s.skip(); err != nil {
-				return err
-			}
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				return nil
-			default:
-				return errSyntax
-			}
-		}
+		return s.array(s.skip)
 	case '"':
 		_, _, err := s.strEnd()
 		return err

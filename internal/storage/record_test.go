@@ -882,3 +882,52 @@ func TestRecordListWriteJSON(t *testing.T) {
 		t.Fatalf("a failing flush: err %v after %d calls, want %v after 1", err, calls, stop)
 	}
 }
+
+// CountEntries counts what a decode of the members would hold, without
+// it, and says false for what is not an object, an array or null.
+func TestRecordCountEntries(t *testing.T) {
+	meta := `"metadata":{"name":"c","namespace":"d","annotations":{"data":"{\"x\":1,\"y\":2}"}}`
+	for _, c := range []struct {
+		value string
+		want  int
+		ok    bool
+	}{
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":{"a":"1","b\n":"x\"y","c":"é"}}`, 3, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":{"a":"1"},"binaryData":{"b":"AQ==","c":"Ag=="}}`, 3, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `}`, 0, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":null}`, 0, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":{}}`, 0, true},
+		{`{"data":{"a":{"b":[1,{"c":2}]},"z":[]},"apiVersion":"v1","kind":"ConfigMap",` + meta + `}`, 2, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":[1,[2,3],{"a":4}]}`, 3, true},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":"abc"}`, 0, false},
+		{`{"apiVersion":"v1","kind":"ConfigMap",` + meta + `,"data":7}`, 0, false},
+	} {
+		rec, err := NewRecord("/configmaps/d/c", []byte(c.value), 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := rec.CountEntries([]string{"data", "binaryData"})
+		if n != c.want || ok != c.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", c.value, n, ok, c.want, c.ok)
+		}
+		if !ok {
+			continue
+		}
+		m, err := rec.DecodeMembers(5, []string{"data", "binaryData"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := 0
+		for _, k := range []string{"data", "binaryData"} {
+			switch v := m[k].(type) {
+			case map[string]any:
+				decoded += len(v)
+			case []any:
+				decoded += len(v)
+			}
+		}
+		if decoded != n {
+			t.Errorf("%s: counted %d, decoded %d", c.value, n, decoded)
+		}
+	}
+}

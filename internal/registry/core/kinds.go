@@ -26,7 +26,7 @@ func Kinds() []*registry.Kind {
 			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true,
 			Typed:    func() runtime.Object { return &corev1.ConfigMap{} },
 			Validate: validateConfigMap,
-			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers}},
+			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers, Counts: dataMembers}},
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
@@ -41,7 +41,7 @@ func Kinds() []*registry.Kind {
 			},
 			Columns: []registry.Column{
 				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
-				{Name: "Data", Type: "integer", Value: dataCount, Reads: dataMembers},
+				{Name: "Data", Type: "integer", Value: dataCount, Reads: dataMembers, Counts: dataMembers},
 			},
 		},
 		{
