@@ -692,8 +692,9 @@ func (s *scanner) object(f func(key string) error) error {
 // str reads a string as encoding/json does: one without escapes, control
 // bytes or invalid UTF-8 is taken as it is (the member names of metadata
 // and managedFields from one set of constants, without an allocation);
-// any other is unquoted by encoding/json, which replaces invalid UTF-8 and
-// refuses control bytes.
+// any other is unescaped as encoding/json would (unescape: invalid UTF-8
+// replaced), and what that refuses (control bytes, a bad escape) goes to
+// encoding/json for its error.
 func (s *scanner) str() (string, error) {
 	b, v, plain, err := s.strBytes()
 	if plain {
