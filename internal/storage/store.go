@@ -279,7 +279,8 @@ func (s *Store) update(ctx context.Context, key string, data []byte, modRevision
 	return w, err
 }
 
-// ValidateDeletion may refuse a delete after seeing the current object.
+// ValidateDeletion may refuse a delete after seeing the current object,
+// which it must not modify: that object is what Delete returns.
 type ValidateDeletion func(current *unstructured.Unstructured) error
 
 // Delete removes the object at key if it passes the preconditions and
@@ -302,8 +303,10 @@ func (s *Store) Delete(ctx context.Context, key string, pre *Preconditions, vali
 		if !w.Succeeded {
 			return nil, w.Prev, nil
 		}
-		out, err := decode(w.Prev, w.Revision)
-		return out, nil, err
+		// What went is cur (the delete compared its ModRevision), whose
+		// object is decoded already and left alone by validate.
+		obj.SetResourceVersion(strconv.FormatInt(w.Revision, 10))
+		return obj, nil, nil
 	})
 }
 
