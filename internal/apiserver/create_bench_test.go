@@ -365,14 +365,7 @@ func benchGet(b *testing.B, accept string) {
 	payload := strings.Repeat("x", 1024)
 	const objects = 100
 	for i := range objects {
-		body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"bench-%d","labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, i, payload)
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			b.Fatalf("create: %d %s", w.Code, w.Body)
-		}
+		postConfigMap(b, h, fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"bench-%d","labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, i, payload))
 	}
 	paths := make([]string, objects)
 	for i := range paths {
@@ -463,14 +456,7 @@ func BenchmarkStrategicMergePatch(b *testing.B) {
 // type ctype from userAgent, the i-th one patch(i).
 func benchPatch(b *testing.B, payload, ctype, userAgent string, patch func(i int) string) {
 	h := newInProcess(b)
-	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"target"},"data":{"payload":%q}}`, payload)
-	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	if w.Code != http.StatusCreated {
-		b.Fatalf("create: %d %s", w.Code, w.Body)
-	}
+	postConfigMap(b, h, fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"target"},"data":{"payload":%q}}`, payload))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -607,17 +593,11 @@ func BenchmarkDelete(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			b.Fatalf("create: %d %s", w.Code, w.Body)
-		}
+		postConfigMap(b, h, body)
 		b.StartTimer()
-		r = httptest.NewRequest(http.MethodDelete, "/api/v1/namespaces/default/configmaps/gone", nil)
+		r := httptest.NewRequest(http.MethodDelete, "/api/v1/namespaces/default/configmaps/gone", nil)
 		r.Header.Set("Accept", "application/json")
-		w = httptest.NewRecorder()
+		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusOK {
 			b.Fatalf("delete: %d %s", w.Code, w.Body)

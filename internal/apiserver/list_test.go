@@ -97,14 +97,19 @@ func BenchmarkListPageProtobuf(b *testing.B) {
 func createConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) string) {
 	tb.Helper()
 	for i := range n {
-		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d"},"data":{"v":%q}}`, i, value(i))
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			tb.Fatalf("create %d: %d %s", i, w.Code, w.Body)
-		}
+		postConfigMap(tb, h, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d"},"data":{"v":%q}}`, i, value(i)))
+	}
+}
+
+// postConfigMap creates the ConfigMap of JSON body in default.
+func postConfigMap(tb testing.TB, h http.Handler, body string) {
+	tb.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusCreated {
+		tb.Fatalf("create: %d %s", w.Code, w.Body)
 	}
 }
 
