@@ -23,7 +23,7 @@ const (
 	payloadLetters payloadKind = "letters"
 	// payloadText is 1 KiB of configuration-like text (keys, words,
 	// numbers, an occasional digest), different in every object. A list
-	// of them gzips about as real ConfigMaps do (payloadTextRatio).
+	// of them gzips about as configuration files do (TestPayloads).
 	payloadText payloadKind = "text"
 )
 
