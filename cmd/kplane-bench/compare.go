@@ -112,6 +112,9 @@ rounds:
 		return fail(err)
 	}
 	title := o.describe()
+	if p := protocols(all); p != "" {
+		title += "; " + p
+	}
 	if *rounds > 1 {
 		title += fmt.Sprintf("; medians of %d rounds", *rounds)
 	}
@@ -274,8 +277,11 @@ func compareMode(ctx context.Context, mode, dir string, bins binaries, o options
 	if err != nil {
 		return results, err
 	}
-	r, err := newRunner(cfg, o.protobuf)
+	r, err := newRunner(cfg, o.protobuf, o.http1)
 	if err != nil {
+		return results, err
+	}
+	if err := r.probeProtocol(ctx); err != nil {
 		return results, err
 	}
 	r.sizes, r.payload, r.mode, r.procs, r.timeout = o.sizes, payloadKind(o.payload), mode, ps, o.timeout

@@ -37,6 +37,13 @@
 // payload.go), which compresses as configuration files do. A server that
 // compresses its answers gains 37× on the letters and about 3× on text.
 //
+// The clients speak HTTP/2 when the server offers it, as client-go comes:
+// one connection, every request multiplexed on it. --http1 offers only
+// http/1.1 (as DISABLE_HTTP2=1 does to any client-go program): a
+// connection per request in flight, 25 of them kept idle. Each JSON line
+// names the protocol the server answered a probe in, and compare's title
+// names it too.
+//
 // Output: one JSON line per scenario (stdout, or --json FILE), then a
 // table; compare prints the modes side by side with their ratios and the
 // kube-apiserver reference figures of issue 6 ("ref") where a scenario

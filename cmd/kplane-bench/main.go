@@ -50,6 +50,7 @@ type options struct {
 	namespace string
 	jsonPath  string
 	protobuf  bool
+	http1     bool
 	payload   string
 	timeout   time.Duration
 }
@@ -76,6 +77,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", "", "namespace to use (default: a fresh kplane-bench-<random>); deleted at the end if the run created it, and an existing one's bulk ConfigMaps from an earlier run are reused")
 	fs.StringVar(&o.jsonPath, "json", "", "write the JSON lines to this file instead of stdout")
 	fs.BoolVar(&o.protobuf, "protobuf", false, "client-go's typed clients as they come: built-in kinds in protobuf both ways (Accept: protobuf, then JSON), watches included; without it, JSON both ways, as issue 6's reference was measured")
+	fs.BoolVar(&o.http1, "http1", false, "client-go over HTTP/1.1, a connection for each request in flight, as DISABLE_HTTP2=1 makes it; without it, one multiplexed HTTP/2 connection when the server offers h2, as client-go comes (the JSON lines name the protocol the server answered in)")
 	fs.StringVar(&o.payload, "payload", string(payloadLetters), "what each bulk ConfigMap's 1 KiB holds: letters (one letter, the same in every object: compresses ~37× in a list) or text (configuration-like text, different in every object: ~3×, as config files)")
 	fs.DurationVar(&o.timeout, "scenario-timeout", 2*time.Minute, "deadline of each scenario")
 }
@@ -161,7 +163,10 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
 		return 1
 	}
-	r, err := newRunner(cfg, o.protobuf)
+	r, err := newRunner(cfg, o.protobuf, o.http1)
+	if err == nil {
+		err = r.probeProtocol(ctx)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)
 		return 1

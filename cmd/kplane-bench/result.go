@@ -21,7 +21,10 @@ type Result struct {
 	Mode string `json:"mode"` // embedded, memory, etcd, or external (--mode)
 	// Round numbers compare's rounds (--rounds) from 1; 0 (left out) in a
 	// single run.
-	Round     int      `json:"round,omitempty"`
+	Round int `json:"round,omitempty"`
+	// Protocol is the HTTP version the server answered the bench's
+	// clients in (HTTP/2.0 or HTTP/1.1), probed before the scenarios.
+	Protocol  string   `json:"protocol,omitempty"`
 	Ops       int      `json:"ops"`
 	Seconds   float64  `json:"seconds"`
 	OpsPerSec float64  `json:"ops_per_s"`
@@ -90,6 +93,21 @@ func writeJSONLine(w io.Writer, r Result) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// protocols names the HTTP versions results were measured over, in the
+// order first seen: "over HTTP/2.0", or empty when none is known.
+func protocols(results []Result) string {
+	var seen []string
+	for _, r := range results {
+		if r.Protocol != "" && !slices.Contains(seen, r.Protocol) {
+			seen = append(seen, r.Protocol)
+		}
+	}
+	if len(seen) == 0 {
+		return ""
+	}
+	return "over " + strings.Join(seen, " and ")
 }
 
 // writeTable prints results as a table, one row per scenario.

@@ -62,6 +62,26 @@ func TestJSONLineHasEveryFieldAndNullsForUnknowns(t *testing.T) {
 	}
 }
 
+func TestProtocolsNamesEachOnceInOrder(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"", ""}, ""},
+		{[]string{"HTTP/2.0", "", "HTTP/2.0"}, "over HTTP/2.0"},
+		{[]string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.1"}, "over HTTP/1.1 and HTTP/2.0"},
+	} {
+		var rs []Result
+		for _, p := range c.in {
+			rs = append(rs, Result{Name: "get", Protocol: p})
+		}
+		if got := protocols(rs); got != c.want {
+			t.Errorf("protocols(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 func TestCompareTableShowsRatiosAndReference(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	rss := int64(20 << 20)

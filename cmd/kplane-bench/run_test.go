@@ -140,6 +140,12 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Errorf("%s: %v items, error %q", name, r.Extra["items"], r.Error)
 			}
 		}
+		if r := got["get"]; r.Protocol != "HTTP/2.0" && os.Getenv("DISABLE_HTTP2") == "" {
+			t.Errorf("get over %q, want HTTP/2.0 as client-go comes", r.Protocol)
+		}
+		if !bytes.Contains(stdout.Bytes(), []byte("; over HTTP/")) {
+			t.Errorf("the title does not name the protocol:\n%s", stdout.String())
+		}
 		if !bytes.Contains(stdout.Bytes(), []byte("memory/ref")) {
 			t.Errorf("no comparison table:\n%s", stdout.String())
 		}
@@ -253,6 +259,27 @@ func TestCompareMemoryTiny(t *testing.T) {
 			}
 			for _, r := range lines {
 				checkSane(t, r, "external", pid != "")
+			}
+		}
+		// Every line names the protocol the server answered in: HTTP/2
+		// as client-go comes, HTTP/1.1 with --http1.
+		t.Setenv("DISABLE_HTTP2", "") // client-go's own switch, which would make both HTTP/1.1
+		for _, c := range []struct{ flag, want string }{{"--http1=false", "HTTP/2.0"}, {"--http1", "HTTP/1.1"}} {
+			path := filepath.Join(t.TempDir(), "proto.json")
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "get,watch", c.flag, "--json", path}, tiny...)
+			if code := run(ctx, args, &stdout, &stderr); code != 0 {
+				t.Fatalf("%s: exit %d\n%s\n%s", c.flag, code, stdout.String(), stderr.String())
+			}
+			lines := readLines(t, path)
+			if len(lines) != 2 {
+				t.Errorf("%s: %d lines, want 2", c.flag, len(lines))
+			}
+			for _, r := range lines {
+				checkSane(t, r, "external", false)
+				if r.Protocol != c.want {
+					t.Errorf("%s: %s over %q, want %s", c.flag, r.Name, r.Protocol, c.want)
+				}
 			}
 		}
 		// A namespace of the user's, given again: the second run takes

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,13 +125,17 @@ type runner struct {
 	ns      string
 	sizes   Sizes
 	payload payloadKind
-	mode    string
-	procs   procs         // the server's processes; empty: CPU and RSS are n/a
-	timeout time.Duration // per scenario
-	made    int           // ConfigMaps cm-00000 … cm-<made-1> exist in ns
+	// protocol is what the server answered the probe in: HTTP/2.0, or
+	// HTTP/1.1 with --http1 (or DISABLE_HTTP2 set, which client-go
+	// honours), or from a server that does not offer h2.
+	protocol string
+	mode     string
+	procs    procs         // the server's processes; empty: CPU and RSS are n/a
+	timeout  time.Duration // per scenario
+	made     int           // ConfigMaps cm-00000 … cm-<made-1> exist in ns
 }
 
-func newRunner(cfg *rest.Config, protobuf bool) (*runner, error) {
+func newRunner(cfg *rest.Config, protobuf, http1 bool) (*runner, error) {
 	cfg = rest.CopyConfig(cfg)
 	// No client-side rate limit: client-go's default (5 QPS) would be the
 	// bottleneck, not the server.
@@ -140,11 +147,47 @@ func newRunner(cfg *rest.Config, protobuf bool) (*runner, error) {
 		cfg.ContentType = "application/json"
 		cfg.AcceptContentTypes = "application/json"
 	}
+	if http1 {
+		// Offered alone in ALPN, http/1.1 keeps client-go's transport
+		// from setting up HTTP/2: the transport then pools connections,
+		// one per request in flight (up to 25 kept idle).
+		cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &runner{cfg: cfg, cs: cs}, nil
+}
+
+// probeProtocol asks the server for its version through the clients'
+// transport and keeps the protocol of the answer: the one the scenarios'
+// requests use.
+func (r *runner) probeProtocol(ctx context.Context) error {
+	hc, err := rest.HTTPClientFor(r.cfg)
+	if err != nil {
+		return err
+	}
+	u, _, err := rest.DefaultServerUrlFor(r.cfg)
+	if err != nil {
+		return err
+	}
+	u.Path = path.Join(u.Path, "/version")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking the server for its version: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("asking the server for its version: %s", resp.Status)
+	}
+	r.protocol = resp.Proto
+	return nil
 }
 
 // freshClient returns a client with a connection of its own. client-go
@@ -199,7 +242,7 @@ func (r *runner) run(ctx context.Context, list []scenario, emit func(Result)) []
 			}
 		}
 		for _, res := range results {
-			res.Mode = r.mode
+			res.Mode, res.Protocol = r.mode, r.protocol
 			emit(res)
 			all = append(all, res)
 		}
