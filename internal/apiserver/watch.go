@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -159,29 +160,70 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 // watchOut is where a watch's events go: the response, or a gzip stream
 // in it whose every flush ends a gzip member (a reader takes the members
 // as one stream), so that an idle watch holds no compressor.
+//
+// A burst of events is gathered and handed to the response in pieces of
+// up to watchChunk bytes, not event by event. Each write to an HTTP/2
+// response beyond its 4 KiB buffer waits for the connection's serve loop
+// to take the frame: a watch-list of 10,000 ConfigMaps of 1.6 KB was
+// about 4,000 of those hand-offs, and over HTTP/2 an informer's first
+// sync took twice as long as over HTTP/1.1. The buffer is borrowed for a
+// burst and given back at its flush, so an idle watch holds none.
 type watchOut struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	gzip    bool
 	gz      *gzip.Writer // the member being written
+	pending *[]byte      // the burst not yet handed to w; nil between bursts
 }
+
+// watchChunk is how much of a burst watchOut gathers before handing it
+// to the response: the most an HTTP/2 DATA frame can carry by default
+// is 16 KiB, so one hand-off fills several frames.
+const watchChunk = 64 << 10
+
+var watchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, watchChunk); return &b }}
 
 func (o *watchOut) Write(p []byte) (int, error) {
 	if !o.gzip {
-		return o.w.Write(p)
+		return o.gather(p)
 	}
 	if o.gz == nil {
 		o.gz = gzipWriters.Get().(*gzip.Writer)
-		o.gz.Reset(o.w)
+		o.gz.Reset(writerFunc(o.gather))
 	}
 	return o.gz.Write(p)
 }
 
-// flush sends what was written: the gzip member ended, then the
-// response flushed. The member's data is sync-flushed before it ends: a
-// reader (Go's gzip.Reader) hands over a member's last bytes only once it
-// has read the next member's header, so without the sync flush the last
-// event of a burst would wait for the next burst.
+// gather adds p to the burst, handing the burst to the response once it
+// holds watchChunk bytes.
+func (o *watchOut) gather(p []byte) (int, error) {
+	if o.pending == nil {
+		o.pending = watchBuffers.Get().(*[]byte)
+	}
+	*o.pending = append(*o.pending, p...)
+	if len(*o.pending) >= watchChunk {
+		if err := o.handOver(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// handOver writes the gathered burst to the response.
+func (o *watchOut) handOver() error {
+	if o.pending == nil || len(*o.pending) == 0 {
+		return nil
+	}
+	_, err := o.w.Write(*o.pending)
+	*o.pending = (*o.pending)[:0]
+	return err
+}
+
+// flush sends what was written: the gzip member ended, the burst handed
+// over, then the response flushed. The member's data is sync-flushed
+// before it ends: a reader (Go's gzip.Reader) hands over a member's last
+// bytes only once it has read the next member's header, so without the
+// sync flush the last event of a burst would wait for the next burst.
 func (o *watchOut) flush() {
 	if o.gz != nil {
 		if o.gz.Flush() == nil && o.gz.Close() == nil {
@@ -190,10 +232,22 @@ func (o *watchOut) flush() {
 		}
 		o.gz = nil
 	}
+	o.handOver()
+	if o.pending != nil {
+		if cap(*o.pending) <= 4*watchChunk { // an event larger than that is not kept
+			watchBuffers.Put(o.pending)
+		}
+		o.pending = nil
+	}
 	if o.flusher != nil {
 		o.flusher.Flush()
 	}
 }
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // frame writes one event line. The object of a shared cache event is
 // marshalled through its cached JSON: encoded once for every watcher.
