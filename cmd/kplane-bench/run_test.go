@@ -267,13 +267,13 @@ func TestCompareMemoryTiny(t *testing.T) {
 		for _, c := range []struct{ flag, want string }{{"--http1=false", "HTTP/2.0"}, {"--http1", "HTTP/1.1"}} {
 			path := filepath.Join(t.TempDir(), "proto.json")
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "get,watch", c.flag, "--json", path}, tiny...)
+			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "get,watch,informer-sync", c.flag, "--json", path}, tiny...)
 			if code := run(ctx, args, &stdout, &stderr); code != 0 {
 				t.Fatalf("%s: exit %d\n%s\n%s", c.flag, code, stdout.String(), stderr.String())
 			}
 			lines := readLines(t, path)
-			if len(lines) != 2 {
-				t.Errorf("%s: %d lines, want 2", c.flag, len(lines))
+			if len(lines) != 3 {
+				t.Errorf("%s: %d lines, want 3", c.flag, len(lines))
 			}
 			for _, r := range lines {
 				checkSane(t, r, "external", false)
