@@ -153,11 +153,8 @@ func (o *options) describe() string {
 	if o.protobuf {
 		enc = "protobuf"
 	}
-	if o.payload != "" && o.payload != string(payloadLetters) {
-		enc += "; payload " + o.payload
-	}
-	return fmt.Sprintf("%s; create %d×%d; updates %d×%d; patches %d×%d; objects %d; watch %d×%d",
-		enc, s.Workers, s.Creates, s.UpdateWorkers, s.Updates, s.PatchWorkers, s.Patches, s.Objects, s.Watchers, s.WatchUpdates)
+	return fmt.Sprintf("%s; payload %s; create %d×%d; updates %d×%d; patches %d×%d; objects %d; watch %d×%d",
+		enc, o.payload, s.Workers, s.Creates, s.UpdateWorkers, s.Updates, s.PatchWorkers, s.Patches, s.Objects, s.Watchers, s.WatchUpdates)
 }
 
 // binaries are the servers compare starts: kplane, etcd and, for the

@@ -55,13 +55,11 @@ func TestPayloads(t *testing.T) {
 	if _, err := parsePayload("lorem"); err == nil {
 		t.Error("parsePayload accepted lorem")
 	}
-	// compare's title names the payload when it is not the default.
-	o := options{sizes: DefaultSizes(), payload: string(payloadText)}
-	if got := o.describe(); !strings.Contains(got, "; payload text;") {
-		t.Errorf("title %q does not name the text payload", got)
-	}
-	o.payload = string(payloadLetters)
-	if got := o.describe(); strings.Contains(got, "payload") {
-		t.Errorf("title %q names the default payload", got)
+	// compare's title names the payload, whichever it is.
+	for _, k := range payloadKinds {
+		o := options{sizes: DefaultSizes(), payload: string(k)}
+		if got, want := o.describe(), "; payload "+string(k)+";"; !strings.Contains(got, want) {
+			t.Errorf("title %q does not name the payload %s", got, k)
+		}
 	}
 }

@@ -311,9 +311,10 @@ func TestCompareMemoryTiny(t *testing.T) {
 			}
 		}
 		// Another --payload than the bulk ConfigMaps hold is refused. In a
-		// namespace of its own, the text payload is what gets stored.
+		// namespace of its own, the text payload, the default, is what gets
+		// stored.
 		var pOut, pErr bytes.Buffer
-		if code := run(ctx, append(append(reuse, "--payload", "text"), tiny...), &pOut, &pErr); code != 1 || !strings.Contains(pErr.String(), "holds bulk ConfigMaps of another --payload than text") {
+		if code := run(ctx, append(append(reuse, "--payload", "letters"), tiny...), &pOut, &pErr); code != 1 || !strings.Contains(pErr.String(), "holds bulk ConfigMaps of another --payload than letters") {
 			t.Errorf("a reused namespace with another payload: exit %d, want 1 and the reason:\n%s", code, pErr.String())
 		}
 		if code := run(ctx, []string{"--kubeconfig", kubeconfig, "--payload", "lorem"}, &pOut, &pErr); code != 2 {
@@ -323,12 +324,12 @@ func TestCompareMemoryTiny(t *testing.T) {
 			t.Fatal(err)
 		}
 		textPath := filepath.Join(t.TempDir(), "text.json")
-		textArgs := append([]string{"--kubeconfig", kubeconfig, "--namespace", "text", "--payload", "text", "--scenario", "create", "--json", textPath}, tiny...)
+		textArgs := append([]string{"--kubeconfig", kubeconfig, "--namespace", "text", "--scenario", "create", "--json", textPath}, tiny...)
 		if code := run(ctx, textArgs, &pOut, &pErr); code != 0 {
-			t.Fatalf("--payload text: exit %d\n%s", code, pErr.String())
+			t.Fatalf("the default payload: exit %d\n%s", code, pErr.String())
 		}
 		if lines := readLines(t, textPath); len(lines) != 1 || lines[0].Extra["payload"] != "text" {
-			t.Errorf("--payload text: %+v, want one create tagged with the payload", lines)
+			t.Errorf("the default payload: %+v, want one create tagged with the text payload", lines)
 		}
 		for i := range 2 {
 			cm, err := cs.CoreV1().ConfigMaps("text").Get(ctx, bulkName(i), metav1.GetOptions{})
