@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,7 +167,11 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
+	// ServeTLS, not Serve on a TLS listener: it drops h2 from the
+	// handshake's protocols when Go's HTTP/2 server is off
+	// (GODEBUG=http2server=0), so that clients then speak HTTP/1.1
+	// rather than h2 to a server that cannot answer it.
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
 
 	select {
 	case <-crds.Synced():

@@ -77,7 +77,8 @@ func Ensure(dir string, hosts []string) (*Bundle, error) {
 // without a certificate are let through (tls.VerifyClientCertIfGiven) so that
 // the API server can answer them itself, e.g. with 401 or via another
 // authenticator; a certificate that does not verify fails the handshake.
-// h2 is offered first because kubectl and client-go prefer it.
+// h2 is offered first because kubectl and client-go prefer it; an
+// http.Server's ServeTLS drops it when Go's HTTP/2 server is off.
 func (b *Bundle) ServerTLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
