@@ -14,10 +14,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// benchList is the list scenarios' answer: 10,000 bulk ConfigMaps as a
-// server holds them after the create scenario (a uid, a resourceVersion,
-// a creation time, the label and one managedFields entry each).
-func benchList() *corev1.ConfigMapList {
+// benchList is the list scenarios' answer: 10,000 bulk ConfigMaps of the
+// payload k as a server holds them after the create scenario (a uid, a
+// resourceVersion, a creation time, the label and one managedFields entry
+// each).
+func benchList(k payloadKind) *corev1.ConfigMapList {
 	now := metav1.NewTime(time.Date(2026, 11, 26, 2, 30, 0, 0, time.UTC))
 	const fields = `{"f:data":{".":{},"f:payload":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
 	l := &corev1.ConfigMapList{
@@ -39,7 +40,7 @@ func benchList() *corev1.ConfigMapList {
 					Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields),
 				}},
 			},
-			Data: map[string]string{"payload": letters},
+			Data: map[string]string{"payload": k.value(i)},
 		}
 	}
 	return l
@@ -49,10 +50,15 @@ func benchList() *corev1.ConfigMapList {
 // list-consistent scenario: client-go's typed clientset decoding a list of
 // 10,000 ConfigMaps of 1 KiB that is already in memory, in each wire format,
 // through the decoder its REST client negotiates for the answer's content
-// type. No server, no network: whatever a server does, a list cannot reach
-// the client faster than this.
+// type, for each payload. No server, no network: whatever a server does, a
+// list cannot reach the client faster than this.
 func BenchmarkClientGoListDecode(b *testing.B) {
-	list := benchList()
+	for _, k := range payloadKinds {
+		b.Run("payload="+string(k), func(b *testing.B) { benchListDecode(b, benchList(k)) })
+	}
+}
+
+func benchListDecode(b *testing.B, list *corev1.ConfigMapList) {
 	for _, mediaType := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
 		b.Run(mediaType[len("application/"):], func(b *testing.B) {
 			info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.WithoutConversion().SupportedMediaTypes(), mediaType)
@@ -90,7 +96,7 @@ func BenchmarkClientGoListDecode(b *testing.B) {
 // until the nineteenth pass) and in protobuf (what it asks for first, and
 // what kube-apiserver answers).
 func BenchmarkClientGoMetadataListDecode(b *testing.B) {
-	list := benchList()
+	list := benchList(payloadText) // the payload is not in the metadata
 	meta := &metav1.PartialObjectMetadataList{
 		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
 		ListMeta: list.ListMeta,
