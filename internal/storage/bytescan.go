@@ -78,20 +78,25 @@ func stringEnd(b []byte) (end int, escaped bool) {
 	if i < 0 {
 		return q, false
 	}
-	// From the first escape on, one walk: looking for the quote again
-	// after each escape would be quadratic in a string of many escapes.
+	// From one escape to the next: the quote is looked for again only
+	// once an escape has passed it (it was escaped), so a string of many
+	// escapes is still read about once.
 	for {
 		if i+1 >= len(b) {
 			return -1, true
 		}
 		i += 2 // the backslash and the escaped byte
-		j := bytes.IndexAny(b[i:], "\"\\")
-		if j < 0 {
-			return -1, true
+		if q < i {
+			j := bytes.IndexByte(b[i:], '"')
+			if j < 0 {
+				return -1, true
+			}
+			q = i + j
 		}
-		i += j
-		if b[i] == '"' {
-			return i, true
+		k := bytes.IndexByte(b[i:q], '\\')
+		if k < 0 {
+			return q, true
 		}
+		i += k
 	}
 }

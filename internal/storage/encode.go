@@ -87,7 +87,9 @@ func appendString(b []byte, s string) []byte {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
+				// A run of plain bytes, eight at a time: text has an
+				// escape (a newline) every line, not just once.
+				i += 1 + plainRun(s[i+1:])
 				continue
 			}
 			b = append(b, s[start:i]...)

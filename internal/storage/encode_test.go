@@ -124,3 +124,49 @@ func TestEncodedAnswerIsTheObjectsJSON(t *testing.T) {
 		t.Fatalf("no metadata: %v, %v", enc, err)
 	}
 }
+
+// appendString must write a string as encoding/json does, escapes and
+// replacements included.
+func FuzzAppendString(f *testing.F) {
+	f.Add("plain")
+	f.Add("server:\n  host: db-1.internal\n  port: 5432\n\ttimeout: \"30s\" # <&>\r\n")
+	f.Add("quote\" back\\ ctl\x01\x1f é 日本 \u2028\u2029 \U0001F600 bad\xff\xfe end")
+	f.Add(strings.Repeat("abcdefghij", 20) + "\n" + strings.Repeat("k", 9))
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString(nil, s); string(got) != string(want) {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// configLines is n bytes of configuration text: short lines, each ending
+// in a newline that JSON escapes, as a ConfigMap's files hold.
+func configLines(n int) string {
+	var sb strings.Builder
+	for i := 0; sb.Len() < n; i++ {
+		fmt.Fprintf(&sb, "  key_%d: value-%d # a comment about it\n", i, i*7)
+	}
+	return sb.String()[:n]
+}
+
+// BenchmarkAppendString: a ConfigMap's 1 KiB value as JSON writes it,
+// with nothing to escape and as configuration text with a newline every
+// 40 bytes or so.
+func BenchmarkAppendString(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"letters", strings.Repeat("x", 1024)},
+		{"text", configLines(1024)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 2048)
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				buf = appendString(buf[:0], c.s)
+			}
+		})
+	}
+}

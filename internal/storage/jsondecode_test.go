@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -83,4 +84,20 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecodeText is decodeObject on a ConfigMap of configuration
+// text: a string with an escaped newline every 40 bytes or so.
+func BenchmarkDecodeText(b *testing.B) {
+	text, err := json.Marshal(configLines(1024))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := []byte(`{"apiVersion":"v1","data":{"payload":` + string(text) + `},"kind":"ConfigMap","metadata":{"name":"bench-1","namespace":"default"}}` + "\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := unmarshalObject(data); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -580,42 +580,44 @@ func (e *encoder) stringEnd(i int) (end int, escaped, ok bool) {
 // it has escapes, checking it is well-formed.
 func stringEnd(d []byte, i int) (end int, escaped, ok bool) {
 	i++
-	if j := bytes.IndexByte(d[i:], '"'); j >= 0 {
-		// The common string: no escapes, no control characters before
-		// its closing quote.
-		seg := d[i : i+j]
-		if bytes.IndexByte(seg, '\\') < 0 && !hasControl(seg) {
-			return i + j + 1, false, true
+	// From one escape to the next, a run at a time: the run must hold no
+	// control character, and the first quote not escaped ends the string.
+	q := -1 // the first quote at or after i
+	for {
+		if q < i {
+			j := bytes.IndexByte(d[i:], '"')
+			if j < 0 {
+				return 0, false, false
+			}
+			q = i + j
 		}
-	}
-	for ; i < len(d); i++ {
-		switch c := d[i]; {
-		case c == '"':
-			return i + 1, escaped, true
-		case c == '\\':
-			escaped = true
-			i++
-			if i >= len(d) {
+		k := bytes.IndexByte(d[i:q], '\\')
+		if k < 0 {
+			if hasControl(d[i:q]) {
 				return 0, false, false
 			}
-			switch d[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(d)-i < 5 {
-					return 0, false, false
-				}
-				if _, ok := hex4(d[i+1 : i+5]); !ok {
-					return 0, false, false
-				}
-				i += 4
-			default:
-				return 0, false, false
-			}
-		case c < 0x20:
+			return q + 1, escaped, true
+		}
+		if hasControl(d[i : i+k]) {
 			return 0, false, false
 		}
+		escaped = true
+		i += k + 1 // the escaped character
+		switch d[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if len(d)-i < 5 {
+				return 0, false, false
+			}
+			if _, ok := hex4(d[i+1 : i+5]); !ok {
+				return 0, false, false
+			}
+			i += 4
+		default:
+			return 0, false, false
+		}
+		i++
 	}
-	return 0, false, false
 }
 
 // hasControl reports whether b has a byte below 0x20.
@@ -673,18 +675,19 @@ func hex4(b []byte) (rune, bool) {
 // U+FFFD: bytes that are not UTF-8 and surrogates not in a pair.
 func unquote(dst, raw []byte) ([]byte, bool) {
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			if c < utf8.RuneSelf {
-				dst = append(dst, c)
-				i++
-				continue
+		if raw[i] != '\\' {
+			// The run up to the next escape, whole: a backslash never
+			// falls inside a UTF-8 sequence, so the run is valid UTF-8
+			// exactly when each of its runes is.
+			n := bytes.IndexByte(raw[i:], '\\')
+			if n < 0 {
+				n = len(raw) - i
 			}
-			r, n := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && n == 1 {
+			run := raw[i : i+n]
+			if !utf8.Valid(run) {
 				return dst, false
 			}
-			dst = append(dst, raw[i:i+n]...)
+			dst = append(dst, run...)
 			i += n
 			continue
 		}

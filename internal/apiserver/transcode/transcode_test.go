@@ -3,6 +3,7 @@ package transcode
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -270,6 +271,34 @@ func BenchmarkTranscode(b *testing.B) {
 	}
 }
 
+// benchConfigMapText is benchConfigMap holding 1 KiB of configuration
+// text: a newline, which JSON escapes, every 40 bytes or so.
+var benchConfigMapText = func() []byte {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 1024; i++ {
+		fmt.Fprintf(&sb, "  key_%d: value-%d # a comment about it\n", i, i*7)
+	}
+	text, err := json.Marshal(sb.String()[:1024])
+	if err != nil {
+		panic(err)
+	}
+	return bytes.Replace(benchConfigMap, []byte(`"`+strings.Repeat("x", 1024)+`"`), text, 1)
+}()
+
+// BenchmarkTranscodeText is BenchmarkTranscode on configuration text.
+func BenchmarkTranscodeText(b *testing.B) {
+	p := For(reflect.TypeFor[corev1.ConfigMap]())
+	var buf []byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchConfigMapText)))
+	for b.Loop() {
+		var ok bool
+		if buf, ok = p.Append(buf[:0], benchConfigMapText); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
+
 // BenchmarkDecodeMarshal is the same message the long way, for
 // comparison: encoding/json into the Go type, then its Marshal.
 func BenchmarkDecodeMarshal(b *testing.B) {
@@ -309,6 +338,7 @@ func TestHasControl(t *testing.T) {
 // go test ./internal/apiserver/transcode -fuzz FuzzTranscode -fuzztime 60s
 func FuzzTranscode(f *testing.F) {
 	f.Add(benchConfigMap)
+	f.Add(benchConfigMapText)
 	f.Add([]byte(cm(`,"data":{"a":"1","b":""},"binaryData":{"x":"AAE="},"immutable":true`)))
 	f.Add([]byte(`{"data":{"a\u00e9\n":"\"\\\/\b\f\n\r\t\u0041\u00e9\ud83d\ude00<\u2028"}}`))
 	f.Add([]byte(`{"metadata":{"creationTimestamp":"2026-11-26T01:02:03.9+02:00","finalizers":["a",null]},"data":{"a":null}}`))
