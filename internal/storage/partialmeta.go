@@ -166,34 +166,16 @@ func (s *scanner) stringMap() (map[string]string, bool) {
 
 // stringList reads an array of strings.
 func (s *scanner) stringList() ([]string, bool) {
-	if s.peek() != '[' {
-		return nil, false
-	}
-	s.pos++
 	l := []string{}
-	if s.peek() == ']' {
-		s.pos++
-		return l, true
-	}
-	for {
+	err := s.array(func() error {
 		if s.peek() != '"' {
-			return nil, false
+			return errSyntax
 		}
 		v, err := s.str()
-		if err != nil {
-			return nil, false
-		}
 		l = append(l, v)
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return l, true
-		default:
-			return nil, false
-		}
-	}
+		return err
+	})
+	return l, err == nil
 }
 
 // AppendObjectMetaJSON appends the object's metadata, managedFields
