@@ -44,7 +44,14 @@ func kplaneBinary(t testing.TB) string {
 		}
 		binary = filepath.Join(dir, "kplane")
 		// The release build's tags (README): without gRPC's tracing.
-		cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", binary, "./cmd/kplane")
+		// KPLANE_E2E_RACE=1 builds the server with the race detector,
+		// so that the suite drives a race-checked kplane serve: a race
+		// makes it exit 66, which the shutdown check reports.
+		args := []string{"build", "-tags", "grpcnotrace", "-o", binary}
+		if os.Getenv("KPLANE_E2E_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/kplane")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kplane: %v\n%s", err, out)
