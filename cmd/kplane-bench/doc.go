@@ -11,9 +11,13 @@
 // works in a namespace of its own (kplane-bench-<random>, or --namespace)
 // and deletes it at the end if it created it. In a namespace that was
 // there, it takes over the bulk ConfigMaps an earlier run left (topping
-// them up, not creating them again). Server CPU and memory are "n/a"
-// unless --server-pid names the server's process (comma-separate several,
-// e.g. kube-apiserver and etcd, to sum them). The bench's own CPU per
+// them up, not creating them again). Server CPU and memory come from
+// /proc when --server-pid names the server's processes (comma-separate
+// several, e.g. kube-apiserver and etcd, to sum them); otherwise from the
+// API server's /metrics (process_cpu_seconds_total and
+// process_resident_memory_bytes: the process that answered, not etcd;
+// less what reading /metrics cost it, metrics.go), and "n/a" with
+// --server-metrics=false or a server that does not serve them. The bench's own CPU per
 // operation (client ms/op, client_cpu_per_op) is always reported: on one
 // machine, what the client uses is not available to the server, and
 // throughput is bounded by cores / (server + client CPU per operation).

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -190,4 +191,53 @@ func TestCompareKubeTiny(t *testing.T) {
 		}
 	}
 	t.Errorf("no create row in\n%s", stdout.String())
+}
+
+// TestMetricsFromKubeAPIServer runs the bench against a kube-apiserver
+// through its kubeconfig alone, as a user would a cluster elsewhere: the
+// server figures come from its /metrics, and agree in kind with what its
+// process tells /proc. Like TestCompareKubeTiny, it needs
+// KPLANE_BENCH_KUBE_APISERVER.
+func TestMetricsFromKubeAPIServer(t *testing.T) {
+	kube := os.Getenv("KPLANE_BENCH_KUBE_APISERVER")
+	if kube == "" || testing.Short() {
+		t.Skip("KPLANE_BENCH_KUBE_APISERVER is not set: no kube-apiserver to run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	ep, endpoint, err := startEtcd(ctx, etcdtest.Binary(t), filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.stop(10 * time.Second)
+	kp, kubeconfig, _, err := startKube(ctx, kube, endpoint, filepath.Join(dir, "kube"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kp.stop(30 * time.Second)
+	path := filepath.Join(dir, "load.json")
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "create,get,list", "--json", path}, tiny...)
+	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	rss, err := procs{kp.pid()}.rss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range readLines(t, path) {
+		checkSane(t, r, "external", true)
+		if r.Extra["server_figures"] != "metrics" {
+			t.Errorf("%s: server figures from %v, want metrics", r.Name, r.Extra["server_figures"])
+		}
+		// kube-apiserver's RSS, not etcd's or both: within a factor of
+		// what /proc said at the end.
+		if got := float64(*r.RSSBytes); got < float64(rss)/2 || got > float64(rss)*2 {
+			t.Errorf("%s: rss %v from /metrics, /proc says %v", r.Name, got, rss)
+		}
+		if s, ok := r.Extra["metrics_scrape_cpu_seconds"].(float64); !ok || s < 0 {
+			t.Errorf("%s: metrics_scrape_cpu_seconds %v", r.Name, r.Extra["metrics_scrape_cpu_seconds"])
+		}
+	}
 }

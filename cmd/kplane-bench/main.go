@@ -125,7 +125,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.register(fs)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
 	mode := fs.String("mode", "external", "label of the run in the output")
-	pids := fs.String("server-pid", "", "the server's process ids, comma-separated, for server CPU and RSS (default n/a)")
+	pids := fs.String("server-pid", "", "the server's process ids, comma-separated, for server CPU and RSS (default: from --server-metrics)")
+	useMetrics := fs.Bool("server-metrics", true, "without --server-pid, read server CPU and RSS from the API server's /metrics (process_cpu_seconds_total, process_resident_memory_bytes): the one API server process, not etcd; false, or a server without them: n/a")
 	cpuProfile := fs.String("cpuprofile", "", "write the bench's own CPU profile (client-go and the load loops) over the scenarios to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -172,6 +173,15 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	r.sizes, r.payload, r.mode, r.procs, r.timeout = o.sizes, payloadKind(o.payload), *mode, ps, o.timeout
+	if len(ps) == 0 && *useMetrics {
+		m := &serverMetrics{rc: r.cs.Discovery().RESTClient()}
+		if _, err := m.sample(ctx); err != nil {
+			fmt.Fprintf(stderr, "kplane-bench: server CPU and RSS are n/a: %v\n", err)
+		} else {
+			r.metrics = m
+			fmt.Fprintln(stderr, "kplane-bench: server CPU and RSS from the API server's /metrics: that process alone (not etcd)")
+		}
+	}
 	out, closeOut, err := o.jsonOut(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "kplane-bench: %v\n", err)

@@ -73,7 +73,7 @@ func checkSane(t *testing.T, r Result, mode string, serverVisible bool) {
 		t.Errorf("%s: idle %v %%", r.Name, *r.IdlePercent)
 	}
 	if !serverVisible && (r.ServerCPUPerOp != nil || r.RSSBytes != nil) {
-		t.Errorf("%s: server figures without a server pid", r.Name)
+		t.Errorf("%s: server figures without a server pid or /metrics", r.Name)
 	}
 }
 
@@ -236,7 +236,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 		}
 	})
 
-	t.Run("an external kubeconfig gets n/a server figures unless given the pid", func(t *testing.T) {
+	t.Run("an external kubeconfig gets server figures from the pid, from /metrics, or n/a", func(t *testing.T) {
 		p, kubeconfig, _, err := startKplane(ctx, bin, t.TempDir(), []string{"--storage", "memory"})
 		if err != nil {
 			t.Fatal(err)
@@ -246,10 +246,16 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Errorf("kplane serve: %v\n%s", err, p.logTail())
 			}
 		}()
-		for _, pid := range []string{"", strconv.Itoa(p.pid())} {
+		for _, c := range []struct {
+			pid, metrics, from string // from: where the server figures come from
+		}{
+			{"", "--server-metrics=false", ""},
+			{"", "--server-metrics", "metrics"},
+			{strconv.Itoa(p.pid()), "--server-metrics", "pid"},
+		} {
 			path := filepath.Join(t.TempDir(), "load.json")
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "create,get,watch", "--server-pid", pid, "--json", path}, tiny...)
+			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "create,get,watch", "--server-pid", c.pid, c.metrics, "--json", path}, tiny...)
 			if code := run(ctx, args, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 			}
@@ -258,7 +264,10 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Errorf("%d lines, want 3", len(lines))
 			}
 			for _, r := range lines {
-				checkSane(t, r, "external", pid != "")
+				checkSane(t, r, "external", c.from != "")
+				if got, _ := r.Extra["server_figures"].(string); (got == "metrics") != (c.from == "metrics") {
+					t.Errorf("--server-pid %q %s: %s's server figures from %q, want %q", c.pid, c.metrics, r.Name, got, c.from)
+				}
 			}
 		}
 		// Every line names the protocol the server answered in: HTTP/2
@@ -276,7 +285,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Errorf("%s: %d lines, want 3", c.flag, len(lines))
 			}
 			for _, r := range lines {
-				checkSane(t, r, "external", false)
+				checkSane(t, r, "external", true) // from /metrics
 				if r.Protocol != c.want {
 					t.Errorf("%s: %s over %q, want %s", c.flag, r.Name, r.Protocol, c.want)
 				}
@@ -301,7 +310,7 @@ func TestCompareMemoryTiny(t *testing.T) {
 				t.Fatalf("run %d in a reused namespace: exit %d\n%s\n%s", i, code, stdout.String(), stderr.String())
 			}
 			for _, r := range readLines(t, path) {
-				checkSane(t, r, "external", false)
+				checkSane(t, r, "external", true)
 				// 50 creates a run, topped up to 60 by the first; the
 				// targets of the scenarios before (and, in the second
 				// run, after).

@@ -130,9 +130,10 @@ type runner struct {
 	// honours), or from a server that does not offer h2.
 	protocol string
 	mode     string
-	procs    procs         // the server's processes; empty: CPU and RSS are n/a
-	timeout  time.Duration // per scenario
-	made     int           // ConfigMaps cm-00000 … cm-<made-1> exist in ns
+	procs    procs          // the server's processes; empty: CPU and RSS from metrics, or n/a
+	metrics  *serverMetrics // without procs, the server's /metrics; nil: n/a
+	timeout  time.Duration  // per scenario
+	made     int            // ConfigMaps cm-00000 … cm-<made-1> exist in ns
 }
 
 func newRunner(cfg *rest.Config, protobuf, http1 bool) (*runner, error) {
@@ -262,6 +263,9 @@ type span struct {
 	client     float64 // this process's CPU seconds
 	machine    machineTicks
 	machineOK  bool
+	metrics    processSample // from the server's /metrics, when r.metrics is set
+	metricsOK  bool
+	scrapeCPU  float64 // the server's CPU for one GET of /metrics
 }
 
 func (r *runner) begin() span {
@@ -270,6 +274,17 @@ func (r *runner) begin() span {
 		c, err := r.procs.cpuSeconds()
 		f, err2 := r.procs[:1].cpuSeconds()
 		s.cpu, s.first, s.cpuOK = c, f, err == nil && err2 == nil
+	} else if r.metrics != nil {
+		// Before the client's CPU and the clock: the GETs are not the
+		// scenario's. Between two readings the server renders its
+		// metrics about once (the end of one answer, the start of the
+		// next), and does so again between the second and the end's: so
+		// two readings here tell what to take off. kube-apiserver's
+		// /metrics (2 MB) costs it 30-40 ms, a tenth of a list.
+		m0, err0 := r.metrics.sample(context.Background())
+		m, err := r.metrics.sample(context.Background())
+		s.metrics, s.metricsOK = m, err0 == nil && err == nil && m.start == m0.start
+		s.scrapeCPU = max(0, m.cpu-m0.cpu)
 	}
 	s.client = selfCPUSeconds()
 	m, err := readMachineTicks()
@@ -310,6 +325,18 @@ func (s span) end(name string, ops int, lat []time.Duration) Result {
 	if len(s.r.procs) > 0 {
 		if b, err := s.r.procs.rss(); err == nil {
 			res.RSSBytes = &b
+		}
+	}
+	if s.metricsOK {
+		if m, err := s.r.metrics.sample(context.Background()); err == nil {
+			res.RSSBytes = &m.rss
+			// The same process at both ends (not a restart, nor another
+			// API server behind the address), or no CPU figure.
+			if m.start == s.metrics.start && ops > 0 {
+				v := max(0, m.cpu-s.metrics.cpu-s.scrapeCPU) / float64(ops)
+				res.ServerCPUPerOp = &v
+			}
+			res.addExtra(map[string]any{"server_figures": "metrics", "metrics_scrape_cpu_seconds": s.scrapeCPU})
 		}
 	}
 	return res

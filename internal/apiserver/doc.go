@@ -6,8 +6,9 @@
 // objects), streams watches (one JSON event per line, each event encoded
 // once for all its watchers), and serves discovery (legacy and the
 // aggregated apidiscovery.k8s.io/v2 form), /version, the health
-// endpoints, and OpenAPI documents that tell kubectl which query
-// parameters the server supports.
+// endpoints, /metrics (the process's and the Go runtime's figures, in
+// the Prometheus text format), and OpenAPI documents that tell kubectl
+// which query parameters the server supports.
 //
 // Every error reaches the client as a metav1.Status with kube-apiserver's
 // code, reason and message. Bodies are limited to 3 MiB (413 beyond).
@@ -32,5 +33,7 @@
 // for built-in kinds) and the PatchOptions query; the registry applies
 // them.
 //
-// Not offered: CBOR, and protobuf watch streams (watches are JSON).
+// Watches stream JSON, or protobuf to clients that negotiate it (watch.go).
+//
+// Not offered: CBOR.
 package apiserver

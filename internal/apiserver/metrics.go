@@ -1,0 +1,174 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// metricsHandler serves /metrics in the Prometheus text format: the
+// process's CPU time, memory, file descriptors and start time, and a few
+// of the Go runtime's figures. They carry the names and meanings of
+// client_golang's process and Go collectors, which kube-apiserver serves
+// too, so a scraper (or kplane-bench, for server CPU per operation) reads
+// either server the same way. Request and storage metrics are not served.
+//
+// They are written here rather than through client_golang: linking it cost
+// 1.9 MB of idle RSS (26.7 → 28.6 MB) and 0.9 MB of binary for these
+// dozen lines.
+func metricsHandler() http.Handler {
+	start, startErr := processStartTime()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
+			return
+		}
+		var b bytes.Buffer
+		writeProcessMetrics(&b, start, startErr == nil)
+		writeGoMetrics(&b)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			w.Write(b.Bytes())
+		}
+	})
+}
+
+// metric writes one sample with its HELP and TYPE lines.
+func metric(b *bytes.Buffer, name, typ, help string, v float64) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, typ, name, strconv.FormatFloat(v, 'g', -1, 64))
+}
+
+// writeProcessMetrics writes client_golang's process collector's metrics
+// that Linux gives cheaply; any it cannot read are left out, as that
+// collector leaves them.
+func writeProcessMetrics(b *bytes.Buffer, start float64, startOK bool) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+		metric(b, "process_cpu_seconds_total", "counter", "CPU time the process has used, user and system, in seconds.", cpu)
+	}
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		metric(b, "process_open_fds", "gauge", "File descriptors the process has open.", float64(len(fds)))
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		metric(b, "process_max_fds", "gauge", "The most file descriptors the process may open (its soft limit).", float64(lim.Cur))
+	}
+	if vsz, rss, err := processMemory(); err == nil {
+		metric(b, "process_resident_memory_bytes", "gauge", "The process's resident set, in bytes.", float64(rss))
+		metric(b, "process_virtual_memory_bytes", "gauge", "The process's virtual address space, in bytes.", float64(vsz))
+	}
+	if startOK {
+		metric(b, "process_start_time_seconds", "gauge", "When the process started, in seconds since the Unix epoch.", start)
+	}
+}
+
+// processMemory reads the virtual and resident sizes from
+// /proc/self/statm (in pages).
+func processMemory() (vsz, rss int64, err error) {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("/proc/self/statm: %q", data)
+	}
+	vp, err1 := strconv.ParseInt(f[0], 10, 64)
+	rp, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("/proc/self/statm: %q", data)
+	}
+	page := int64(os.Getpagesize())
+	return vp * page, rp * page, nil
+}
+
+// processStartTime is when the process started, in seconds since the
+// epoch: its start in clock ticks after boot (/proc/self/stat, field 22)
+// plus the boot time (/proc/stat, btime). USER_HZ is 100 on every Linux
+// architecture Go supports.
+func processStartTime() (float64, error) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command (field 2) is in parentheses and may hold anything;
+	// the fields after the last ')' start with field 3.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/self/stat: no ')'")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/self/stat: %d fields", len(f))
+	}
+	ticks, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/self/stat starttime: %v", err)
+	}
+	all, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(all)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			boot, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/stat btime: %v", err)
+			}
+			return float64(boot) + float64(ticks)/100, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/stat: no btime")
+}
+
+// goSamples are the runtime/metrics read for the Go metrics, in the order
+// writeGoMetrics reads them.
+var goSamples = []string{
+	"/memory/classes/heap/objects:bytes", // go_memstats_heap_alloc_bytes
+	"/memory/classes/total:bytes",        // go_memstats_sys_bytes
+	"/gc/heap/goal:bytes",                // go_memstats_next_gc_bytes
+}
+
+// writeGoMetrics writes the Go runtime's figures under client_golang's
+// Go collector's names. runtime/metrics reads them without stopping the
+// world, as that collector does.
+func writeGoMetrics(b *bytes.Buffer) {
+	metric(b, "go_goroutines", "gauge", "Goroutines that exist now.", float64(runtime.NumGoroutine()))
+	metric(b, "go_threads", "gauge", "Operating system threads the runtime has created.", float64(pprof.Lookup("threadcreate").Count()))
+	fmt.Fprintf(b, "# HELP go_info The Go version the binary was built with.\n# TYPE go_info gauge\ngo_info{version=%q} 1\n", runtime.Version())
+	s := make([]metrics.Sample, len(goSamples))
+	for i, name := range goSamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	value := func(i int) (float64, bool) {
+		switch s[i].Value.Kind() {
+		case metrics.KindUint64:
+			return float64(s[i].Value.Uint64()), true
+		case metrics.KindFloat64:
+			return s[i].Value.Float64(), true
+		}
+		return 0, false
+	}
+	for i, m := range []struct{ name, typ, help string }{
+		{"go_memstats_heap_alloc_bytes", "gauge", "Bytes of heap objects, live or not yet swept."},
+		{"go_memstats_sys_bytes", "gauge", "Bytes of memory the Go runtime has mapped from the system."},
+		{"go_memstats_next_gc_bytes", "gauge", "The heap size at which the next collection starts, in bytes."},
+	} {
+		if v, ok := value(i); ok {
+			metric(b, m.name, m.typ, m.help, v)
+		}
+	}
+}

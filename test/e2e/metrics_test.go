@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestMetrics reads /metrics as Prometheus and kubectl do: the text
+// format parses, the process figures are the server process's own (its
+// RSS as /proc tells it, CPU that grows with work, its start), and only
+// an authenticated client may read them.
+func TestMetrics(t *testing.T) {
+	before := time.Now()
+	s := startServer(t, "--storage", "memory")
+	pid := s.cmd.Process.Pid
+
+	scrape := func() map[string]*dto.MetricFamily {
+		t.Helper()
+		out := s.mustKubectl(t, "get", "--raw", "/metrics")
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := p.TextToMetricFamilies(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v\n%s", err, out)
+		}
+		return families
+	}
+	value := func(families map[string]*dto.MetricFamily, name string, typ dto.MetricType) float64 {
+		t.Helper()
+		f, ok := families[name]
+		if !ok || f.GetType() != typ || len(f.Metric) != 1 {
+			t.Fatalf("%s: %v, want one %v", name, f, typ)
+		}
+		m := f.Metric[0]
+		if typ == dto.MetricType_COUNTER {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+
+	first := scrape()
+	start := value(first, "process_start_time_seconds", dto.MetricType_GAUGE)
+	// The process started after the test did (less the clock tick the
+	// kernel counts its start in).
+	if st := time.Unix(0, int64(start*1e9)); st.Before(before.Add(-time.Second)) || st.After(time.Now()) {
+		t.Errorf("process_start_time_seconds %v: not between %v and now", st, before)
+	}
+	rss := value(first, "process_resident_memory_bytes", dto.MetricType_GAUGE)
+	if vm := vmRSS(t, pid); rss < vm/2 || rss > vm*2 {
+		t.Errorf("process_resident_memory_bytes %.0f, /proc says %.0f", rss, vm)
+	}
+	if v := value(first, "process_open_fds", dto.MetricType_GAUGE); v < 3 {
+		t.Errorf("process_open_fds %v", v)
+	}
+	if g := value(first, "go_goroutines", dto.MetricType_GAUGE); g < 2 {
+		t.Errorf("go_goroutines %v", g)
+	}
+	if f := first["go_info"]; f == nil || len(f.Metric) != 1 || len(f.Metric[0].Label) != 1 ||
+		f.Metric[0].Label[0].GetName() != "version" || !strings.HasPrefix(f.Metric[0].Label[0].GetValue(), "go") {
+		t.Errorf("go_info: %v", f)
+	}
+	for _, name := range []string{"process_max_fds", "process_virtual_memory_bytes", "go_threads",
+		"go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes", "go_memstats_next_gc_bytes"} {
+		if v := value(first, name, dto.MetricType_GAUGE); v <= 0 {
+			t.Errorf("%s: %v", name, v)
+		}
+	}
+
+	// Work makes the CPU counter grow; the process stays the same one.
+	cpu0 := value(first, "process_cpu_seconds_total", dto.MetricType_COUNTER)
+	cs := kubernetes.NewForConfigOrDie(s.config())
+	for i := range 300 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", i)},
+			Data: map[string]string{"v": strings.Repeat("x", 4096)}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := scrape()
+	if cpu1 := value(second, "process_cpu_seconds_total", dto.MetricType_COUNTER); cpu1 <= cpu0 {
+		t.Errorf("process_cpu_seconds_total %v after 300 creates, %v before", cpu1, cpu0)
+	}
+	if st := value(second, "process_start_time_seconds", dto.MetricType_GAUGE); st != start {
+		t.Errorf("process_start_time_seconds changed: %v, then %v", start, st)
+	}
+
+	// Only for authenticated clients, and only for reading.
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: mustTLS(t, s)}}
+	resp, err := anon.Get(s.config().Host + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous /metrics: %d", resp.StatusCode)
+	}
+	code, _, body := s.call(t, http.MethodPost, "/metrics", "text/plain", nil)
+	if code != http.StatusMethodNotAllowed || status(t, body).Reason != metav1.StatusReasonMethodNotAllowed {
+		t.Errorf("POST /metrics: %d %s", code, body)
+	}
+	code, header, body := s.call(t, http.MethodGet, "/metrics", "", nil)
+	if code != http.StatusOK || header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" || !bytes.Contains(body, []byte("\nprocess_cpu_seconds_total ")) {
+		t.Errorf("GET /metrics: %d %q\n%s", code, header.Get("Content-Type"), body)
+	}
+}
+
+// vmRSS is VmRSS of process pid, in bytes.
+func vmRSS(t *testing.T, pid int) float64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
+				t.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
