@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// metricsHandler serves /metrics in the Prometheus text format: the
+// serveMetrics serves /metrics in the Prometheus text format: the
 // process's CPU time, memory, file descriptors and start time, and a few
 // of the Go runtime's figures. They carry the names and meanings of
 // client_golang's process and Go collectors, which kube-apiserver serves
@@ -26,22 +26,20 @@ import (
 // They are written here rather than through client_golang: linking it cost
 // 1.9 MB of idle RSS (26.7 → 28.6 MB) and 0.9 MB of binary for these
 // dozen lines.
-func metricsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
-			return
-		}
-		var b bytes.Buffer
-		writeProcessMetrics(&b)
-		writeGoMetrics(&b)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-		w.WriteHeader(http.StatusOK)
-		if r.Method == http.MethodGet {
-			w.Write(b.Bytes())
-		}
-	})
+func serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
+		return
+	}
+	var b bytes.Buffer
+	writeProcessMetrics(&b)
+	writeGoMetrics(&b)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		w.Write(b.Bytes())
+	}
 }
 
 // metric writes one sample with its HELP and TYPE lines.

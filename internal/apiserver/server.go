@@ -78,7 +78,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v2", s.openAPIV2)
 	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
-	s.mux.Handle("/metrics", metricsHandler())
+	s.mux.HandleFunc("/metrics", serveMetrics)
 	if cfg.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
