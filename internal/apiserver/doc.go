@@ -6,8 +6,8 @@
 // objects), streams watches (one JSON event per line, each event encoded
 // once for all its watchers), and serves discovery (legacy and the
 // aggregated apidiscovery.k8s.io/v2 form), /version, the health
-// endpoints, /metrics (the process's and the Go runtime's figures, in
-// the Prometheus text format), and OpenAPI documents that tell kubectl
+// endpoints, /metrics (the requests', the process's and the Go runtime's
+// figures, in the Prometheus text format), and OpenAPI documents that tell kubectl
 // which query parameters the server supports.
 //
 // Every error reaches the client as a metav1.Status with kube-apiserver's

@@ -60,6 +60,7 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
 			return
 		}
+		s.countRequest(w, r, ri)
 		(&handler{s: s, res: res, kind: k, ri: ri}).scale(w, r)
 		return
 	case "finalize":
@@ -75,11 +76,16 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
 		return
 	}
+	series := s.countRequest(w, r, ri)
 	h := &handler{s: s, res: res, kind: k, ri: ri}
 	switch r.Method {
 	case http.MethodGet:
 		switch {
 		case ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")):
+			if series != nil {
+				series.running.Add(1)
+				defer series.running.Add(-1)
+			}
 			h.watch(w, r)
 		case ri.name == "":
 			h.list(w, r)

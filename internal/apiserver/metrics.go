@@ -21,12 +21,13 @@ import (
 // of the Go runtime's figures. They carry the names and meanings of
 // client_golang's process and Go collectors, which kube-apiserver serves
 // too, so a scraper (or kplane-bench, for server CPU per operation) reads
-// either server the same way. Request and storage metrics are not served.
+// either server the same way; and the resource requests' counts and
+// durations (reqmetrics.go).
 //
 // They are written here rather than through client_golang: linking it cost
 // 1.9 MB of idle RSS (26.7 → 28.6 MB) and 0.9 MB of binary for these
 // dozen lines.
-func serveMetrics(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
 		return
@@ -34,6 +35,7 @@ func serveMetrics(w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
 	writeProcessMetrics(&b)
 	writeGoMetrics(&b)
+	s.requests.write(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(http.StatusOK)

@@ -52,6 +52,7 @@ type Server struct {
 	stopping    context.Context // done once StopWatches is called
 	stopWatches context.CancelFunc
 	openapi     openAPICache // the published documents, rebuilt when the kinds change
+	requests    requestMetrics
 }
 
 // New returns a server; it answers /readyz with 503 until SetReady.
@@ -78,7 +79,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v2", s.openAPIV2)
 	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
-	s.mux.HandleFunc("/metrics", serveMetrics)
+	s.mux.HandleFunc("/metrics", s.serveMetrics)
 	if cfg.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -126,6 +127,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	s.mux.ServeHTTP(sw, r)
+	if sw.series != nil {
+		sw.series.observe(sw.code, time.Since(start))
+	}
 	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", time.Since(start))
 	}
@@ -165,11 +169,12 @@ func growStackMore() {
 //go:noinline
 func touch(b []byte) { b[0] = 1 }
 
-// statusWriter remembers the response code for the request log and
-// passes Flush through for watches.
+// statusWriter remembers the response code for the request log and the
+// request metrics, and passes Flush through for watches.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
+	code   int
+	series *requestSeries // the request's metrics, once it is known to be for a resource
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -93,6 +94,68 @@ func TestMetrics(t *testing.T) {
 	if st := value(second, "process_start_time_seconds", dto.MetricType_GAUGE); st != start {
 		t.Errorf("process_start_time_seconds changed: %v, then %v", start, st)
 	}
+
+	// The requests, labelled as kube-apiserver labels them.
+	requests := func(families map[string]*dto.MetricFamily, verb, code, scope string) float64 {
+		t.Helper()
+		for _, m := range families["apiserver_request_total"].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["verb"] == verb && l["code"] == code && l["scope"] == scope && l["resource"] == "configmaps" &&
+				l["group"] == "" && l["version"] == "v1" && l["component"] == "apiserver" && l["dry_run"] == "" && l["subresource"] == "" {
+				return m.GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	if n := requests(second, "POST", "201", "resource"); n != 300 {
+		t.Errorf("apiserver_request_total POST 201: %v, want 300", n)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "nope", metav1.GetOptions{}); err == nil {
+		t.Fatal("got a ConfigMap that is not there")
+	}
+	if _, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("default").Apply(ctx, corev1ac.ConfigMap("applied", "default").WithData(map[string]string{"k": "v"}),
+		metav1.ApplyOptions{FieldManager: "metrics-test"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := scrape()
+	if n := requests(third, "GET", "404", "resource"); n != 1 {
+		t.Errorf("apiserver_request_total GET 404: %v, want 1", n)
+	}
+	if n := requests(third, "APPLY", "201", "resource"); n != 1 {
+		t.Errorf("apiserver_request_total APPLY 201: %v, want 1", n)
+	}
+	if n := requests(third, "LIST", "200", "cluster"); n != 1 {
+		t.Errorf("apiserver_request_total LIST 200 cluster: %v, want 1", n)
+	}
+	watching := func(families map[string]*dto.MetricFamily) float64 {
+		for _, m := range families["apiserver_longrunning_requests"].GetMetric() {
+			for _, p := range m.GetLabel() {
+				if p.GetName() == "resource" && p.GetValue() == "configmaps" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	if n := watching(third); n != 1 {
+		t.Errorf("apiserver_longrunning_requests while watching: %v, want 1", n)
+	}
+	w.Stop()
+	eventually(t, 10*time.Second, "the watch counted once it stopped", func() (bool, string) {
+		f := scrape()
+		open, done := watching(f), requests(f, "WATCH", "200", "namespace")
+		return open == 0 && done == 1, fmt.Sprintf("%v open, %v counted", open, done)
+	})
 
 	// Only for authenticated clients, and only for reading.
 	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: mustTLS(t, s)}}

@@ -1,0 +1,208 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// requestLabels are the labels kube-apiserver gives a resource request in
+// apiserver_request_total and apiserver_request_duration_seconds (read off
+// a running v1.37 kube-apiserver's /metrics): the verb as it reports it
+// (GET, LIST, WATCH, POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION),
+// the dryRun query, the group, version, resource and subresource, and the
+// scope (resource for a named object or a create, namespace, or cluster).
+type requestLabels struct {
+	verb, dryRun, group, version, resource, subresource, scope string
+}
+
+// countRequest marks the request as one on a served resource, for the
+// request metrics (ServeHTTP counts it when it is answered), and returns
+// its series; nil when w is not the server's own writer. Requests refused
+// before they name a served resource (an unknown path, resource or
+// subresource) are not counted: their labels would be whatever a client
+// sent.
+func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri requestInfo) *requestSeries {
+	sw, ok := w.(*statusWriter)
+	if !ok {
+		return nil
+	}
+	sw.series = s.requests.of(labelsFor(r, ri))
+	return sw.series
+}
+
+// labelsFor returns the labels of a request for resource ri.
+func labelsFor(r *http.Request, ri requestInfo) requestLabels {
+	l := requestLabels{group: ri.group, version: ri.version, resource: ri.resource, subresource: ri.subresource}
+	collection := ri.name == ""
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case ri.watchPrefix || (collection && boolParam(r.URL.Query(), "watch")):
+			l.verb = "WATCH"
+		case collection:
+			l.verb = "LIST"
+		default:
+			l.verb = "GET"
+		}
+	case http.MethodDelete:
+		l.verb = "DELETE"
+		if collection {
+			l.verb = "DELETECOLLECTION"
+		}
+	case http.MethodPatch:
+		l.verb = "PATCH"
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/apply-patch") {
+			l.verb = "APPLY"
+		}
+	case http.MethodPost, http.MethodPut:
+		l.verb = r.Method
+	default:
+		l.verb = "other" // refused; a method's name is the client's to choose
+	}
+	switch {
+	case !collection || r.Method == http.MethodPost:
+		l.scope = "resource"
+	case ri.namespace != "":
+		l.scope = "namespace"
+	default:
+		l.scope = "cluster"
+	}
+	l.dryRun = dryRunLabel(r.URL)
+	return l
+}
+
+// dryRunLabel is the dryRun query as kube-apiserver labels it: its values
+// without repeats, sorted, joined by commas; "invalid" if any is not All.
+func dryRunLabel(u *url.URL) string {
+	if !strings.Contains(u.RawQuery, "dryRun") && !strings.Contains(u.RawQuery, "%") {
+		return "" // without parsing the query: no key can spell dryRun
+	}
+	v := u.Query()["dryRun"]
+	for _, d := range v {
+		if d != "All" {
+			return "invalid"
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "All"
+}
+
+// durationBuckets are apiserver_request_duration_seconds' upper bounds, as
+// kube-apiserver's.
+var durationBuckets = [...]float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60}
+
+// requestSeries counts the requests of one set of labels.
+type requestSeries struct {
+	buckets [len(durationBuckets) + 1]atomic.Uint64 // the last is +Inf alone
+	nanos   atomic.Int64                            // the durations' sum
+	codes   sync.Map                                // HTTP status code → *atomic.Uint64
+	running atomic.Int64                            // watches open now
+}
+
+// requestMetrics are the request metrics of one server. A request costs a
+// read-locked map lookup and a few atomic adds.
+type requestMetrics struct {
+	mu     sync.RWMutex
+	series map[requestLabels]*requestSeries
+}
+
+// of returns the series of l, made on first use.
+func (m *requestMetrics) of(l requestLabels) *requestSeries {
+	m.mu.RLock()
+	s := m.series[l]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s = m.series[l]; s == nil {
+		if m.series == nil {
+			m.series = map[requestLabels]*requestSeries{}
+		}
+		s = &requestSeries{}
+		m.series[l] = s
+	}
+	return s
+}
+
+// observe counts a finished request.
+func (s *requestSeries) observe(code int, d time.Duration) {
+	if code == 0 {
+		code = http.StatusOK // written without WriteHeader
+	}
+	c, ok := s.codes.Load(code)
+	if !ok {
+		c, _ = s.codes.LoadOrStore(code, new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(1)
+	s.buckets[sort.SearchFloat64s(durationBuckets[:], d.Seconds())].Add(1)
+	s.nanos.Add(int64(d))
+}
+
+// write appends the metrics in the Prometheus text format, series in
+// label order.
+func (m *requestMetrics) write(b *bytes.Buffer) {
+	m.mu.RLock()
+	keys := make([]requestLabels, 0, len(m.series))
+	for l := range m.series {
+		keys = append(keys, l)
+	}
+	series := make([]*requestSeries, len(keys))
+	slices.SortFunc(keys, func(a, b requestLabels) int {
+		return strings.Compare(a.String(), b.String())
+	})
+	for i, l := range keys {
+		series[i] = m.series[l]
+	}
+	m.mu.RUnlock()
+
+	b.WriteString("# HELP apiserver_request_total Resource requests answered, by verb, dry run, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_total counter\n")
+	for i, l := range keys {
+		var codes []int
+		series[i].codes.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
+		slices.Sort(codes)
+		for _, code := range codes {
+			c, _ := series[i].codes.Load(code)
+			fmt.Fprintf(b, "apiserver_request_total{code=\"%d\",%s} %d\n", code, l, c.(*atomic.Uint64).Load())
+		}
+	}
+	b.WriteString("# HELP apiserver_request_duration_seconds How long resource requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
+	for i, l := range keys {
+		var n uint64
+		for j, le := range durationBuckets {
+			n += series[i].buckets[j].Load()
+			fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", l, strconv.FormatFloat(le, 'g', -1, 64), n)
+		}
+		n += series[i].buckets[len(durationBuckets)].Load()
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", l, n)
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", l, strconv.FormatFloat(time.Duration(series[i].nanos.Load()).Seconds(), 'g', -1, 64))
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", l, n)
+	}
+	b.WriteString("# HELP apiserver_longrunning_requests Watches open now, by group, version, resource, subresource and scope.\n# TYPE apiserver_longrunning_requests gauge\n")
+	for i, l := range keys {
+		if l.verb == "WATCH" {
+			fmt.Fprintf(b, "apiserver_longrunning_requests{component=\"apiserver\",group=%q,resource=%q,scope=%q,subresource=%q,verb=\"WATCH\",version=%q} %d\n",
+				l.group, l.resource, l.scope, l.subresource, l.version, series[i].running.Load())
+		}
+	}
+}
+
+// String is the labels in the text format, in name order after code.
+// Their values are path segments and fixed words: %q escapes any
+// backslash, quote or newline as the format wants.
+func (l requestLabels) String() string {
+	return fmt.Sprintf("component=\"apiserver\",dry_run=%q,group=%q,resource=%q,scope=%q,subresource=%q,verb=%q,version=%q",
+		l.dryRun, l.group, l.resource, l.scope, l.subresource, l.verb, l.version)
+}
