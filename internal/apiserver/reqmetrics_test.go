@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +132,48 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// Requests counted from many goroutines while /metrics is read: none is
+// lost (and the race detector, which CI runs here, sees no race).
+func TestRequestMetricsConcurrent(t *testing.T) {
+	var m requestMetrics
+	verbs := []string{"GET", "LIST", "POST"}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 1000 {
+				l := requestLabels{verb: verbs[(w+i)%len(verbs)], version: "v1", resource: "configmaps", scope: "resource"}
+				m.of(l).observe(200+i%2, time.Duration(i)*time.Millisecond)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			var b bytes.Buffer
+			m.write(&b)
+		}
+	}()
+	wg.Wait()
+	<-done
+	var b bytes.Buffer
+	m.write(&b)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, s := range families["apiserver_request_total"].GetMetric() {
+		total += s.GetCounter().GetValue()
+	}
+	var observed uint64
+	for _, s := range families["apiserver_request_duration_seconds"].GetMetric() {
+		observed += s.GetHistogram().GetSampleCount()
+	}
+	if total != 4000 || observed != 4000 {
+		t.Errorf("counted %v requests, observed %d durations; want 4000 each", total, observed)
+	}
 }
