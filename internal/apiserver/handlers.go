@@ -60,7 +60,7 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
 			return
 		}
-		s.countRequest(w, r, ri)
+		s.countRequest(w, r, ri, false)
 		(&handler{s: s, res: res, kind: k, ri: ri}).scale(w, r)
 		return
 	case "finalize":
@@ -76,12 +76,13 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
 		return
 	}
-	series := s.countRequest(w, r, ri)
+	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")))
+	series := s.countRequest(w, r, ri, watch)
 	h := &handler{s: s, res: res, kind: k, ri: ri}
 	switch r.Method {
 	case http.MethodGet:
 		switch {
-		case ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")):
+		case watch:
 			if series != nil {
 				series.running.Add(1)
 				defer series.running.Add(-1)

@@ -26,27 +26,29 @@ type requestLabels struct {
 
 // countRequest marks the request as one on a served resource, for the
 // request metrics (ServeHTTP counts it when it is answered), and returns
-// its series; nil when w is not the server's own writer. Requests refused
+// its series; nil when w is not the server's own writer. watch says
+// whether the router took the request for a watch. Requests refused
 // before they name a served resource (an unknown path, resource or
 // subresource) are not counted: their labels would be whatever a client
 // sent.
-func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri requestInfo) *requestSeries {
+func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri requestInfo, watch bool) *requestSeries {
 	sw, ok := w.(*statusWriter)
 	if !ok {
 		return nil
 	}
-	sw.series = s.requests.of(labelsFor(r, ri))
+	sw.series = s.requests.of(labelsFor(r, ri, watch))
 	return sw.series
 }
 
-// labelsFor returns the labels of a request for resource ri.
-func labelsFor(r *http.Request, ri requestInfo) requestLabels {
+// labelsFor returns the labels of a request for resource ri, a watch if
+// the router says so.
+func labelsFor(r *http.Request, ri requestInfo, watch bool) requestLabels {
 	l := requestLabels{group: ri.group, version: ri.version, resource: ri.resource, subresource: ri.subresource}
 	collection := ri.name == ""
 	switch r.Method {
 	case http.MethodGet:
 		switch {
-		case ri.watchPrefix || (collection && boolParam(r.URL.Query(), "watch")):
+		case watch:
 			l.verb = "WATCH"
 		case collection:
 			l.verb = "LIST"
@@ -154,47 +156,46 @@ func (s *requestSeries) observe(code int, d time.Duration) {
 // write appends the metrics in the Prometheus text format, series in
 // label order.
 func (m *requestMetrics) write(b *bytes.Buffer) {
-	m.mu.RLock()
-	keys := make([]requestLabels, 0, len(m.series))
-	for l := range m.series {
-		keys = append(keys, l)
+	type entry struct {
+		labels requestLabels
+		text   string // the labels in the text format
+		s      *requestSeries
 	}
-	series := make([]*requestSeries, len(keys))
-	slices.SortFunc(keys, func(a, b requestLabels) int {
-		return strings.Compare(a.String(), b.String())
-	})
-	for i, l := range keys {
-		series[i] = m.series[l]
+	m.mu.RLock()
+	all := make([]entry, 0, len(m.series))
+	for l, s := range m.series {
+		all = append(all, entry{l, l.String(), s})
 	}
 	m.mu.RUnlock()
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.text, b.text) })
 
 	b.WriteString("# HELP apiserver_request_total Resource requests answered, by verb, dry run, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_total counter\n")
-	for i, l := range keys {
+	for _, e := range all {
 		var codes []int
-		series[i].codes.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
+		e.s.codes.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
 		slices.Sort(codes)
 		for _, code := range codes {
-			c, _ := series[i].codes.Load(code)
-			fmt.Fprintf(b, "apiserver_request_total{code=\"%d\",%s} %d\n", code, l, c.(*atomic.Uint64).Load())
+			c, _ := e.s.codes.Load(code)
+			fmt.Fprintf(b, "apiserver_request_total{code=\"%d\",%s} %d\n", code, e.text, c.(*atomic.Uint64).Load())
 		}
 	}
 	b.WriteString("# HELP apiserver_request_duration_seconds How long resource requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
-	for i, l := range keys {
+	for _, e := range all {
 		var n uint64
 		for j, le := range durationBuckets {
-			n += series[i].buckets[j].Load()
-			fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", l, strconv.FormatFloat(le, 'g', -1, 64), n)
+			n += e.s.buckets[j].Load()
+			fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", e.text, strconv.FormatFloat(le, 'g', -1, 64), n)
 		}
-		n += series[i].buckets[len(durationBuckets)].Load()
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", l, n)
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", l, strconv.FormatFloat(time.Duration(series[i].nanos.Load()).Seconds(), 'g', -1, 64))
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", l, n)
+		n += e.s.buckets[len(durationBuckets)].Load()
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", e.text, n)
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", e.text, strconv.FormatFloat(time.Duration(e.s.nanos.Load()).Seconds(), 'g', -1, 64))
+		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", e.text, n)
 	}
 	b.WriteString("# HELP apiserver_longrunning_requests Watches open now, by group, version, resource, subresource and scope.\n# TYPE apiserver_longrunning_requests gauge\n")
-	for i, l := range keys {
-		if l.verb == "WATCH" {
+	for _, e := range all {
+		if l := e.labels; l.verb == "WATCH" {
 			fmt.Fprintf(b, "apiserver_longrunning_requests{component=\"apiserver\",group=%q,resource=%q,scope=%q,subresource=%q,verb=\"WATCH\",version=%q} %d\n",
-				l.group, l.resource, l.scope, l.subresource, l.version, series[i].running.Load())
+				l.group, l.resource, l.scope, l.subresource, l.version, e.s.running.Load())
 		}
 	}
 }

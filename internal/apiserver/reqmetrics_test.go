@@ -21,7 +21,7 @@ func BenchmarkRequestMetrics(b *testing.B) {
 	ri, _ := parsePath(r.URL.Path)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.of(labelsFor(r, ri)).observe(200, 3*time.Millisecond)
+		m.of(labelsFor(r, ri, false)).observe(200, 3*time.Millisecond)
 	}
 }
 
@@ -55,7 +55,8 @@ func TestRequestLabels(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: not a resource path", c.target)
 		}
-		if got := labelsFor(r, ri); got != c.want {
+		watch := c.method == "GET" && (ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")))
+		if got := labelsFor(r, ri, watch); got != c.want {
 			t.Errorf("%s %s: %+v, want %+v", c.method, c.target, got, c.want)
 		}
 	}
