@@ -68,35 +68,32 @@ func plainRun(s string) int {
 // quote, of its closing quote, and whether the string has escapes; -1 if
 // it is not closed.
 func stringEnd(b []byte) (end int, escaped bool) {
-	// Most strings have no escape: one pass for the quote (IndexByte is
-	// vectorised) and one for a backslash before it.
+	// Two passes, each vectorised: one for the first quote, one for a
+	// backslash before it. Most strings have no escape and end there.
 	q := bytes.IndexByte(b, '"')
 	if q < 0 {
 		return -1, false
 	}
-	i := bytes.IndexByte(b[:q], '\\')
-	if i < 0 {
+	if bytes.IndexByte(b[:q], '\\') < 0 {
 		return q, false
 	}
-	// From one escape to the next: the quote is looked for again only
-	// once an escape has passed it (it was escaped), so a string of many
-	// escapes is still read about once.
+	// A backslash escapes the byte after it, so a position just after a
+	// byte other than a backslash is never inside an escape: a quote ends
+	// the string when the run of backslashes before it is even. Text with
+	// a newline every line is then still read about once, not a search
+	// per escape.
 	for {
-		if i+1 >= len(b) {
-			return -1, true
+		k := q
+		for k > 0 && b[k-1] == '\\' {
+			k--
 		}
-		i += 2 // the backslash and the escaped byte
-		if q < i {
-			j := bytes.IndexByte(b[i:], '"')
-			if j < 0 {
-				return -1, true
-			}
-			q = i + j
-		}
-		k := bytes.IndexByte(b[i:q], '\\')
-		if k < 0 {
+		if (q-k)%2 == 0 {
 			return q, true
 		}
-		i += k
+		j := bytes.IndexByte(b[q+1:], '"')
+		if j < 0 {
+			return -1, true
+		}
+		q += 1 + j
 	}
 }

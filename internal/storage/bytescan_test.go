@@ -137,6 +137,19 @@ func BenchmarkByteScans(b *testing.B) {
 			stringEndLoop(bv)
 		}
 	})
+	// Configuration text as stored: a newline, escaped, every 40 bytes
+	// or so, and an escaped quote.
+	text := []byte(strings.Repeat(`listen = 10.0.1.2:8080\nserver.timeout = 30s\n`, 22) + `name = \"x\"` + `"`)
+	b.Run("stringEnd/text", func(b *testing.B) {
+		for range b.N {
+			stringEnd(text)
+		}
+	})
+	b.Run("stringEnd/text/loop", func(b *testing.B) {
+		for range b.N {
+			stringEndLoop(text)
+		}
+	})
 	b.Run("plainText", func(b *testing.B) {
 		for range b.N {
 			plainText(bv[:len(bv)-1])

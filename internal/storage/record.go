@@ -197,8 +197,8 @@ func (r *Record) scan() error {
 		defer func() { r.metaEnd = int32(s.pos) }()
 		inOrder, prevKey, empty := true, "", true
 		err := s.object(func(key string) error {
-			if key < prevKey {
-				inOrder = false
+			if key <= prevKey && !empty {
+				inOrder = false // out of order, or given twice: decode's last one wins
 			}
 			prevKey = key
 			if r.at < 0 && key > "resourceVersion" {
@@ -442,15 +442,31 @@ func (r *Record) CreationTimestamp() string {
 	s := scanner{data: r.Value[r.metaStart:r.metaEnd]}
 	var ts string
 	s.objectBytes(func(key string) error {
-		if key != "creationTimestamp" || s.peek() != '"' {
+		if key != "creationTimestamp" {
+			return s.skip()
+		}
+		if s.peek() != '"' {
+			ts = ""
 			return s.skip()
 		}
 		v, err := s.str()
+		if err != nil {
+			return err
+		}
 		ts = v
-		return err
+		if r.at < 0 {
+			return nil // not as Store writes it: a key may come again, and the last wins
+		}
+		// Keys in Store's order come once each: what follows
+		// (managedFields, most of the metadata) need not be read. A
+		// table row reads this.
+		return errFound
 	})
 	return ts
 }
+
+// errFound stops a scan that has found what it looked for.
+var errFound = errors.New("found")
 
 // Labels returns the object's labels for a label selector.
 func (r *Record) Labels() labels.Labels { return r.labels }

@@ -193,6 +193,7 @@ func TestRecordForeignValues(t *testing.T) {
 		`{"kind":"K","metadata":{"uid":"u","name":"a"}}`,
 		`{ "kind":"K", "metadata" : { } , "a" : [ 1 , {"metadata":{}} ] }`,
 		`{"kind":"K","metadata":{"name":"a","uid":"u"},"a":"\u00e9<"}`,
+		`{"kind":"K","metadata":{"name":"a","name":"b","uid":"u"}}`,
 	} {
 		rec, err := NewRecord("/k", []byte(v), 9)
 		if err != nil {
@@ -209,6 +210,34 @@ func TestRecordForeignValues(t *testing.T) {
 		}
 		if !equality.Semantic.DeepEqual(served.Object, dec.Object) {
 			t.Fatalf("%s: served %s, want %v", v, got, dec.Object)
+		}
+	}
+}
+
+// CreationTimestamp reads the one a decode reads: in Store's form the
+// first and only one, else the last, and "" for one that is not a string.
+func TestRecordCreationTimestamp(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{`{"kind":"K","metadata":{"annotations":{"creationTimestamp":"no"},"creationTimestamp":"2026-11-26T10:00:00Z","managedFields":[{"manager":"m"}],"name":"a"}}`, "2026-11-26T10:00:00Z"},
+		{`{"kind":"K","metadata":{"name":"a"}}`, ""},
+		{`{"kind":"K","metadata":{"creationTimestamp":null,"name":"a"}}`, ""},
+		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z","creationTimestamp":"2026-11-27T10:00:00Z"}}`, "2026-11-27T10:00:00Z"},
+		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z","name":"a","creationTimestamp":null}}`, ""},
+		{`{"kind":"K","metadata":{"name":"a","creationTimestamp":"2026-11-26T10:00:00Z"}}`, "2026-11-26T10:00:00Z"},
+	} {
+		rec, err := NewRecord("/k", []byte(tc.value), 9)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.value, err)
+		}
+		if got := rec.CreationTimestamp(); got != tc.want {
+			t.Errorf("%s: CreationTimestamp() = %q, want %q", tc.value, got, tc.want)
+		}
+		obj, err := rec.Decode(9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if decoded, _, _ := unstructured.NestedString(obj.Object, "metadata", "creationTimestamp"); decoded != tc.want {
+			t.Errorf("%s: the decode reads %q, the test wants %q", tc.value, decoded, tc.want)
 		}
 	}
 }
