@@ -44,12 +44,19 @@ type tableRow struct {
 	obj *unstructured.Unstructured
 	rec *storage.Record
 	rev int64
+	// read: name and created are the object's name and
+	// creationTimestamp, read from the record, and obj holds at most
+	// the members the columns read (nil when they read none).
+	read          bool
+	name, created string
 }
 
-// recordRow is the row of a stored object: its record, and for the cells
-// the object decoded, all of it or only the members the columns read
-// (registry.Kind.TableMembers) with the name and creationTimestamp the
-// row's first and last cells read.
+// recordRow is the row of a stored object: its record, its name and
+// creationTimestamp for the row's first and last cells, and for the
+// other cells the object decoded, all of it or only the members the
+// columns read (registry.Kind.TableMembers), with that name and
+// creationTimestamp as its metadata unless a column reads metadata.
+// Columns that only count entries (a ConfigMap's DATA) decode nothing.
 func recordRow(rec *storage.Record, members []string, all bool) (tableRow, error) {
 	row := tableRow{rec: rec, rev: rec.Rev}
 	if all {
@@ -57,15 +64,31 @@ func recordRow(rec *storage.Record, members []string, all bool) (tableRow, error
 		row.obj = obj
 		return row, err
 	}
+	row.read, row.name, row.created = true, rec.Name, rec.CreationTimestamp()
+	if len(members) == 0 {
+		return row, nil
+	}
 	m, err := rec.DecodeMembers(rec.Rev, members)
 	if err != nil {
 		return row, err
 	}
 	if _, ok := m["metadata"]; !ok {
-		m["metadata"] = map[string]any{"name": rec.Name, "creationTimestamp": rec.CreationTimestamp()}
+		m["metadata"] = map[string]any{"name": row.name, "creationTimestamp": row.created}
 	}
 	row.obj = &unstructured.Unstructured{Object: m}
 	return row, nil
+}
+
+// nameAndCreated returns the row's object's name and creation time.
+func (tr tableRow) nameAndCreated() (string, time.Time) {
+	if !tr.read {
+		return tr.obj.GetName(), tr.obj.GetCreationTimestamp().Time
+	}
+	var created metav1.Time
+	if err := created.UnmarshalQueryParameter(tr.created); err != nil {
+		return tr.name, time.Time{} // as GetCreationTimestamp reads a malformed one
+	}
+	return tr.name, created.Time
 }
 
 // write appends the table of n rows, row(i) giving each, in pieces as
@@ -119,8 +142,9 @@ func (t *tableOf) columns() []metav1.TableColumnDefinition {
 // (a RawExtension, written as null when there is none).
 func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 	obj := tr.obj
+	name, created := tr.nameAndCreated()
 	b = append(b, `{"cells":[`...)
-	b, err := storage.AppendJSON(b, obj.GetName())
+	b, err := storage.AppendJSON(b, name)
 	for _, c := range t.k.Columns {
 		if err != nil {
 			return nil, err
@@ -136,7 +160,7 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 	}
 	if t.age {
 		b = append(b, ',')
-		b, _ = storage.AppendJSON(b, humanAge(t.now, obj.GetCreationTimestamp().Time))
+		b, _ = storage.AppendJSON(b, humanAge(t.now, created))
 	}
 	b = append(b, `],"object":`...)
 	switch t.include {
@@ -165,7 +189,11 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 // row has not decoded them.
 func cell(c registry.Column, tr tableRow) (any, error) {
 	if c.Counts == nil || tr.rec == nil {
-		return c.Value(tr.obj), nil
+		obj := tr.obj
+		if obj == nil {
+			obj = &unstructured.Unstructured{Object: map[string]any{}} // reads nothing (TableMembers)
+		}
+		return c.Value(obj), nil
 	}
 	if n, ok := tr.rec.CountEntries(c.Counts); ok {
 		return int64(n), nil
