@@ -144,25 +144,23 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 	obj := tr.obj
 	name, created := tr.nameAndCreated()
 	b = append(b, `{"cells":[`...)
-	b, err := storage.AppendJSON(b, name)
+	b = storage.AppendString(b, name)
 	for _, c := range t.k.Columns {
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		if v, err = cell(c, tr); err == nil {
+		v, err := cell(c, tr)
+		if err == nil {
 			b = append(b, ',')
 			b, err = storage.AppendJSON(b, v)
 		}
-	}
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
 	}
 	if t.age {
 		b = append(b, ',')
-		b, _ = storage.AppendJSON(b, humanAge(t.now, created))
+		b = storage.AppendString(b, humanAge(t.now, created))
 	}
 	b = append(b, `],"object":`...)
+	var err error
 	switch t.include {
 	case "None":
 		b = append(b, "null"...)

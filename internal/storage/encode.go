@@ -73,6 +73,10 @@ func AppendJSON(b []byte, v any) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendString appends s as a JSON string: AppendJSON for a string,
+// without boxing it in an interface (an allocation for each one).
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendString quotes s as encoding/json does (HTML-safe, invalid UTF-8
 // as U+FFFD, U+2028 and U+2029 escaped).
 func appendString(b []byte, s string) []byte {

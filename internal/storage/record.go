@@ -434,7 +434,7 @@ func (r *Record) CountEntries(members []string) (int, bool) {
 }
 
 // CreationTimestamp is metadata.creationTimestamp as stored, "" when
-// there is none or it is not a string.
+// there is none or it is not a string. It may share the record's bytes.
 func (r *Record) CreationTimestamp() string {
 	if r.metaEnd == 0 {
 		return ""
@@ -449,9 +449,12 @@ func (r *Record) CreationTimestamp() string {
 			ts = ""
 			return s.skip()
 		}
-		v, err := s.str()
+		b, v, plain, err := s.strBytes()
 		if err != nil {
 			return err
+		}
+		if plain {
+			v = bytesString(b) // the record's bytes, never modified: no copy
 		}
 		ts = v
 		if r.at < 0 {
