@@ -137,9 +137,9 @@ type Column struct {
 	// Value returns the cell; nil renders as <none> by kubectl.
 	Value func(obj *unstructured.Unstructured) any
 	// Reads are the top-level members of the object Value reads. A list's
-	// table then decodes only those, with apiVersion, kind and metadata
-	// (without managedFields, unless "metadata" is among them). Nil: the
-	// whole object.
+	// table then decodes only those; unless "metadata" is among them,
+	// the object Value sees has only the name and creationTimestamp of
+	// its metadata. Nil: the whole object.
 	Reads []string
 	// Counts, when set, says the cell is the number of entries in these
 	// top-level members (an object's members, an array's elements), as
