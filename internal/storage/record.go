@@ -163,6 +163,7 @@ func NewRecord(key string, value []byte, rev int64) (*Record, error) {
 func (r *Record) scan() error {
 	s := scanner{data: r.Value}
 	found := false
+	metas := 0      // how often metadata came
 	var seen [2]int // how often apiVersion and kind came
 	err := s.object(func(key string) error {
 		if key == "apiVersion" || key == "kind" {
@@ -189,7 +190,16 @@ func (r *Record) scan() error {
 			}
 			return nil
 		}
-		if key != "metadata" || found || s.peek() != '{' {
+		if key != "metadata" {
+			return s.skip()
+		}
+		if metas++; metas > 1 {
+			// Given again: a decode takes the last one, and so does the
+			// record; the value is served through a decode (below).
+			r.Name, r.Namespace, r.labels, r.deleting = "", "", nil, false
+			r.metaStart, r.metaEnd, r.at, found = 0, 0, -1, false
+		}
+		if s.peek() != '{' {
 			return s.skip()
 		}
 		found = true
@@ -274,7 +284,7 @@ func (r *Record) scan() error {
 	if err != nil {
 		return err
 	}
-	if !found {
+	if !found || metas > 1 {
 		r.at = -1
 	}
 	if seen != [2]int{1, 1} {

@@ -194,6 +194,9 @@ func TestRecordForeignValues(t *testing.T) {
 		`{ "kind":"K", "metadata" : { } , "a" : [ 1 , {"metadata":{}} ] }`,
 		`{"kind":"K","metadata":{"name":"a","uid":"u"},"a":"\u00e9<"}`,
 		`{"kind":"K","metadata":{"name":"a","name":"b","uid":"u"}}`,
+		`{"kind":"K","metadata":{"name":"a","labels":{"x":"1"}},"metadata":{"name":"b"}}`,
+		`{"kind":"K","metadata":{"name":"a"},"metadata":null}`,
+		`{"kind":"K","metadata":null,"metadata":{"name":"b"}}`,
 	} {
 		rec, err := NewRecord("/k", []byte(v), 9)
 		if err != nil {
@@ -204,6 +207,9 @@ func TestRecordForeignValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		dec, _ := rec.Decode(9)
+		if rec.Name != dec.GetName() || len(rec.Labels().(labelPairs)) != 2*len(dec.GetLabels()) {
+			t.Errorf("%s: the record reads %q %v, the decode %q %v", v, rec.Name, rec.Labels(), dec.GetName(), dec.GetLabels())
+		}
 		served := &unstructured.Unstructured{}
 		if err := served.UnmarshalJSON(got); err != nil {
 			t.Fatalf("%s: served %s: %v", v, got, err)
@@ -224,6 +230,8 @@ func TestRecordCreationTimestamp(t *testing.T) {
 		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z","creationTimestamp":"2026-11-27T10:00:00Z"}}`, "2026-11-27T10:00:00Z"},
 		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z","name":"a","creationTimestamp":null}}`, ""},
 		{`{"kind":"K","metadata":{"name":"a","creationTimestamp":"2026-11-26T10:00:00Z"}}`, "2026-11-26T10:00:00Z"},
+		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z"},"metadata":{"creationTimestamp":"2026-11-27T10:00:00Z"}}`, "2026-11-27T10:00:00Z"},
+		{`{"kind":"K","metadata":{"creationTimestamp":"2026-11-26T10:00:00Z"},"metadata":1}`, ""},
 	} {
 		rec, err := NewRecord("/k", []byte(tc.value), 9)
 		if err != nil {
@@ -323,6 +331,7 @@ func TestRecordMalformed(t *testing.T) {
 func FuzzRecord(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"v1","metadata":{"labels":{"a":"b"},"name":"n","uid":"u"}}`))
 	f.Add([]byte(`{"metadata":{}}`))
+	f.Add([]byte(`{"metadata":{"creationTimestamp":"x","name":"a"},"metadata":{"name":"b"}}`))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		rec, err := NewRecord("/k", v, 3)
 		if err != nil {
@@ -331,6 +340,9 @@ func FuzzRecord(f *testing.F) {
 		dec, err := rec.Decode(3)
 		if err != nil {
 			return // the scan is lenient about what it skips; decode is the judge
+		}
+		if ts, _, _ := unstructured.NestedString(dec.Object, "metadata", "creationTimestamp"); rec.CreationTimestamp() != ts {
+			t.Fatalf("creationTimestamp %q, decoded %q\n%s", rec.CreationTimestamp(), ts, v)
 		}
 		got, err := rec.AppendJSON(nil, 3)
 		if err != nil {
