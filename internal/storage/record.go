@@ -224,6 +224,11 @@ func (r *Record) scan() error {
 				return s.skip()
 			case "name", "namespace":
 				if s.peek() != '"' {
+					if key == "name" { // as the accessors read it, should it come again
+						r.Name = ""
+					} else {
+						r.Namespace = ""
+					}
 					return s.skip()
 				}
 				b, v, plain, err := s.strBytes()
@@ -238,6 +243,7 @@ func (r *Record) scan() error {
 				}
 				return err
 			case "labels":
+				r.labels = nil
 				if s.peek() != '{' {
 					return s.skip()
 				}

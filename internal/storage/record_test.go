@@ -197,6 +197,7 @@ func TestRecordForeignValues(t *testing.T) {
 		`{"kind":"K","metadata":{"name":"a","labels":{"x":"1"}},"metadata":{"name":"b"}}`,
 		`{"kind":"K","metadata":{"name":"a"},"metadata":null}`,
 		`{"kind":"K","metadata":null,"metadata":{"name":"b"}}`,
+		`{"kind":"K","metadata":{"labels":{"x":"1"},"labels":null,"name":"a","name":1}}`,
 	} {
 		rec, err := NewRecord("/k", []byte(v), 9)
 		if err != nil {
