@@ -692,7 +692,7 @@ func protoObject(k *registry.Kind, v string, obj map[string]any) ([]byte, error)
 func appendEnvelope(dst []byte, gvk schema.GroupVersionKind, msg []byte) []byte {
 	apiVersion := gvk.GroupVersion().String()
 	typeMeta := protowire.SizeTag(1) + protowire.SizeBytes(len(apiVersion)) + protowire.SizeTag(2) + protowire.SizeBytes(len(gvk.Kind))
-	dst = slices.Grow(dst, 4+protowire.SizeTag(1)+protowire.SizeBytes(typeMeta)+protowire.SizeTag(2)+protowire.SizeBytes(len(msg))+4)
+	dst = slices.Grow(dst, envelopeSize(gvk, len(msg)))
 	dst = append(dst, "k8s\x00"...)
 	dst = protowire.AppendVarint(protowire.AppendTag(dst, 1, protowire.BytesType), uint64(typeMeta))
 	dst = protowire.AppendString(protowire.AppendTag(dst, 1, protowire.BytesType), apiVersion)
@@ -704,16 +704,51 @@ func appendEnvelope(dst []byte, gvk schema.GroupVersionKind, msg []byte) []byte 
 	return dst
 }
 
+// envelopeSize is the length of appendEnvelope's bytes for a message of
+// kind gvk and n bytes.
+func envelopeSize(gvk schema.GroupVersionKind, n int) int {
+	apiVersion := gvk.GroupVersion().String()
+	typeMeta := protowire.SizeTag(1) + protowire.SizeBytes(len(apiVersion)) + protowire.SizeTag(2) + protowire.SizeBytes(len(gvk.Kind))
+	return 4 + protowire.SizeTag(1) + protowire.SizeBytes(typeMeta) + protowire.SizeTag(2) + protowire.SizeBytes(n) + 4
+}
+
 // appendProtoWatchEvent appends a watch event as kube-apiserver streams
 // it to a client that asked for protobuf: a metav1.WatchEvent message
 // (its type, and a RawExtension holding the object in the serializer's
 // envelope), preceded by its length in 4 bytes, big-endian
 // (protobuf.LengthDelimitedFramer).
 func appendProtoWatchEvent(b []byte, typ watch.EventType, object []byte) []byte {
-	raw := protowire.SizeTag(1) + protowire.SizeBytes(len(object))
-	n := protowire.SizeTag(1) + protowire.SizeBytes(len(typ)) + protowire.SizeTag(2) + protowire.SizeBytes(raw)
-	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return append(appendWatchEventHead(b, typ, len(object)), object...)
+}
+
+// appendWatchEventHead appends what appendProtoWatchEvent writes before
+// an object of n bytes.
+func appendWatchEventHead(b []byte, typ watch.EventType, n int) []byte {
+	raw := protowire.SizeTag(1) + protowire.SizeBytes(n)
+	size := protowire.SizeTag(1) + protowire.SizeBytes(len(typ)) + protowire.SizeTag(2) + protowire.SizeBytes(raw)
+	b = binary.BigEndian.AppendUint32(b, uint32(size))
 	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), string(typ))
 	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.BytesType), uint64(raw))
-	return protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), object)
+	return protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.BytesType), uint64(n))
+}
+
+// appendKeptWatchEvent appends the watch event of o's object as
+// appendProtoWatchEvent appends it, written straight from the message
+// kept with the record: not enveloped apart first, in a new slice for
+// each event, then copied. A watch-list's initial events are each read
+// by one watcher, so the envelope a shared event keeps for its watchers
+// (RecordJSON.Other) would be made for one. ok is false when the record
+// keeps no message for o (appendRecordProto); dst is then as it was.
+func appendKeptWatchEvent(dst []byte, k *registry.Kind, v string, typ watch.EventType, o *storage.RecordJSON) (_ []byte, ok bool) {
+	rec, rev := o.Record()
+	if !keepable(k, v, rec, rev) {
+		return dst, false
+	}
+	msg := rec.Alt()
+	if msg == nil {
+		return dst, false
+	}
+	gvk := k.GroupVersionKind(v)
+	dst = appendWatchEventHead(dst, typ, envelopeSize(gvk, len(msg)))
+	return appendEnvelope(dst, gvk, msg), true
 }

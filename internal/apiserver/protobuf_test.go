@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
@@ -196,6 +197,55 @@ func TestRecordProtoObject(t *testing.T) {
 	}
 	if got, err := recordProtoObjectAt(k, "v1", r, 15); err != nil || !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("at revision 15 (%v): got\n%q\nwant\n%q", err, got, want.Bytes())
+	}
+}
+
+// A watch event written from the message kept with a record is the
+// event written from the record's object in protobuf; before a message is
+// kept, and at another resourceVersion (a DELETED event's), there is none
+// to write from. envelopeSize is the envelope's length.
+func TestAppendKeptWatchEvent(t *testing.T) {
+	k := configMapKind()
+	value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "c", "namespace": "ns", "uid": "u-1"},
+		"data":     map[string]any{"k": strings.Repeat("v", 200)}})
+	r, err := storage.NewRecord("/configmaps/ns/c", value, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		want, err := recordProtoObject(k, "v1", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []watch.EventType{watch.Added, watch.Modified} {
+			got, ok := appendKeptWatchEvent([]byte("before"), k, "v1", typ, storage.NewRecordJSON(r, r.Rev))
+			if kept := r.Alt() != nil; ok != kept {
+				t.Fatalf("read %d: written from a kept message: %v, one kept: %v", i+1, ok, kept)
+			}
+			if !ok {
+				if string(got) != "before" {
+					t.Fatalf("read %d: nothing kept, yet %q", i+1, got)
+				}
+				continue
+			}
+			if w := appendProtoWatchEvent([]byte("before"), typ, want); !bytes.Equal(got, w) {
+				t.Fatalf("read %d, %s: got\n%q\nwant\n%q", i+1, typ, got, w)
+			}
+		}
+	}
+	if r.Alt() == nil {
+		t.Fatal("no message kept after three reads")
+	}
+	if _, ok := appendKeptWatchEvent(nil, k, "v1", watch.Deleted, storage.NewRecordJSON(r, 15)); ok {
+		t.Fatal("written from the kept message at another resourceVersion")
+	}
+	for _, gvk := range []schema.GroupVersionKind{k.GroupVersionKind("v1"), {Group: "apps", Version: "v1", Kind: "Deployment"}} {
+		for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 70000} {
+			if got, want := envelopeSize(gvk, n), len(appendEnvelope(nil, gvk, make([]byte, n))); got != want {
+				t.Errorf("envelopeSize(%v, %d) = %d, the envelope is %d bytes", gvk, n, got, want)
+			}
+		}
 	}
 }
 

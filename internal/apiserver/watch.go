@@ -315,6 +315,10 @@ func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, f form, gv stri
 	default:
 		switch o := ev.Object.(type) {
 		case *storage.RecordJSON:
+			if b, ok := appendKeptWatchEvent(buf.AvailableBuffer(), k, v, ev.Type, o); ok {
+				buf.Write(b)
+				return nil
+			}
 			obj, err = o.Other(func(rec *storage.Record, rev int64) ([]byte, error) { return recordProtoObjectAt(k, v, rec, rev) })
 		case *storage.Shared:
 			obj, err = protoObject(k, v, o.Object)
