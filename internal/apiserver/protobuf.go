@@ -656,6 +656,20 @@ func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, e
 // resourceVersion rev, as a watch event carries it (a DELETED event's
 // object is the state before, with the event's resourceVersion).
 func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
+	return appendRecordProtoObject(nil, k, v, r, rev, nil)
+}
+
+// appendRecordWatchEvent appends the watch event of r's object at rev as
+// appendProtoWatchEvent appends it, the object's message made into a
+// pooled buffer rather than a slice of its own (recordProtoObjectAt).
+func appendRecordWatchEvent(dst []byte, k *registry.Kind, v string, typ watch.EventType, r *storage.Record, rev int64) ([]byte, error) {
+	return appendRecordProtoObject(dst, k, v, r, rev, func(dst []byte, n int) []byte { return appendWatchEventHead(dst, typ, n) })
+}
+
+// appendRecordProtoObject appends r's object at rev in protobuf, in the
+// serializer's envelope, after what head appends for an envelope of n
+// bytes (a nil head appends nothing).
+func appendRecordProtoObject(dst []byte, k *registry.Kind, v string, r *storage.Record, rev int64, head func(dst []byte, n int) []byte) ([]byte, error) {
 	scratch := jsonScratch.Get().(*[]byte)
 	defer jsonScratch.Put(scratch)
 	msgs := protoItems.Get().(*itemsBuffer)
@@ -664,7 +678,11 @@ func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int6
 	if msgs.msgs, err = appendRecordProto(msgs.msgs[:0], scratch, k, v, r, rev); err != nil {
 		return nil, err
 	}
-	return appendEnvelope(nil, k.GroupVersionKind(v), msgs.msgs), nil
+	gvk := k.GroupVersionKind(v)
+	if head != nil {
+		dst = head(dst, envelopeSize(gvk, len(msgs.msgs)))
+	}
+	return appendEnvelope(dst, gvk, msgs.msgs), nil
 }
 
 // protoObject is an object's map in protobuf, in the serializer's

@@ -279,6 +279,10 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 			}
 		}
 	}
+	if o, ok := obj.(*storage.RecordJSON); ok && o.Alone() {
+		rec, rev := o.Record()
+		return writeFrame(buf, ev.Type, func(b []byte) ([]byte, error) { return rec.AppendJSON(b, rev) })
+	}
 	data, err := encodeJSON(obj)
 	if err != nil {
 		return err
@@ -316,6 +320,15 @@ func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, f form, gv stri
 		switch o := ev.Object.(type) {
 		case *storage.RecordJSON:
 			if b, ok := appendKeptWatchEvent(buf.AvailableBuffer(), k, v, ev.Type, o); ok {
+				buf.Write(b)
+				return nil
+			}
+			if o.Alone() {
+				rec, rev := o.Record()
+				b, err := appendRecordWatchEvent(buf.AvailableBuffer(), k, v, ev.Type, rec, rev)
+				if err != nil {
+					return err
+				}
 				buf.Write(b)
 				return nil
 			}

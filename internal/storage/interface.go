@@ -96,11 +96,12 @@ func (s *Shared) Record() (*Record, int64) { return s.rec, s.rev }
 // and never decoded into a map. It is read-only, and its kind is in its
 // JSON only (GetObjectKind is empty).
 type RecordJSON struct {
-	rec  *Record
-	rev  int64
-	once sync.Once
-	data []byte
-	err  error
+	rec   *Record
+	rev   int64
+	alone bool // Alone
+	once  sync.Once
+	data  []byte
+	err   error
 	// other is another encoding (Other).
 	otherOnce sync.Once
 	other     []byte
@@ -109,6 +110,17 @@ type RecordJSON struct {
 
 // NewRecordJSON returns the object of rec with resourceVersion rev.
 func NewRecordJSON(rec *Record, rev int64) *RecordJSON { return &RecordJSON{rec: rec, rev: rev} }
+
+// NewInitialRecordJSON is NewRecordJSON for an object that one watcher
+// alone is sent: an initial event of its watch (Alone).
+func NewInitialRecordJSON(rec *Record, rev int64) *RecordJSON {
+	return &RecordJSON{rec: rec, rev: rev, alone: true}
+}
+
+// Alone reports whether one watcher alone is sent the object. Its writer
+// may then encode it straight into its output: JSON and Other keep what
+// they make for the event's other watchers, of which it has none.
+func (e *RecordJSON) Alone() bool { return e.alone }
 
 // JSON returns the object's JSON; the caller must not modify it.
 func (e *RecordJSON) JSON() ([]byte, error) {

@@ -577,11 +577,16 @@ func TestNextUnderConcurrentWrites(t *testing.T) {
 // its stored JSON undecoded (a *storage.RecordJSON) and byte for byte the
 // whole object's JSON: initial events, history replayed, live events, and
 // an object leaving a selector (DELETED, its last state at the event's
-// revision).
+// revision). Initial events are the watcher's alone; the others are
+// shared with every watcher of the event.
 func TestEncodedOnlyWatch(t *testing.T) {
 	s, c := start(t, watchcache.Config{})
 	first := create(t, s, "a", "red")
 	create(t, s, "b", "red")
+	// Once the cache has both, a watch from "0" starts with them.
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	red, _ := labels.Parse("color=red")
 	starts := []storage.WatchOptions{
 		{ResourceVersion: "0"},
@@ -618,7 +623,7 @@ func TestEncodedOnlyWatch(t *testing.T) {
 	}
 	create(t, s, "c", "red")
 	for i, p := range pairs {
-		n := 0
+		n, seen := 0, 0
 		for n < 3 { // until c's ADDED, the last write
 			ew, ee := next(t, p.whole), next(t, p.encoded)
 			if ew.Type != ee.Type {
@@ -632,6 +637,11 @@ func TestEncodedOnlyWatch(t *testing.T) {
 			if !ok || !isJSON {
 				t.Fatalf("start %d, %s: objects %T and %T", i, ew.Type, ew.Object, ee.Object)
 			}
+			// Every start but the second begins with a and b as they are.
+			if initial := i != 1 && seen < 2; rj.Alone() != initial {
+				t.Fatalf("start %d, event %d (%s): alone %v, an initial event %v", i, seen, ew.Type, rj.Alone(), initial)
+			}
+			seen++
 			want, _ := sh.MarshalJSON()
 			got, err := rj.JSON()
 			if err != nil || string(got)+"\n" != string(want) {

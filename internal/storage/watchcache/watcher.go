@@ -63,7 +63,13 @@ func (w *watcher) takeInitial(buf []watch.Event) []watch.Event {
 	}
 	buf = buf[:0]
 	for _, r := range recs {
-		obj, err := recordObject(r, r.Rev, w.form)
+		var obj runtime.Object
+		var err error
+		if w.form == formJSON {
+			obj = storage.NewInitialRecordJSON(r, r.Rev) // this watcher's alone
+		} else {
+			obj, err = recordObject(r, r.Rev, w.form)
+		}
 		if err != nil {
 			w.mu.Lock()
 			w.mu.initial, w.mu.queue, w.mu.ended = nil, nil, true
