@@ -656,20 +656,30 @@ func recordProtoObject(k *registry.Kind, v string, r *storage.Record) ([]byte, e
 // resourceVersion rev, as a watch event carries it (a DELETED event's
 // object is the state before, with the event's resourceVersion).
 func recordProtoObjectAt(k *registry.Kind, v string, r *storage.Record, rev int64) ([]byte, error) {
-	return appendRecordProtoObject(nil, k, v, r, rev, nil)
+	return appendRecordProtoObject(nil, k, v, r, rev, appendEnvelope)
 }
 
 // appendRecordWatchEvent appends the watch event of r's object at rev as
-// appendProtoWatchEvent appends it, the object's message made into a
-// pooled buffer rather than a slice of its own (recordProtoObjectAt).
+// appendProtoWatchEvent appends it, for an event one watcher alone is
+// sent (storage.RecordJSON.Alone): written in place, not enveloped into a
+// slice of its own first (recordProtoObjectAt) and copied.
 func appendRecordWatchEvent(dst []byte, k *registry.Kind, v string, typ watch.EventType, r *storage.Record, rev int64) ([]byte, error) {
-	return appendRecordProtoObject(dst, k, v, r, rev, func(dst []byte, n int) []byte { return appendWatchEventHead(dst, typ, n) })
+	return appendRecordProtoObject(dst, k, v, r, rev, func(dst []byte, gvk schema.GroupVersionKind, msg []byte) []byte {
+		dst = appendWatchEventHead(dst, typ, envelopeSize(gvk, len(msg)))
+		return appendEnvelope(dst, gvk, msg)
+	})
 }
 
-// appendRecordProtoObject appends r's object at rev in protobuf, in the
-// serializer's envelope, after what head appends for an envelope of n
-// bytes (a nil head appends nothing).
-func appendRecordProtoObject(dst []byte, k *registry.Kind, v string, r *storage.Record, rev int64, head func(dst []byte, n int) []byte) ([]byte, error) {
+// appendRecordProtoObject appends r's object at rev as wrap writes its
+// protobuf message: the message kept with the record, or one made into a
+// pooled buffer (appendRecordProto).
+func appendRecordProtoObject(dst []byte, k *registry.Kind, v string, r *storage.Record, rev int64, wrap func(dst []byte, gvk schema.GroupVersionKind, msg []byte) []byte) ([]byte, error) {
+	gvk := k.GroupVersionKind(v)
+	if keepable(k, v, r, rev) {
+		if msg := r.Alt(); msg != nil {
+			return wrap(dst, gvk, msg), nil
+		}
+	}
 	scratch := jsonScratch.Get().(*[]byte)
 	defer jsonScratch.Put(scratch)
 	msgs := protoItems.Get().(*itemsBuffer)
@@ -678,11 +688,7 @@ func appendRecordProtoObject(dst []byte, k *registry.Kind, v string, r *storage.
 	if msgs.msgs, err = appendRecordProto(msgs.msgs[:0], scratch, k, v, r, rev); err != nil {
 		return nil, err
 	}
-	gvk := k.GroupVersionKind(v)
-	if head != nil {
-		dst = head(dst, envelopeSize(gvk, len(msgs.msgs)))
-	}
-	return appendEnvelope(dst, gvk, msgs.msgs), nil
+	return wrap(dst, gvk, msgs.msgs), nil
 }
 
 // protoObject is an object's map in protobuf, in the serializer's
@@ -748,25 +754,4 @@ func appendWatchEventHead(b []byte, typ watch.EventType, n int) []byte {
 	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), string(typ))
 	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.BytesType), uint64(raw))
 	return protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.BytesType), uint64(n))
-}
-
-// appendKeptWatchEvent appends the watch event of o's object as
-// appendProtoWatchEvent appends it, written straight from the message
-// kept with the record: not enveloped apart first, in a new slice for
-// each event, then copied. A watch-list's initial events are each read
-// by one watcher, so the envelope a shared event keeps for its watchers
-// (RecordJSON.Other) would be made for one. ok is false when the record
-// keeps no message for o (appendRecordProto); dst is then as it was.
-func appendKeptWatchEvent(dst []byte, k *registry.Kind, v string, typ watch.EventType, o *storage.RecordJSON) (_ []byte, ok bool) {
-	rec, rev := o.Record()
-	if !keepable(k, v, rec, rev) {
-		return dst, false
-	}
-	msg := rec.Alt()
-	if msg == nil {
-		return dst, false
-	}
-	gvk := k.GroupVersionKind(v)
-	dst = appendWatchEventHead(dst, typ, envelopeSize(gvk, len(msg)))
-	return appendEnvelope(dst, gvk, msg), true
 }

@@ -200,64 +200,50 @@ func TestRecordProtoObject(t *testing.T) {
 	}
 }
 
-// A watch event written from the message kept with a record, or made
-// into a pooled buffer, is the event written from the record's object in
-// protobuf; before a message is kept, and at another resourceVersion (a
-// DELETED event's), there is none to write from. envelopeSize is the
-// envelope's length.
-func TestAppendKeptWatchEvent(t *testing.T) {
+// A watch event written in place (appendRecordWatchEvent) is the event
+// written from the record's object in protobuf: made into a pooled
+// buffer before the record keeps its message, from that message once it
+// does, and made again at another resourceVersion (a DELETED event's),
+// which the kept message is not. envelopeSize is the envelope's length.
+func TestAppendRecordWatchEvent(t *testing.T) {
 	k := configMapKind()
 	value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "ns", "uid": "u-1"},
 		"data":     map[string]any{"k": strings.Repeat("v", 200)}})
-	newRecord := func() *storage.Record {
-		r, err := storage.NewRecord("/configmaps/ns/c", value, 12)
+	r, err := storage.NewRecord("/configmaps/ns/c", value, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, typ watch.EventType, rev int64) {
+		t.Helper()
+		// The object as apimachinery's serializer writes the typed one.
+		served, err := r.AppendJSON(nil, rev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r
-	}
-	// Written through a pooled buffer (an event one watcher alone is
-	// sent), at the record's revision and at another.
-	r := newRecord()
-	for _, rev := range []int64{12, 15} {
-		obj, err := recordProtoObjectAt(k, "v1", r, rev)
-		if err != nil {
+		var cm corev1.ConfigMap
+		if err := json.Unmarshal(served, &cm); err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendRecordWatchEvent([]byte("before"), k, "v1", watch.Added, r, rev)
-		if w := appendProtoWatchEvent([]byte("before"), watch.Added, obj); err != nil || !bytes.Equal(got, w) {
-			t.Fatalf("at %d (%v): got\n%q\nwant\n%q", rev, err, got, w)
-		}
-	}
-	r = newRecord()
-	for i := range 3 {
-		want, err := recordProtoObject(k, "v1", r)
-		if err != nil {
+		var enc bytes.Buffer
+		if err := protoSerializer.Encode(&cm, &enc); err != nil {
 			t.Fatal(err)
 		}
-		for _, typ := range []watch.EventType{watch.Added, watch.Modified} {
-			got, ok := appendKeptWatchEvent([]byte("before"), k, "v1", typ, storage.NewRecordJSON(r, r.Rev))
-			if kept := r.Alt() != nil; ok != kept {
-				t.Fatalf("read %d: written from a kept message: %v, one kept: %v", i+1, ok, kept)
-			}
-			if !ok {
-				if string(got) != "before" {
-					t.Fatalf("read %d: nothing kept, yet %q", i+1, got)
-				}
-				continue
-			}
-			if w := appendProtoWatchEvent([]byte("before"), typ, want); !bytes.Equal(got, w) {
-				t.Fatalf("read %d, %s: got\n%q\nwant\n%q", i+1, typ, got, w)
-			}
+		obj := enc.Bytes()
+		got, err := appendRecordWatchEvent([]byte("before"), k, "v1", typ, r, rev)
+		if w := appendProtoWatchEvent([]byte("before"), typ, obj); err != nil || !bytes.Equal(got, w) {
+			t.Fatalf("%s, %s at %d (%v): got\n%q\nwant\n%q", what, typ, rev, err, got, w)
 		}
 	}
+	check("nothing kept", watch.Added, 12)
+	check("nothing kept", watch.Modified, 12)
 	if r.Alt() == nil {
-		t.Fatal("no message kept after three reads")
+		t.Fatal("no message kept after two reads")
 	}
-	if _, ok := appendKeptWatchEvent(nil, k, "v1", watch.Deleted, storage.NewRecordJSON(r, 15)); ok {
-		t.Fatal("written from the kept message at another resourceVersion")
+	for _, typ := range []watch.EventType{watch.Added, watch.Modified} {
+		check("kept", typ, 12)
 	}
+	check("kept, at another revision", watch.Deleted, 15)
 	for _, gvk := range []schema.GroupVersionKind{k.GroupVersionKind("v1"), {Group: "apps", Version: "v1", Kind: "Deployment"}} {
 		for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 70000} {
 			if got, want := envelopeSize(gvk, n), len(appendEnvelope(nil, gvk, make([]byte, n))); got != want {
@@ -467,9 +453,8 @@ func BenchmarkRecordWatchEvent(b *testing.B) {
 	b.Run("kept", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var ok bool
-			if buf, ok = appendKeptWatchEvent(buf[:0], k, "v1", watch.Added, storage.NewRecordJSON(r, r.Rev)); !ok {
-				b.Fatal("no message kept")
+			if buf, err = appendRecordWatchEvent(buf[:0], k, "v1", watch.Added, r, r.Rev); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

@@ -319,10 +319,6 @@ func (h *handler) protoFrame(buf *bytes.Buffer, _ *http.Request, f form, gv stri
 	default:
 		switch o := ev.Object.(type) {
 		case *storage.RecordJSON:
-			if b, ok := appendKeptWatchEvent(buf.AvailableBuffer(), k, v, ev.Type, o); ok {
-				buf.Write(b)
-				return nil
-			}
 			if o.Alone() {
 				rec, rev := o.Record()
 				b, err := appendRecordWatchEvent(buf.AvailableBuffer(), k, v, ev.Type, rec, rev)

@@ -63,13 +63,7 @@ func (w *watcher) takeInitial(buf []watch.Event) []watch.Event {
 	}
 	buf = buf[:0]
 	for _, r := range recs {
-		var obj runtime.Object
-		var err error
-		if w.form == formJSON {
-			obj = storage.NewInitialRecordJSON(r, r.Rev) // this watcher's alone
-		} else {
-			obj, err = recordObject(r, r.Rev, w.form)
-		}
+		obj, err := recordObject(r, r.Rev, w.form, true)
 		if err != nil {
 			w.mu.Lock()
 			w.mu.initial, w.mu.queue, w.mu.ended = nil, nil, true
@@ -307,18 +301,22 @@ func (o *eventObjects) last(f form) (runtime.Object, error) {
 func (o *eventObjects) get(f form, which int, r *storage.Record, rev int64) (runtime.Object, error) {
 	if !o.tried[f][which] {
 		o.tried[f][which] = true
-		o.objs[f][which], o.errs[f][which] = recordObject(r, rev, f)
+		o.objs[f][which], o.errs[f][which] = recordObject(r, rev, f, false)
 	}
 	return o.objs[f][which], o.errs[f][which]
 }
 
 // recordObject is r at rev as a watcher is sent it in form f: whole and
-// shared by every watcher, its metadata, or its JSON.
-func recordObject(r *storage.Record, rev int64, f form) (runtime.Object, error) {
+// shared by every watcher, its metadata, or its JSON (alone: the
+// watcher's alone, an initial event; storage.RecordJSON.Alone).
+func recordObject(r *storage.Record, rev int64, f form, alone bool) (runtime.Object, error) {
 	switch f {
 	case formMeta:
 		return r.PartialMetadata(rev)
 	case formJSON:
+		if alone {
+			return storage.NewInitialRecordJSON(r, rev), nil
+		}
 		return storage.NewRecordJSON(r, rev), nil
 	}
 	return storage.SharedRecord(r, rev)
