@@ -169,35 +169,43 @@ func TestRecordProtoObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served, _ := r.AppendJSON(nil, r.Rev)
-	var cm corev1.ConfigMap
-	if err := json.Unmarshal(served, &cm); err != nil {
-		t.Fatal(err)
-	}
-	var want bytes.Buffer
-	if err := protoSerializer.Encode(&cm, &want); err != nil {
-		t.Fatal(err)
-	}
+	want := typedConfigMapProto(t, r, r.Rev)
 	for i := range 3 {
 		got, err := recordProtoObject(k, "v1", r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want.Bytes()) {
-			t.Fatalf("%d: got\n%q\nwant\n%q", i, got, want.Bytes())
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d: got\n%q\nwant\n%q", i, got, want)
 		}
 		if kept := r.Alt() != nil; kept != (i > 0) {
 			t.Fatalf("after %d reads: a message kept with the record: %v", i+1, kept)
 		}
 	}
-	cm.ResourceVersion = "15"
-	want.Reset()
-	if err := protoSerializer.Encode(&cm, &want); err != nil {
+	want = typedConfigMapProto(t, r, 15)
+	if got, err := recordProtoObjectAt(k, "v1", r, 15); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("at revision 15 (%v): got\n%q\nwant\n%q", err, got, want)
+	}
+}
+
+// typedConfigMapProto is the ConfigMap of r at rev as apimachinery's
+// serializer writes the typed object in protobuf: the reference for the
+// bytes made from the record.
+func typedConfigMapProto(t *testing.T, r *storage.Record, rev int64) []byte {
+	t.Helper()
+	served, err := r.AppendJSON(nil, rev)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := recordProtoObjectAt(k, "v1", r, 15); err != nil || !bytes.Equal(got, want.Bytes()) {
-		t.Fatalf("at revision 15 (%v): got\n%q\nwant\n%q", err, got, want.Bytes())
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(served, &cm); err != nil {
+		t.Fatal(err)
 	}
+	var enc bytes.Buffer
+	if err := protoSerializer.Encode(&cm, &enc); err != nil {
+		t.Fatal(err)
+	}
+	return enc.Bytes()
 }
 
 // A watch event written in place (appendRecordWatchEvent) is the event
@@ -216,20 +224,7 @@ func TestAppendRecordWatchEvent(t *testing.T) {
 	}
 	check := func(what string, typ watch.EventType, rev int64) {
 		t.Helper()
-		// The object as apimachinery's serializer writes the typed one.
-		served, err := r.AppendJSON(nil, rev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cm corev1.ConfigMap
-		if err := json.Unmarshal(served, &cm); err != nil {
-			t.Fatal(err)
-		}
-		var enc bytes.Buffer
-		if err := protoSerializer.Encode(&cm, &enc); err != nil {
-			t.Fatal(err)
-		}
-		obj := enc.Bytes()
+		obj := typedConfigMapProto(t, r, rev)
 		got, err := appendRecordWatchEvent([]byte("before"), k, "v1", typ, r, rev)
 		if w := appendProtoWatchEvent([]byte("before"), typ, obj); err != nil || !bytes.Equal(got, w) {
 			t.Fatalf("%s, %s at %d (%v): got\n%q\nwant\n%q", what, typ, rev, err, got, w)
