@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	goruntime "runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kplane-dev/kplane/internal/apiserver"
 )
 
 // Lists answered at once from many goroutines (their JSON assembled in
@@ -92,12 +96,67 @@ func BenchmarkListPageProtobuf(b *testing.B) {
 	}
 }
 
+// The protobuf messages kept with objects listed again are given back
+// when the objects change, not when Go's GC collects the old versions
+// (which the watch cache's history holds on to): after every object is
+// updated, the new versions are kept in their place. GC is off, so
+// nothing is given back by a collection.
+func TestProtoKeptFollowsUpdates(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	h := newInProcess(t)
+	const objects = 20
+	createConfigMaps(t, h, objects, func(int) string { return strings.Repeat("x", 1024) })
+	defer apiserver.SetProtoKeptMax(1 << 20)()
+	list := func(accept string) {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || w.Header().Get("Content-Type") != accept {
+			t.Fatalf("list: %d %s", w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+	const pb = "application/vnd.kubernetes.protobuf"
+	list(pb)
+	list(pb)
+	kept := apiserver.ProtoKeptBytes()
+	if kept < objects*1024 {
+		t.Fatalf("listed twice: %d bytes kept, want the %d objects' messages", kept, objects)
+	}
+	patchConfigMaps(t, h, objects, func(int) string { return strings.Repeat("y", 1024) })
+	// A consistent list answers once the watch cache has every patch.
+	list("application/json")
+	if got := apiserver.ProtoKeptBytes(); got != 0 {
+		t.Fatalf("every object updated: %d bytes still kept, want 0", got)
+	}
+	list(pb)
+	list(pb)
+	if got := apiserver.ProtoKeptBytes(); got < kept*9/10 || got > kept*11/10 {
+		t.Fatalf("the new versions listed twice: %d bytes kept, want about %d", got, kept)
+	}
+}
+
 // createConfigMaps creates n ConfigMaps "cm-0000"… in default through h,
 // ConfigMap i with data v = value(i).
 func createConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) string) {
 	tb.Helper()
 	for i := range n {
 		postConfigMap(tb, h, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d"},"data":{"v":%q}}`, i, value(i)))
+	}
+}
+
+// patchConfigMaps sets data v of ConfigMaps "cm-0000"… in default to
+// value(i) through h, with merge patches.
+func patchConfigMaps(tb testing.TB, h http.Handler, n int, value func(i int) string) {
+	tb.Helper()
+	for i := range n {
+		r := httptest.NewRequest(http.MethodPatch, fmt.Sprintf("/api/v1/namespaces/default/configmaps/cm-%04d", i), strings.NewReader(fmt.Sprintf(`{"data":{"v":%q}}`, value(i))))
+		r.Header.Set("Content-Type", "application/merge-patch+json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			tb.Fatalf("patch: %d %s", w.Code, w.Body)
+		}
 	}
 }
 
@@ -173,6 +232,32 @@ func benchListWhole(b *testing.B, value func(i int) string) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkListProtoUpdated is BenchmarkListWhole's protobuf list of
+// 10,000 ConfigMaps read again by the same clients, after every object
+// was updated once: the old versions stay in the watch cache's history,
+// and what was kept for reading them again must not crowd out the new.
+func BenchmarkListProtoUpdated(b *testing.B) {
+	h := newInProcess(b)
+	createConfigMaps(b, h, 10000, func(int) string { return strings.Repeat("x", 1024) })
+	list := func() {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
+		r.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
+		w := &countingWriter{header: http.Header{}}
+		h.ServeHTTP(w, r)
+		if w.code != http.StatusOK || w.n < 10000*1024 {
+			b.Fatalf("list: %d, %d bytes", w.code, w.n)
+		}
+	}
+	list()
+	list()
+	patchConfigMaps(b, h, 10000, func(int) string { return strings.Repeat("y", 1024) })
+	goruntime.GC()
+	b.ReportAllocs()
+	for b.Loop() {
+		list()
 	}
 }
 

@@ -505,14 +505,32 @@ type keptBytes struct {
 }
 
 // keep keeps a copy of b with r if it fits and r keeps no other, and
-// counts it until r is collected.
+// counts it until r lets go of it (storage.Record.DropAlt) or is
+// collected, whichever comes first.
 func (k *keptBytes) keep(r *storage.Record, b []byte) {
 	n := int64(len(b))
-	if k.n.Load()+n > k.max || !r.KeepAlt(bytes.Clone(b)) {
+	if k.n.Load()+n > k.max {
+		return
+	}
+	c := &keptCount{k: k, n: n}
+	if !r.KeepAlt(bytes.Clone(b), c.release) {
 		return
 	}
 	k.n.Add(n)
-	goruntime.AddCleanup(r, func(n int64) { k.n.Add(-n) }, n)
+	goruntime.AddCleanup(r, (*keptCount).release, c)
+}
+
+// keptCount is the bytes one record keeps, given back to k once.
+type keptCount struct {
+	k    *keptBytes
+	n    int64
+	done atomic.Bool
+}
+
+func (c *keptCount) release() {
+	if c.done.CompareAndSwap(false, true) {
+		c.k.n.Add(-c.n)
+	}
 }
 
 // writeProtoList writes a list of kind k's records in protobuf after

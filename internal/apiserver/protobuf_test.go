@@ -278,7 +278,7 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 }
 
 // The messages kept with records stay within protoKept's bound, and a
-// collected record gives its message's bytes back.
+// record gives its message's bytes back when it drops it or is collected.
 func TestProtoKeptIsBounded(t *testing.T) {
 	k := configMapKind()
 	newRecords := func(n int) []*storage.Record {
@@ -317,6 +317,19 @@ func TestProtoKeptIsBounded(t *testing.T) {
 	}
 	if got := protoKept.n.Load(); got != 3*int64(len(msg)) {
 		t.Fatalf("kept %d bytes, want %d", got, 3*len(msg))
+	}
+
+	// A record that lets go of its message gives the bytes back at once,
+	// and the next record read twice is kept in its place.
+	recs[0].DropAlt()
+	if got := protoKept.n.Load(); got != 2*int64(len(msg)) {
+		t.Fatalf("dropped one: %d bytes counted, want %d", got, 2*len(msg))
+	}
+	readTwice(recs)
+	for i, r := range recs {
+		if kept := r.Alt() != nil; kept != (i == 1 || i == 2 || i == 3) {
+			t.Fatalf("after a drop, record %d: kept %v; want records 1 to 3 kept", i, kept)
+		}
 	}
 
 	// Collected, they give the bytes back, and others are kept.

@@ -67,8 +67,8 @@ type Record struct {
 	mu     sync.Mutex
 	shared weak.Pointer[Shared]
 	// alt is another encoding of the object at Rev that a caller keeps
-	// with the record (Alt).
-	alt atomic.Pointer[[]byte]
+	// with the record (Alt), or altMadeOnce or altDropped.
+	alt atomic.Pointer[altKept]
 	// fact is a yes-or-no fact about the object at Rev that a caller
 	// keeps with the record (Fact).
 	fact atomic.Pointer[recordFact]
@@ -95,38 +95,65 @@ func (r *Record) SetFact(about any, yes bool) {
 	r.fact.Store(&recordFact{about: about, yes: yes})
 }
 
+// altKept is an encoding kept with a record, and what to call when the
+// record lets go of it.
+type altKept struct {
+	b       []byte
+	release func()
+}
+
 // Alt returns the other encoding a caller kept with the record (the HTTP
 // layer keeps the protobuf form of built-in kinds, from the second time
 // it is asked for), or nil.
 func (r *Record) Alt() []byte {
 	if p := r.alt.Load(); p != nil {
-		return *p
+		return p.b
 	}
 	return nil
 }
 
 // altMadeOnce marks, in alt, a record whose other encoding was made once
-// and not kept.
-var altMadeOnce []byte
+// and not kept; altDropped, one whose encoding is no longer to be kept
+// (DropAlt).
+var altMadeOnce, altDropped altKept
 
 // AltMadeBefore notes that a caller made the record's other encoding and
 // did not keep it, and reports whether that happened before. A caller
 // that keeps the encoding only when this says yes spends no memory on
 // objects read once that way (an informer's first list), and keeps it
-// for those read again.
-func (r *Record) AltMadeBefore() bool { return !r.alt.CompareAndSwap(nil, &altMadeOnce) }
+// for those read again. It reports no for a record whose encoding was
+// dropped.
+func (r *Record) AltMadeBefore() bool {
+	return !r.alt.CompareAndSwap(nil, &altMadeOnce) && r.alt.Load() != &altDropped
+}
 
 // KeepAlt keeps b as the record's other encoding, unless one is kept
-// already, and reports whether it did; b must not be modified.
-func (r *Record) KeepAlt(b []byte) bool {
+// already or was dropped, and reports whether it did; b must not be
+// modified. release, if not nil, is called when DropAlt lets go of b.
+func (r *Record) KeepAlt(b []byte, release func()) bool {
+	var kept *altKept
 	for {
 		old := r.alt.Load()
 		if old != nil && old != &altMadeOnce {
 			return false
 		}
-		if r.alt.CompareAndSwap(old, &b) {
+		if kept == nil {
+			kept = &altKept{b: b, release: release}
+		}
+		if r.alt.CompareAndSwap(old, kept) {
 			return true
 		}
+	}
+}
+
+// DropAlt lets go of the other encoding kept with the record, and keeps
+// none from then on: the watch cache calls it when the record's object is
+// replaced or deleted, after which its record is rarely read again (a
+// watch replaying history, a list at a past resourceVersion) but may be
+// held for long in the cache's history.
+func (r *Record) DropAlt() {
+	if old := r.alt.Swap(&altDropped); old != nil && old.release != nil {
+		old.release()
 	}
 }
 

@@ -804,8 +804,8 @@ func TestRecordFact(t *testing.T) {
 }
 
 // TestRecordAlt: the other encoding is nil until kept, made-before is
-// true from the second time it is noted, and the first encoding kept
-// stays.
+// true from the second time it is noted, the first encoding kept stays,
+// and DropAlt lets go of it, calls its release once, and keeps no other.
 func TestRecordAlt(t *testing.T) {
 	rec, err := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 3)
 	if err != nil {
@@ -817,15 +817,37 @@ func TestRecordAlt(t *testing.T) {
 	if !rec.AltMadeBefore() || rec.Alt() != nil {
 		t.Fatal("noted once: not made before, or an encoding kept")
 	}
-	if !rec.KeepAlt([]byte("pb")) || rec.KeepAlt([]byte("other")) {
+	released := 0
+	if !rec.KeepAlt([]byte("pb"), func() { released++ }) || rec.KeepAlt([]byte("other"), nil) {
 		t.Fatal("KeepAlt: the first did not keep, or the second did")
 	}
 	if string(rec.Alt()) != "pb" || !rec.AltMadeBefore() || string(rec.Alt()) != "pb" {
 		t.Fatalf("kept: Alt() = %q", rec.Alt())
 	}
+	if released != 0 {
+		t.Fatal("released while kept")
+	}
+	rec.DropAlt()
+	rec.DropAlt()
+	if rec.Alt() != nil || released != 1 {
+		t.Fatalf("dropped: Alt() = %q, released %d times; want nil, once", rec.Alt(), released)
+	}
+	if rec.AltMadeBefore() || rec.KeepAlt([]byte("pb"), nil) || rec.Alt() != nil {
+		t.Fatal("dropped: made before, or kept again")
+	}
+
 	fresh, _ := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 4)
-	if !fresh.KeepAlt([]byte("pb")) || string(fresh.Alt()) != "pb" {
+	if !fresh.KeepAlt([]byte("pb"), nil) || string(fresh.Alt()) != "pb" {
 		t.Fatal("KeepAlt on a record never noted")
+	}
+	fresh.DropAlt() // no release to call
+	if fresh.Alt() != nil {
+		t.Fatal("dropped without a release: still kept")
+	}
+	never, _ := NewRecord("/k", []byte(`{"metadata":{"name":"a"}}`), 5)
+	never.DropAlt()
+	if never.AltMadeBefore() || never.KeepAlt([]byte("pb"), nil) {
+		t.Fatal("dropped before anything was noted: made before, or kept")
 	}
 }
 

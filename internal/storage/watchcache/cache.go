@@ -258,6 +258,10 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 	} else {
 		e.prior, _ = c.mu.objects.ReplaceOrInsert(ev.Record)
 	}
+	if e.prior != nil {
+		// Superseded: what was kept for reading it again goes.
+		e.prior.DropAlt()
+	}
 	c.mu.rev = ev.Rev
 	if e.cur == nil && e.prior == nil {
 		c.broadcastLocked() // a delete of a key the cache never saw: nothing to tell

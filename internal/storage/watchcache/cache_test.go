@@ -167,6 +167,71 @@ func TestConsistentGetRecordIsTheCachesWhenCurrent(t *testing.T) {
 	}
 }
 
+// A record the cache replaces or deletes lets go of what was kept with
+// it (storage.Record.DropAlt), while it stays in the history; the
+// records still current keep theirs.
+func TestSupersededRecordsDropWhatWasKept(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	for _, name := range []string{"a", "b", "c"} {
+		create(t, s, name, "red")
+	}
+	// The cache's record: a consistent list waits for the cache to catch
+	// up, and a get at "0" reads it.
+	current := func(name string) *storage.Record {
+		t.Helper()
+		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.GetRecord(ctx, prefix+"default/"+name, storage.GetOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	released := map[string]int{}
+	recs := map[string]*storage.Record{}
+	for _, name := range []string{"a", "b", "c"} {
+		recs[name] = current(name)
+		if !recs[name].KeepAlt([]byte("pb-"+name), func() { released[name]++ }) {
+			t.Fatalf("%s: not kept", name)
+		}
+	}
+	if _, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		cur.SetLabels(map[string]string{"color": "blue"})
+		return cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, prefix+"default/b", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A consistent list returns once the cache has the delete.
+	if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"a": 1, "b": 1, "c": 0} {
+		if released[name] != want {
+			t.Errorf("%s: released %d times, want %d", name, released[name], want)
+		}
+		if kept := recs[name].Alt() != nil; kept != (want == 0) {
+			t.Errorf("%s: kept %v", name, kept)
+		}
+	}
+	if a := current("a"); a == recs["a"] || !a.KeepAlt([]byte("pb-a2"), nil) {
+		t.Error("a's new record is the old one, or keeps nothing")
+	}
+	// The old record is still the history's: a watch from before the
+	// update replays it.
+	w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: strconv.FormatInt(recs["a"].Rev-1, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if got := read(t, w, 1)[0]; got != fmt.Sprintf("ADDED a %d", recs["a"].Rev) {
+		t.Errorf("replayed %q, want a's first version", got)
+	}
+}
+
 func TestNotOlderThanAFutureRevisionFails(t *testing.T) {
 	_, c := start(t, watchcache.Config{WaitTimeout: 50 * time.Millisecond})
 	_, err := c.List(ctx, prefix, storage.ListOptions{ResourceVersion: "1000", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
