@@ -36,6 +36,13 @@ type Config struct {
 	// 75 s and 102,400; MaxCapacity is at least Capacity.
 	FreshFor    time.Duration
 	MaxCapacity int
+	// MaxBytes bounds the stored bytes of the states the history alone
+	// holds (each update's and delete's state before it) once they are
+	// older than FreshFor: past it, old events go even within Capacity,
+	// so that a resource of large objects, updated often and then left
+	// alone, keeps MaxBytes of old versions and not Capacity of them.
+	// Fresh events are kept as above. Default 64 MiB.
+	MaxBytes int64
 	// Buffer is how many events a watcher may have waiting before it is
 	// ended as too slow. Default 1,000.
 	Buffer int
@@ -68,6 +75,9 @@ func (c *Config) setDefaults() {
 		c.MaxCapacity = 100 * 1024
 	}
 	c.MaxCapacity = max(c.MaxCapacity, c.Capacity)
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 64 << 20
+	}
 	if c.Buffer == 0 {
 		c.Buffer = 1000
 	}
@@ -99,21 +109,41 @@ type event struct {
 type eventLog struct {
 	events []event
 	start  int // events[:start] are dropped
+	// priorBytes is the stored bytes of the kept events' prior states:
+	// what the history alone holds (an event's current state is the
+	// cache's object, or the prior of a later event).
+	priorBytes int64
 }
 
 // all returns the events kept, oldest first.
 func (l *eventLog) all() []event { return l.events[l.start:] }
 
 // add appends e, the newest event.
-func (l *eventLog) add(e event) { l.events = append(l.events, e) }
+func (l *eventLog) add(e event) {
+	l.events = append(l.events, e)
+	l.priorBytes += priorSize(e)
+}
 
-// trim drops the oldest events while more than least are kept and either
-// more than most are or the oldest came before cutoff. It returns the
-// revision of the last one dropped.
-func (l *eventLog) trim(least, most int, cutoff time.Time) (dropped int64, ok bool) {
-	for n := len(l.events) - l.start; n > least && (n > most || l.events[l.start].at.Before(cutoff)); n-- {
-		dropped, ok = l.events[l.start].rev, true
-		l.events[l.start] = event{} // let its records go
+func priorSize(e event) int64 {
+	if e.prior == nil {
+		return 0
+	}
+	return int64(len(e.prior.Value))
+}
+
+// trim drops the oldest events while more than most are kept, or while
+// the oldest came before cutoff and either more than least are kept or
+// their prior states hold more than maxBytes. It returns the revision of
+// the last one dropped.
+func (l *eventLog) trim(least, most int, cutoff time.Time, maxBytes int64) (dropped int64, ok bool) {
+	for n := len(l.events) - l.start; n > 0; n-- {
+		oldest := &l.events[l.start]
+		if n <= most && (!oldest.at.Before(cutoff) || n <= least && l.priorBytes <= maxBytes) {
+			break
+		}
+		dropped, ok = oldest.rev, true
+		l.priorBytes -= priorSize(*oldest)
+		*oldest = event{} // let its records go
 		l.start++
 	}
 	if ok && l.start >= len(l.events)/2 {
@@ -283,7 +313,7 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 // trimLocked drops the events the history need not keep at now, and moves
 // the floor past them.
 func (c *Cache) trimLocked(now time.Time) {
-	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor)); ok {
+	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor), c.cfg.MaxBytes); ok {
 		c.mu.floor = dropped
 		c.forgetChangesLocked(dropped)
 	}

@@ -278,6 +278,47 @@ func TestWatchFromHistoryNowAndInitialEvents(t *testing.T) {
 	_ = b
 }
 
+// Old versions beyond MaxBytes leave the history though Capacity would
+// keep them: a watch from before them is gone, one from after them
+// replays every later event.
+func TestHistoryBoundsTheBytesOfOldVersions(t *testing.T) {
+	for _, maxBytes := range []int64{1, 0} { // 0: the default, 64 MiB
+		s, c := start(t, watchcache.Config{FreshFor: time.Nanosecond, MaxBytes: maxBytes})
+		first := create(t, s, "a", "red")
+		var revs []string
+		for i := range 10 {
+			u, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+				cur.SetLabels(map[string]string{"n": fmt.Sprint(i)})
+				return cur, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, u.GetResourceVersion())
+		}
+		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		watch := func(rv string) []string {
+			w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: rv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			return read(t, w, 1)
+		}
+		got := watch(first.GetResourceVersion())
+		if gone := got[0] == fmt.Sprintf("ERROR %d", http.StatusGone); gone != (maxBytes == 1) {
+			t.Fatalf("MaxBytes %d: watch from the create: %v", maxBytes, got)
+		}
+		// The newest update was fresh when the cache last trimmed, so it
+		// stays past any bound, and a watch from the one before gets it.
+		if got := watch(revs[8]); got[0] != "MODIFIED a "+revs[9] {
+			t.Fatalf("MaxBytes %d: watch from the last but one update: %v", maxBytes, got)
+		}
+	}
+}
+
 func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
 	s, c := start(t, watchcache.Config{Capacity: 5, MaxCapacity: 5})
 	first := create(t, s, "first", "red")

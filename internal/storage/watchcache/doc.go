@@ -15,8 +15,9 @@
 //     it once, when it first meets them, not on every later page: the
 //     cache keeps each list's changed keys between its pages (list.go).
 //   - Watches start from any resourceVersion still in the cache's event
-//     history (at least Capacity events, and those of the last FreshFor up
-//     to MaxCapacity), from "now" with the current state as
+//     history (at least Capacity events while the old states they hold fit
+//     in MaxBytes, and those of the last FreshFor up to MaxCapacity), from
+//     "now" with the current state as
 //     ADDED events, or fail with an ERROR event carrying 410 Gone when the
 //     history no longer reaches back.
 //   - A watcher that doesn't keep up (its buffer of Buffer events is full)
