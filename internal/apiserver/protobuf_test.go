@@ -8,6 +8,7 @@ import (
 	"io"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -281,20 +282,7 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 // record gives its message's bytes back when it drops it or is collected.
 func TestProtoKeptIsBounded(t *testing.T) {
 	k := configMapKind()
-	newRecords := func(n int) []*storage.Record {
-		var recs []*storage.Record
-		for i := range n {
-			value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns"},
-				"data":     map[string]any{"k": strings.Repeat("x", 100)}})
-			r, err := storage.NewRecord(fmt.Sprint("/configmaps/ns/c", i), value, int64(10+i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, r)
-		}
-		return recs
-	}
+	newRecords := func(n int) []*storage.Record { return configMapRecords(t, n) }
 	readTwice := func(recs []*storage.Record) {
 		for range 2 {
 			for _, r := range recs {
@@ -345,6 +333,70 @@ func TestProtoKeptIsBounded(t *testing.T) {
 	readTwice(more)
 	if more[0].Alt() == nil || more[1].Alt() == nil {
 		t.Fatal("nothing kept once the bytes were given back")
+	}
+}
+
+// configMapRecords returns n records of ConfigMaps of 100 bytes of data,
+// c0… in ns, at revisions 10….
+func configMapRecords(t *testing.T, n int) []*storage.Record {
+	t.Helper()
+	var recs []*storage.Record
+	for i := range n {
+		value, _ := storage.AppendJSON(nil, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprint("c", i), "namespace": "ns"},
+			"data":     map[string]any{"k": strings.Repeat("x", 100)}})
+		r, err := storage.NewRecord(fmt.Sprint("/configmaps/ns/c", i), value, int64(10+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// Messages kept and dropped at once, from several goroutines (lists
+// reading records while the watch cache supersedes them): each record's
+// bytes are given back once, and the count ends as what the records
+// still keep.
+func TestProtoKeptWhileDropped(t *testing.T) {
+	k := configMapKind()
+	defer func(kept *keptBytes) { protoKept = kept }(protoKept)
+	protoKept = &keptBytes{max: 1 << 30}
+	recs := configMapRecords(t, 300)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for round := range 3 {
+				for i, r := range recs {
+					if _, err := appendRecordProto(nil, new([]byte), k, "v1", r, r.Rev); err != nil {
+						errs <- err
+						return
+					}
+					if g == round && i%3 == round && round < 2 {
+						r.DropAlt() // two thirds, each by one goroutine
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var want int64
+	kept, dropped := 0, 0
+	for _, r := range recs {
+		if b := r.Alt(); b != nil {
+			want += int64(len(b))
+			kept++
+		} else {
+			dropped++
+		}
+	}
+	if got := protoKept.n.Load(); got != want || kept != 100 || dropped != 200 {
+		t.Fatalf("%d bytes counted, the records keep %d (%d kept, %d dropped; want 100 and 200)", got, want, kept, dropped)
 	}
 }
 
