@@ -282,7 +282,6 @@ func TestRecordProtoRefusedByTheTranscoder(t *testing.T) {
 // record gives its message's bytes back when it drops it or is collected.
 func TestProtoKeptIsBounded(t *testing.T) {
 	k := configMapKind()
-	newRecords := func(n int) []*storage.Record { return configMapRecords(t, n) }
 	readTwice := func(recs []*storage.Record) {
 		for range 2 {
 			for _, r := range recs {
@@ -292,11 +291,11 @@ func TestProtoKeptIsBounded(t *testing.T) {
 			}
 		}
 	}
-	msg, _ := appendRecordProto(nil, new([]byte), k, "v1", newRecords(1)[0], 10)
+	msg, _ := appendRecordProto(nil, new([]byte), k, "v1", configMapRecords(t, 1)[0], 10)
 	defer func(kept *keptBytes) { protoKept = kept }(protoKept)
 	protoKept = &keptBytes{max: 3 * int64(len(msg))}
 
-	recs := newRecords(5)
+	recs := configMapRecords(t, 5)
 	readTwice(recs)
 	for i, r := range recs {
 		if kept := r.Alt() != nil; kept != (i < 3) {
@@ -329,7 +328,7 @@ func TestProtoKeptIsBounded(t *testing.T) {
 		goruntime.GC()
 		goruntime.Gosched() // the cleanups run on a goroutine of their own
 	}
-	more := newRecords(2)
+	more := configMapRecords(t, 2)
 	readTwice(more)
 	if more[0].Alt() == nil || more[1].Alt() == nil {
 		t.Fatal("nothing kept once the bytes were given back")
