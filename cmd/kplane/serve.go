@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kplane-dev/kplane/internal/app"
 )
@@ -39,6 +42,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (--storage etcd)")
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/registry", "key prefix in etcd (--storage etcd)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "compact the store to the revision of the previous tick every interval, as kube-apiserver; 0 turns it off")
+	cfg.CompactionMaxHistory = 512 << 20
+	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -76,4 +81,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// byteSize is a flag holding a number of bytes, written as a Kubernetes
+// quantity: 512Mi, 2Gi, 1000000.
+type byteSize struct{ p *int64 }
+
+func (b byteSize) String() string {
+	if b.p == nil {
+		return ""
+	}
+	return resource.NewQuantity(*b.p, resource.BinarySI).String()
+}
+
+func (b byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("want a size such as 512Mi or 2Gi")
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 0 {
+		return fmt.Errorf("want a whole number of bytes from 0 to %d", int64(math.MaxInt64))
+	}
+	*b.p = n
+	return nil
 }

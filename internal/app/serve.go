@@ -32,8 +32,13 @@ type Config struct {
 	Listen string
 	// CompactionInterval: each tick compacts the store to the revision
 	// recorded at the previous tick, as kube-apiserver's
-	// --etcd-compaction-interval. 0 turns compaction off.
+	// --etcd-compaction-interval. 0 turns it off.
 	CompactionInterval time.Duration
+	// CompactionMaxHistory bounds the bytes of old versions the embedded
+	// and memory engines hold between compactions: past it the store is
+	// compacted early (see compactor). 0 leaves them unbounded. etcd keeps
+	// its history on disk, under its own quota.
+	CompactionMaxHistory int64
 	// Version is kplane's version, reported by /version.
 	Version string
 	// Profiling serves Go's profiles under /debug/pprof/ (authenticated).
@@ -56,6 +61,9 @@ func (c Config) Validate() error {
 	}
 	if c.CompactionInterval < 0 {
 		return fmt.Errorf("--compaction-interval %v must not be negative", c.CompactionInterval)
+	}
+	if c.CompactionMaxHistory < 0 {
+		return fmt.Errorf("--compaction-max-history %d must not be negative", c.CompactionMaxHistory)
 	}
 	if _, _, err := net.SplitHostPort(c.listen()); err != nil {
 		return fmt.Errorf("--listen %q: %v", c.Listen, err)
@@ -150,9 +158,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return collector.Run(ctx)
 	})
-	if cfg.CompactionInterval > 0 {
-		goRun("compactor", func(ctx context.Context) error { return compact(ctx, kvs, cfg.CompactionInterval, log) })
-	}
+	compactor := newCompactor(kvs, cfg.CompactionMaxHistory, log)
+	goRun("compactor", func(ctx context.Context) error {
+		return compactor.run(ctx, cfg.CompactionInterval, time.Second)
+	})
 
 	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log, Profiling: cfg.Profiling})
 	pr := <-pkiDone
@@ -239,36 +248,4 @@ func clientHost(listenHost string) string {
 func portOf(a net.Addr) string {
 	_, port, _ := net.SplitHostPort(a.String())
 	return port
-}
-
-// compact runs kube-apiserver's compaction schedule: at each tick, compact
-// to the revision recorded at the previous tick, so that everything
-// written in the last interval stays watchable.
-func compact(ctx context.Context, kvs kv.Store, interval time.Duration, log *slog.Logger) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last int64
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		r, err := kvs.Range(ctx, "/", kv.RangeOptions{CountOnly: true})
-		if err != nil {
-			log.Warn("compaction: reading the revision", "err", err)
-			continue
-		}
-		if last > 0 {
-			err := kvs.Compact(ctx, last)
-			switch {
-			case err == nil:
-				log.Info("compacted", "revision", last)
-			case errors.Is(err, kv.ErrCompacted):
-			default:
-				log.Warn("compaction failed", "revision", last, "err", err)
-			}
-		}
-		last = r.Revision
-	}
 }

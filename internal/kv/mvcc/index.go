@@ -107,11 +107,12 @@ func (ki *keyIndex) event(rev int64) kv.Event {
 }
 
 // compact drops the entries no read or watch at or above rev needs, as the
-// type's comment explains, and reports whether the key is now empty.
-func (ki *keyIndex) compact(rev int64) (empty bool) {
+// type's comment explains. It returns the size of the values dropped, all
+// of them old versions, and whether the key is now empty.
+func (ki *keyIndex) compact(rev int64) (freed int64, empty bool) {
 	i := ki.find(rev)
 	if i < 0 {
-		return false // every entry is newer than rev
+		return 0, false // every entry is newer than rev
 	}
 	keep := i
 	switch {
@@ -125,22 +126,25 @@ func (ki *keyIndex) compact(rev int64) (empty bool) {
 		keep = i + 1
 	}
 	if keep == 0 {
-		return false
+		return 0, false
+	}
+	for _, e := range ki.entries[:keep] {
+		freed += int64(len(e.Value))
 	}
 	if keep >= len(ki.entries) {
 		ki.entries = nil
-		return true
+		return freed, true
 	}
 	rest := ki.entries[keep:]
 	if cap(ki.entries) > 4*len(rest)+8 {
 		// Mostly dropped: a smaller array lets the old one be reclaimed.
 		ki.entries = append([]kv.KeyValue(nil), rest...)
-		return false
+		return freed, false
 	}
 	// Shift in place: compaction then allocates nothing for most keys,
 	// which keeps its garbage-collection cost off the writers.
 	n := copy(ki.entries, rest)
 	clear(ki.entries[n:]) // drop references to the old values
 	ki.entries = ki.entries[:n]
-	return false
+	return freed, false
 }

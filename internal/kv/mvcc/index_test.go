@@ -52,20 +52,20 @@ func TestKeyIndexCompact(t *testing.T) {
 		name  string
 		rev   int64
 		want  []int64
-		empty bool
+		freed int // the bytes of the values dropped
 	}{
-		{"below every entry keeps all", 1, []int64{2, 4, 5, 7}, false},
-		{"at the first entry keeps all", 2, []int64{2, 4, 5, 7}, false},
-		{"between puts keeps the latest at or below", 3, []int64{2, 4, 5, 7}, false},
-		{"at a put keeps it and the version before it", 4, []int64{2, 4, 5, 7}, false},
-		{"at a delete keeps the tombstone and the deleted version", 5, []int64{4, 5, 7}, false},
-		{"past a delete drops the tombstone", 6, []int64{7}, false},
-		{"at the newest keeps it alone", 7, []int64{7}, false},
+		{"below every entry keeps all", 1, []int64{2, 4, 5, 7}, 0},
+		{"at the first entry keeps all", 2, []int64{2, 4, 5, 7}, 0},
+		{"between puts keeps the latest at or below", 3, []int64{2, 4, 5, 7}, 0},
+		{"at a put keeps it and the version before it", 4, []int64{2, 4, 5, 7}, 0},
+		{"at a delete keeps the tombstone and the deleted version", 5, []int64{4, 5, 7}, len("v2")},
+		{"past a delete drops the tombstone", 6, []int64{7}, len("v2") + len("v4")},
+		{"at the newest keeps it alone", 7, []int64{7}, len("v2") + len("v4")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ki := exampleKey()
-			if empty := ki.compact(c.rev); empty != c.empty {
-				t.Fatalf("compact(%d) empty = %v", c.rev, empty)
+			if freed, empty := ki.compact(c.rev); empty || freed != int64(c.freed) {
+				t.Fatalf("compact(%d) = freed %d, empty %v; want %d, false", c.rev, freed, empty, c.freed)
 			}
 			if got := fmt.Sprint(mods(ki)); got != fmt.Sprint(c.want) {
 				t.Fatalf("compact(%d) left %s, want %v", c.rev, got, c.want)
@@ -82,8 +82,8 @@ func TestKeyIndexCompact(t *testing.T) {
 	t.Run("a key deleted below the point is removed", func(t *testing.T) {
 		ki := exampleKey()
 		ki.entries = ki.entries[:3] // put 2, put 4, delete 5
-		if !ki.compact(6) {
-			t.Fatalf("compact(6) left %v, want nothing", mods(ki))
+		if freed, empty := ki.compact(6); !empty || freed != int64(len("v2")+len("v4")) {
+			t.Fatalf("compact(6) = freed %d, empty %v, left %v; want both values freed and nothing left", freed, empty, mods(ki))
 		}
 	})
 }

@@ -180,7 +180,10 @@ func (s *Store) restoreMeta(data []byte) error {
 	s.mu.history = make([]*keyIndex, n)
 	var bad error
 	s.mu.index.Ascend(func(ki *keyIndex) bool {
-		for _, e := range ki.entries {
+		for i, e := range ki.entries {
+			if i < len(ki.entries)-1 {
+				s.mu.oldBytes += int64(len(e.Value))
+			}
 			if e.ModRevision < s.mu.histBase {
 				continue
 			}

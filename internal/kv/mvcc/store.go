@@ -53,6 +53,12 @@ type Store struct {
 		committed int64
 		// compactRev is the compaction point; 0 if never compacted.
 		compactRev int64
+		// oldBytes is the size of the values of the retained versions that
+		// are no longer their key's newest: what compaction can free.
+		// supersededBytes is the size of every value superseded (replaced
+		// or deleted) since Open; it only grows.
+		oldBytes        int64
+		supersededBytes int64
 		// pending holds encoded log records not yet handed to the flusher;
 		// seq counts records ever queued and flushedSeq those made durable.
 		pending    [][]byte
@@ -277,6 +283,12 @@ func newVersion(key string, cur *kv.KeyValue, rev int64, value []byte, del bool)
 
 // applyLocked appends a new version to ki and its slot to the history.
 func (s *Store) applyLocked(ki *keyIndex, e kv.KeyValue) {
+	if l := ki.last(); l != nil {
+		// The newest version becomes an old one (a tombstone has no value).
+		n := int64(len(l.Value))
+		s.mu.oldBytes += n
+		s.mu.supersededBytes += n
+	}
 	ki.entries = append(ki.entries, e)
 	s.mu.history = append(s.mu.history, ki)
 	s.mu.lastRev = e.ModRevision
@@ -429,7 +441,9 @@ func (s *Store) trimIndex(rev int64) {
 			return len(batch) < cap(batch)
 		})
 		for _, ki := range batch {
-			if ki.compact(rev) {
+			freed, empty := ki.compact(rev)
+			s.mu.oldBytes -= freed
+			if empty {
 				s.mu.index.Delete(ki)
 			}
 		}
@@ -482,6 +496,18 @@ func (s *Store) errLocked() error {
 		return kv.ErrClosed
 	}
 	return nil
+}
+
+// HistoryBytes reports the size of the values the store holds for old
+// versions (those no longer their key's newest, kept for reads at past
+// revisions and for watches until compaction drops them), and the size of
+// every value superseded since Open, which only grows: the difference
+// between two of its readings is what the writes between them superseded.
+// Sizes count values only, not keys or the index's own memory.
+func (s *Store) HistoryBytes() (held, superseded int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.oldBytes, s.mu.supersededBytes
 }
 
 // Revision returns the current (durable) revision and the compaction point.

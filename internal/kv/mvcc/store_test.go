@@ -501,3 +501,93 @@ func TestLargeCommitWakesEveryWatcher(t *testing.T) {
 		t.Fatalf("after a large commit: %d wake-ups, cursor moved %v; want one, not moved", len(w.wakeup), moved)
 	}
 }
+
+// indexOldBytes adds up, from the index itself, the values of the versions
+// that are not their key's newest: what HistoryBytes keeps a count of.
+func indexOldBytes(s *Store) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var n int64
+	s.mu.index.Ascend(func(ki *keyIndex) bool {
+		for _, e := range ki.entries[:len(ki.entries)-1] {
+			n += int64(len(e.Value))
+		}
+		return true
+	})
+	return n
+}
+
+func TestHistoryBytesCountsTheOldVersions(t *testing.T) {
+	for _, snapshotBytes := range []int64{1 << 30, 4 << 10} {
+		t.Run(fmt.Sprintf("snapshot every %d bytes", snapshotBytes), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, Config{Dir: dir, SnapshotBytes: snapshotBytes})
+			var superseded int64 // what the writes replaced or deleted
+			check := func(when string) {
+				t.Helper()
+				held, sup := s.HistoryBytes()
+				if want := indexOldBytes(s); held != want {
+					t.Fatalf("%s: HistoryBytes held %d, the index holds %d", when, held, want)
+				}
+				if sup != superseded {
+					t.Fatalf("%s: HistoryBytes superseded %d, the writes superseded %d", when, sup, superseded)
+				}
+			}
+			for i := range 600 {
+				key := fmt.Sprintf("/k/%02d", i%17)
+				cur, err := s.Range(ctx, key, kv.RangeOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r kv.WriteResponse
+				switch {
+				case len(cur.KVs) == 0:
+					r = mustCreate(t, s, key, fmt.Sprint("v", i))
+				case i%5 == 0:
+					r = mustDelete(t, s, key)
+				default:
+					r = mustUpdate(t, s, key, strings.Repeat("x", i%300)+fmt.Sprint(i))
+				}
+				if r.Prev != nil {
+					superseded += int64(len(r.Prev.Value))
+				}
+				check(fmt.Sprintf("write %d", i))
+				if i%97 == 96 {
+					rev, _ := s.Revision()
+					if err := s.Compact(ctx, rev-40); err != nil {
+						t.Fatal(err)
+					}
+					check(fmt.Sprintf("compaction after write %d", i))
+				}
+			}
+			held, _ := s.HistoryBytes()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, Config{Dir: dir, SnapshotBytes: snapshotBytes})
+			if got, _ := s.HistoryBytes(); got != held || got != indexOldBytes(s) {
+				t.Fatalf("after restart HistoryBytes held %d, want %d as before (the index holds %d)", got, held, indexOldBytes(s))
+			}
+			// Compacting to the newest revision leaves only the version
+			// its write replaced, which a watch from there needs.
+			rev, _ := s.Revision()
+			if err := s.Compact(ctx, rev); err != nil {
+				t.Fatal(err)
+			}
+			last, err := s.Range(ctx, "/k/", kv.RangeOptions{End: "/k0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want int64
+			for _, e := range last.KVs {
+				if e.ModRevision == rev {
+					w := collect(t, s, rev, rev)
+					want = int64(len(w[0].PrevKV.Value))
+				}
+			}
+			if got, _ := s.HistoryBytes(); got != want || want == 0 {
+				t.Fatalf("after compacting to %d HistoryBytes held %d, want %d (the last write's previous value)", rev, got, want)
+			}
+		})
+	}
+}

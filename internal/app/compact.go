@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+)
+
+// historySizer is implemented by the engines that keep the old versions
+// in memory (the embedded and memory ones, mvcc.Store): see
+// mvcc.Store.HistoryBytes.
+type historySizer interface {
+	HistoryBytes() (held, superseded int64)
+}
+
+// compactor runs the store's compactions.
+//
+// Every interval it compacts to the revision it saw on the tick before,
+// as kube-apiserver does, so a client always has at least one interval to
+// finish paging or resume a watch.
+//
+// Over an engine that keeps the old versions in memory it also looks, every
+// check, at how many bytes they hold. Past maxHistory it compacts early, to
+// the oldest revision it saw at an earlier check after which the writes
+// superseded at most half of maxHistory: the history kept is then the
+// newest that fits in half the bound, and never less than one check's
+// worth. A loop rewriting large objects so cannot run the server out of
+// memory between two interval compactions.
+type compactor struct {
+	kvs        kv.Store
+	sizer      historySizer // nil: the history's size is not bounded
+	maxHistory int64
+	log        *slog.Logger
+
+	last    int64       // the revision seen at the previous interval tick
+	samples []revSample // one per check, oldest first, all above the compaction point
+}
+
+// revSample is what a check saw: the store's revision and how many bytes
+// of values the writes had superseded until then.
+type revSample struct{ rev, superseded int64 }
+
+// maxRevSamples bounds the samples kept when no interval compaction prunes
+// them: an hour of checks a second apart.
+const maxRevSamples = 3600
+
+func newCompactor(kvs kv.Store, maxHistory int64, log *slog.Logger) *compactor {
+	c := &compactor{kvs: kvs, log: log}
+	if s, ok := kvs.(historySizer); ok && maxHistory > 0 {
+		c.sizer, c.maxHistory = s, maxHistory
+	}
+	return c
+}
+
+// run compacts every interval (none if 0) and checks the history's size
+// every checkEvery, until ctx ends.
+func (c *compactor) run(ctx context.Context, interval, checkEvery time.Duration) error {
+	var tick, check <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	if c.sizer != nil {
+		t := time.NewTicker(checkEvery)
+		defer t.Stop()
+		check = t.C
+	}
+	if tick == nil && check == nil {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			c.tick(ctx)
+		case <-check:
+			c.check(ctx)
+		}
+	}
+}
+
+// tick is the interval compaction: to the revision seen at the tick before.
+func (c *compactor) tick(ctx context.Context) {
+	rev, err := c.revision(ctx)
+	if err != nil {
+		return
+	}
+	if c.last > 0 && c.compact(ctx, c.last) {
+		c.log.Info("compacted", "revision", c.last)
+	}
+	c.last = rev
+}
+
+// check samples the revision and the bytes superseded, and compacts early
+// if the old versions held pass maxHistory.
+func (c *compactor) check(ctx context.Context) {
+	rev, err := c.revision(ctx)
+	if err != nil {
+		return
+	}
+	held, superseded := c.sizer.HistoryBytes()
+	if len(c.samples) == maxRevSamples {
+		c.samples = append(c.samples[:0], c.samples[1:]...)
+	}
+	c.samples = append(c.samples, revSample{rev: rev, superseded: superseded})
+	earlier := c.samples[:len(c.samples)-1]
+	if held <= c.maxHistory || len(earlier) == 0 {
+		return
+	}
+	to := earlier[len(earlier)-1]
+	for _, s := range earlier {
+		if superseded-s.superseded <= c.maxHistory/2 {
+			to = s
+			break
+		}
+	}
+	if c.compact(ctx, to.rev) {
+		after, _ := c.sizer.HistoryBytes()
+		c.log.Info("compacted early: the old versions held in memory passed --compaction-max-history",
+			"revision", to.rev, "heldBytes", held, "heldAfter", after, "maxHistory", c.maxHistory)
+	}
+}
+
+// compact compacts to rev and drops the samples it makes useless. It
+// reports whether it compacted; one already at or past rev is not an
+// error.
+func (c *compactor) compact(ctx context.Context, rev int64) bool {
+	err := c.kvs.Compact(ctx, rev)
+	if err != nil && !errors.Is(err, kv.ErrCompacted) {
+		c.log.Warn("compaction failed", "revision", rev, "err", err)
+		return false
+	}
+	n := 0
+	for n < len(c.samples) && c.samples[n].rev <= rev {
+		n++
+	}
+	c.samples = append(c.samples[:0], c.samples[n:]...)
+	return err == nil
+}
+
+func (c *compactor) revision(ctx context.Context) (int64, error) {
+	r, err := c.kvs.Range(ctx, "/", kv.RangeOptions{CountOnly: true})
+	if err != nil {
+		c.log.Warn("compaction: reading the revision", "err", err)
+		return 0, err
+	}
+	return r.Revision, nil
+}
