@@ -41,8 +41,13 @@ type Config struct {
 	// older than FreshFor: past it, old events go even within Capacity,
 	// so that a resource of large objects, updated often and then left
 	// alone, keeps MaxBytes of old versions and not Capacity of them.
-	// Fresh events are kept as above. Default 64 MiB.
+	// Fresh events are kept as above, up to MaxFreshBytes. Default 64 MiB.
 	MaxBytes int64
+	// MaxFreshBytes bounds the same bytes for every event, fresh ones
+	// too: a resource of large objects written so fast that FreshFor of
+	// them would hold more keeps the newest that fit, and a watch from
+	// before them gets 410 Gone. Default 256 MiB; at least MaxBytes.
+	MaxFreshBytes int64
 	// Buffer is how many events a watcher may have waiting before it is
 	// ended as too slow. Default 1,000.
 	Buffer int
@@ -78,6 +83,10 @@ func (c *Config) setDefaults() {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = 64 << 20
 	}
+	if c.MaxFreshBytes == 0 {
+		c.MaxFreshBytes = 256 << 20
+	}
+	c.MaxFreshBytes = max(c.MaxFreshBytes, c.MaxBytes)
 	if c.Buffer == 0 {
 		c.Buffer = 1000
 	}
@@ -131,14 +140,15 @@ func priorSize(e event) int64 {
 	return int64(len(e.prior.Value))
 }
 
-// trim drops the oldest events while more than most are kept, or while
-// the oldest came before cutoff and either more than least are kept or
-// their prior states hold more than maxBytes. It returns the revision of
-// the last one dropped.
-func (l *eventLog) trim(least, most int, cutoff time.Time, maxBytes int64) (dropped int64, ok bool) {
+// trim drops the oldest events while more than most are kept, or their
+// prior states hold more than maxAll bytes, or the oldest came before
+// cutoff and either more than least are kept or their prior states hold
+// more than maxOld. It returns the revision of the last one dropped.
+func (l *eventLog) trim(least, most int, cutoff time.Time, maxOld, maxAll int64) (dropped int64, ok bool) {
 	for n := len(l.events) - l.start; n > 0; n-- {
 		oldest := &l.events[l.start]
-		if n <= most && (!oldest.at.Before(cutoff) || n <= least && l.priorBytes <= maxBytes) {
+		if n <= most && l.priorBytes <= maxAll &&
+			(!oldest.at.Before(cutoff) || n <= least && l.priorBytes <= maxOld) {
 			break
 		}
 		dropped, ok = oldest.rev, true
@@ -313,7 +323,7 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 // trimLocked drops the events the history need not keep at now, and moves
 // the floor past them.
 func (c *Cache) trimLocked(now time.Time) {
-	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor), c.cfg.MaxBytes); ok {
+	if dropped, ok := c.mu.history.trim(c.cfg.Capacity, c.cfg.MaxCapacity, now.Add(-c.cfg.FreshFor), c.cfg.MaxBytes, c.cfg.MaxFreshBytes); ok {
 		c.mu.floor = dropped
 		c.forgetChangesLocked(dropped)
 	}

@@ -319,6 +319,40 @@ func TestHistoryBoundsTheBytesOfOldVersions(t *testing.T) {
 	}
 }
 
+// Past MaxFreshBytes even fresh events leave the history.
+func TestHistoryBoundsTheBytesOfFreshVersions(t *testing.T) {
+	for _, maxFresh := range []int64{1, 0} { // 0: the default, 256 MiB
+		s, c := start(t, watchcache.Config{FreshFor: time.Hour, MaxBytes: 1, MaxFreshBytes: maxFresh})
+		create(t, s, "a", "red")
+		var revs []string
+		for i := range 3 {
+			u, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+				cur.SetLabels(map[string]string{"n": fmt.Sprint(i)})
+				return cur, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			revs = append(revs, u.GetResourceVersion())
+		}
+		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, ResourceVersion: revs[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := read(t, w, 1)
+		w.Stop()
+		if want := "MODIFIED a " + revs[2]; maxFresh == 0 && got[0] != want {
+			t.Fatalf("MaxFreshBytes default: watch from the last but one update: %v, want %s", got, want)
+		}
+		if want := fmt.Sprintf("ERROR %d", http.StatusGone); maxFresh == 1 && got[0] != want {
+			t.Fatalf("MaxFreshBytes 1: watch from the last but one update: %v, want %s", got, want)
+		}
+	}
+}
+
 func TestWatchBeyondTheHistoryIsGone(t *testing.T) {
 	s, c := start(t, watchcache.Config{Capacity: 5, MaxCapacity: 5})
 	first := create(t, s, "first", "red")

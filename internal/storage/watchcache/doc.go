@@ -16,7 +16,8 @@
 //     cache keeps each list's changed keys between its pages (list.go).
 //   - Watches start from any resourceVersion still in the cache's event
 //     history (at least Capacity events while the old states they hold fit
-//     in MaxBytes, and those of the last FreshFor up to MaxCapacity), from
+//     in MaxBytes, and those of the last FreshFor up to MaxCapacity and
+//     MaxFreshBytes), from
 //     "now" with the current state as
 //     ADDED events, or fail with an ERROR event carrying 410 Gone when the
 //     history no longer reaches back.

@@ -17,7 +17,7 @@ func TestEventLogKeepsTheLastEvents(t *testing.T) {
 		next := int64(1) // the next revision expected to be dropped
 		for rev := int64(1); rev <= 1000; rev++ {
 			l.add(event{rev: rev})
-			dropped, ok := l.trim(capacity, capacity, time.Time{}, 1<<62)
+			dropped, ok := l.trim(capacity, capacity, time.Time{}, 1<<62, 1<<62)
 			if ok != (rev > int64(capacity)) {
 				t.Fatalf("capacity %d, rev %d: dropped=%v", capacity, rev, ok)
 			}
@@ -49,7 +49,7 @@ func TestEventLogKeepsFreshEventsUpToMost(t *testing.T) {
 	for r := int64(1); r <= 200; r++ {
 		now := t0.Add(time.Duration(r) * time.Second)
 		l.add(event{rev: r, at: now})
-		l.trim(least, most, now.Add(-4*time.Second), 1<<62)
+		l.trim(least, most, now.Add(-4*time.Second), 1<<62, 1<<62)
 		all := l.all()
 		if want := min(int(r), 5); len(all) != want || all[0].rev != r-int64(want)+1 {
 			t.Fatalf("after %d: kept %d from %d, want %d", r, len(all), all[0].rev, want)
@@ -58,13 +58,13 @@ func TestEventLogKeepsFreshEventsUpToMost(t *testing.T) {
 	// All fresh: most are kept.
 	for r := int64(201); r <= 300; r++ {
 		l.add(event{rev: r, at: t0.Add(500 * time.Second)})
-		l.trim(least, most, t0, 1<<62)
+		l.trim(least, most, t0, 1<<62, 1<<62)
 	}
 	if all := l.all(); len(all) != most || all[0].rev != 291 {
 		t.Fatalf("all fresh: kept %d from %d, want %d from 291", len(all), all[0].rev, most)
 	}
 	// Quiet, then trimmed with a later cutoff: least are kept.
-	dropped, ok := l.trim(least, most, t0.Add(time.Hour), 1<<62)
+	dropped, ok := l.trim(least, most, t0.Add(time.Hour), 1<<62, 1<<62)
 	if all := l.all(); !ok || dropped != 297 || len(all) != least || all[0].rev != 298 {
 		t.Fatalf("gone stale: dropped up to %d (%v), kept %d from %d, want up to 297 and %d from 298", dropped, ok, len(all), all[0].rev, least)
 	}
@@ -96,27 +96,48 @@ func TestEventLogBoundsTheBytesOfOldStates(t *testing.T) {
 		t.Fatalf("50 prior states of 1,000 bytes: %d bytes counted", l.priorBytes)
 	}
 	// All fresh: nothing goes.
-	if _, ok := l.trim(least, most, t0, maxBytes); ok || len(l.all()) != 51 {
+	if _, ok := l.trim(least, most, t0, maxBytes, 1<<62); ok || len(l.all()) != 51 {
 		t.Fatalf("all fresh: dropped %v, kept %d", ok, len(l.all()))
 	}
 	// Those before second 45 are old: they go while the bytes pass
 	// maxBytes, which leaves the last 10 updates' prior states and the
 	// create, though revs 42 to 44 are old too.
-	dropped, ok := l.trim(least, most, t0.Add(45*time.Second), maxBytes)
+	dropped, ok := l.trim(least, most, t0.Add(45*time.Second), maxBytes, 1<<62)
 	if all := l.all(); !ok || dropped != 41 || len(all) != 11 || all[0].rev != 42 || l.priorBytes != 10_000 {
 		t.Fatalf("old past maxBytes: dropped up to %d (%v), kept %d from %d, %d bytes; want up to 41, 11 from 42, 10000", dropped, ok, len(all), all[0].rev, l.priorBytes)
 	}
 	// Past a lower bound, the old ones go and the fresh ones stay.
-	dropped, ok = l.trim(least, most, t0.Add(45*time.Second), 5000)
+	dropped, ok = l.trim(least, most, t0.Add(45*time.Second), 5000, 1<<62)
 	if all := l.all(); !ok || dropped != 44 || len(all) != 8 || l.priorBytes != 7000 {
 		t.Fatalf("bound 5000: dropped up to %d (%v), kept %d, %d bytes; want up to 44, 8 events, 7000", dropped, ok, len(all), l.priorBytes)
 	}
-	if _, ok := l.trim(least, most, t0.Add(45*time.Second), 5000); ok {
+	if _, ok := l.trim(least, most, t0.Add(45*time.Second), 5000, 1<<62); ok {
 		t.Fatalf("fresh events past maxBytes were dropped: kept %d", len(l.all()))
 	}
 	// All old, bound 0: every update goes, and the create, which holds
 	// no prior state, stays within least.
-	if _, ok := l.trim(least, most, t0.Add(time.Hour), 0); !ok || len(l.all()) != 1 || l.all()[0].rev != 52 || l.priorBytes != 0 {
+	if _, ok := l.trim(least, most, t0.Add(time.Hour), 0, 1<<62); !ok || len(l.all()) != 1 || l.all()[0].rev != 52 || l.priorBytes != 0 {
 		t.Fatalf("all old, bound 0: kept %d, %d bytes; want the create alone", len(l.all()), l.priorBytes)
+	}
+}
+
+// Past maxAll, even fresh events go, oldest first, down to what fits.
+func TestEventLogBoundsTheBytesOfFreshStates(t *testing.T) {
+	const least, most, maxOld, maxAll = 100, 1000, 2_000, 5_500
+	t0 := time.Unix(1000, 0)
+	var l eventLog
+	prior, err := storage.NewRecord("/k", []byte(`{"metadata":{"name":"k"},"v":"`+strings.Repeat("x", 1000-len(`{"metadata":{"name":"k"},"v":""}`))+`"}`), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := int64(2); r <= 21; r++ {
+		l.add(event{rev: r, cur: prior, prior: prior, at: t0})
+		dropped, ok := l.trim(least, most, t0, maxOld, maxAll) // all fresh
+		if want := min(r-1, 5); len(l.all()) != int(want) || l.priorBytes != want*1000 {
+			t.Fatalf("after %d: kept %d events, %d bytes; want %d, %d", r, len(l.all()), l.priorBytes, want, want*1000)
+		}
+		if r > 6 && (!ok || dropped != r-5) {
+			t.Fatalf("after %d: dropped up to %d (%v), want %d", r, dropped, ok, r-5)
+		}
 	}
 }
