@@ -24,7 +24,8 @@ type Config struct {
 	// logged. A larger value means fewer snapshots and a longer replay at
 	// start. Default 64 MiB.
 	SnapshotBytes int64
-	// CompactionBatch is how many keys compaction trims per hold of the
+	// CompactionBatch is how many of the keys written since the last
+	// compaction (one per revision) compaction trims per hold of the
 	// store's lock, which bounds how long it delays writers. Default 1,000.
 	CompactionBatch int
 	// WatchBuffer is how many responses a watcher may have waiting for its

@@ -219,8 +219,7 @@ func (s *Store) replay(rec []byte) error {
 			if rev > s.mu.lastRev {
 				return fmt.Errorf("%w: compaction to %d beyond revision %d", errCorrupt, rev, s.mu.lastRev)
 			}
-			s.setCompactLocked(rev)
-			s.trimIndex(rev)
+			s.trimIndex(rev, s.setCompactLocked(rev))
 		}
 		return nil
 	case recPut, recDelete:

@@ -380,7 +380,7 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.setCompactLocked(rev)
+	written := s.setCompactLocked(rev)
 	var seq uint64
 	if s.wal != nil {
 		seq = s.queueLocked(encodeCompact(rev))
@@ -392,7 +392,7 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 			return err
 		}
 	}
-	s.trimIndex(rev)
+	s.trimIndex(rev, written)
 	return nil
 }
 
@@ -407,13 +407,16 @@ func (s *Store) checkCompactLocked(rev int64) error {
 }
 
 // setCompactLocked moves the compaction point to rev and drops the history
-// below it. Watchers still reading below rev see ErrCompacted.
-func (s *Store) setCompactLocked(rev int64) {
+// below it. Watchers still reading below rev see ErrCompacted. It returns
+// the history's slots from the old compaction point to rev: the keys
+// written there are the only ones the compaction can trim (trimIndex).
+func (s *Store) setCompactLocked(rev int64) (written []*keyIndex) {
 	s.mu.compactRev = rev
 	if rev <= s.mu.histBase {
-		return
+		return nil
 	}
 	drop := rev - s.mu.histBase
+	written = s.mu.history[:drop+1]
 	rest := s.mu.history[drop:]
 	if int64(cap(s.mu.history)) > 2*int64(len(rest))+1024 {
 		// Reallocate so the dropped slots' backing memory can be freed.
@@ -423,24 +426,27 @@ func (s *Store) setCompactLocked(rev int64) {
 	s.mu.histBase = rev
 	// Wake watchers so that ones below rev find out now, not at the next write.
 	s.broadcastLocked()
+	return written
 }
 
-// trimIndex applies a compaction at rev to every key, a batch at a time.
-func (s *Store) trimIndex(rev int64) {
-	batch := make([]*keyIndex, 0, s.cfg.CompactionBatch)
-	from, started := "", false
-	for {
-		batch = batch[:0]
+// trimIndex applies a compaction at rev to the keys written from the old
+// compaction point c to rev, as setCompactLocked returned them, a batch at
+// a time. No other key has anything to drop: after the compaction at c,
+// a key not written since holds one version, written before c.
+// (A key's versions from before c are its newest at or below c, and the
+// one before that only if the newest is at c; keyIndex explains why.) So
+// compaction costs what was written since the last one, not the size of
+// the store.
+func (s *Store) trimIndex(rev int64, written []*keyIndex) {
+	batch := s.cfg.CompactionBatch
+	for len(written) > 0 {
+		n := min(batch, len(written))
 		s.mu.Lock()
-		pivot := &keyIndex{key: from}
-		s.mu.index.AscendGreaterOrEqual(pivot, func(ki *keyIndex) bool {
-			if started && ki.key == from {
-				return true
-			}
-			batch = append(batch, ki)
-			return len(batch) < cap(batch)
-		})
-		for _, ki := range batch {
+		for _, ki := range written[:n] {
+			// A key written many times appears as often: the first call
+			// trims it, the others find nothing to drop. A key emptied
+			// here is never empty again (a later write makes a new
+			// keyIndex), so it is deleted from the tree once.
 			freed, empty := ki.compact(rev)
 			s.mu.oldBytes -= freed
 			if empty {
@@ -448,10 +454,7 @@ func (s *Store) trimIndex(rev int64) {
 			}
 		}
 		s.mu.Unlock()
-		if len(batch) < cap(batch) {
-			return
-		}
-		from, started = batch[len(batch)-1].key, true
+		written = written[n:]
 		// Let the writers and the flusher woken by Unlock take the lock
 		// before the next batch does: without this, re-locking at once
 		// wins the race (sync.Mutex lets a running goroutine barge in) and
