@@ -85,3 +85,23 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("a bad --storage: exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+func TestByteSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"512Mi": 512 << 20, "2Gi": 2 << 30, "1G": 1e9, "1000000": 1e6, "0": 0} {
+		var n int64 = -1
+		if err := (byteSize{&n}).Set(in); err != nil || n != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "0.5", "1.5x", "", "lots"} {
+		n := int64(7)
+		if err := (byteSize{&n}).Set(in); err == nil || n != 7 {
+			t.Errorf("Set(%q) = %d, %v; want an error and the value unchanged", in, n, err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--compaction-max-history", "lots"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "want a size such as 512Mi") {
+		t.Errorf("a bad --compaction-max-history: exit %d, stderr %q", code, errOut.String())
+	}
+}

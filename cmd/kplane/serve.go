@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -97,7 +98,7 @@ func (b byteSize) String() string {
 func (b byteSize) Set(s string) error {
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
-		return fmt.Errorf("want a size such as 512Mi or 2Gi")
+		return errors.New("want a size such as 512Mi or 2Gi")
 	}
 	n, ok := q.AsInt64()
 	if !ok || n < 0 {
