@@ -116,6 +116,24 @@ func collect(t testing.TB, s kv.Store, rev, until int64) []kv.Event {
 	return out
 }
 
+// write creates key if it is absent; otherwise it deletes it if del, or
+// updates it to value.
+func write(t testing.TB, s kv.Store, key string, del bool, value string) kv.WriteResponse {
+	t.Helper()
+	cur, err := s.Range(ctx, key, kv.RangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case len(cur.KVs) == 0:
+		return mustCreate(t, s, key, value)
+	case del:
+		return mustDelete(t, s, key)
+	default:
+		return mustUpdate(t, s, key, value)
+	}
+}
+
 // workload applies a deterministic mix of writes and compactions to every
 // store given, in lockstep.
 func workload(t testing.TB, n int, stores ...*Store) {
@@ -123,18 +141,7 @@ func workload(t testing.TB, n int, stores ...*Store) {
 	for i := 0; i < n; i++ {
 		key := fmt.Sprintf("/k/%02d", i%17)
 		for _, s := range stores {
-			cur, err := s.Range(ctx, key, kv.RangeOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case len(cur.KVs) == 0:
-				mustCreate(t, s, key, fmt.Sprint("v", i))
-			case i%5 == 0:
-				mustDelete(t, s, key)
-			default:
-				mustUpdate(t, s, key, strings.Repeat("x", i%300)+fmt.Sprint(i))
-			}
+			write(t, s, key, i%5 == 0, strings.Repeat("x", i%300)+fmt.Sprint(i))
 			if i%97 == 96 {
 				rev, _ := s.Revision()
 				if err := s.Compact(ctx, rev-40); err != nil {
@@ -535,20 +542,7 @@ func TestHistoryBytesCountsTheOldVersions(t *testing.T) {
 				}
 			}
 			for i := range 600 {
-				key := fmt.Sprintf("/k/%02d", i%17)
-				cur, err := s.Range(ctx, key, kv.RangeOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var r kv.WriteResponse
-				switch {
-				case len(cur.KVs) == 0:
-					r = mustCreate(t, s, key, fmt.Sprint("v", i))
-				case i%5 == 0:
-					r = mustDelete(t, s, key)
-				default:
-					r = mustUpdate(t, s, key, strings.Repeat("x", i%300)+fmt.Sprint(i))
-				}
+				r := write(t, s, fmt.Sprintf("/k/%02d", i%17), i%5 == 0, strings.Repeat("x", i%300)+fmt.Sprint(i))
 				if r.Prev != nil {
 					superseded += int64(len(r.Prev.Value))
 				}
@@ -621,19 +615,7 @@ func TestCompactionTrimsEveryKeyItMust(t *testing.T) {
 			s := open(t, cfg)
 			rng := rand.New(rand.NewPCG(uint64(seed), 0))
 			for i := range 2000 {
-				key := fmt.Sprintf("/k/%02d", rng.IntN(40))
-				cur, err := s.Range(ctx, key, kv.RangeOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch {
-				case len(cur.KVs) == 0:
-					mustCreate(t, s, key, fmt.Sprint("v", i))
-				case rng.IntN(4) == 0:
-					mustDelete(t, s, key)
-				default:
-					mustUpdate(t, s, key, fmt.Sprint("v", i))
-				}
+				write(t, s, fmt.Sprintf("/k/%02d", rng.IntN(40)), rng.IntN(4) == 0, fmt.Sprint("v", i))
 				if rng.IntN(50) == 0 {
 					rev, compacted := s.Revision()
 					to := compacted + 1 + rng.Int64N(rev-compacted)

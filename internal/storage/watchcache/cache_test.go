@@ -278,6 +278,24 @@ func TestWatchFromHistoryNowAndInitialEvents(t *testing.T) {
 	_ = b
 }
 
+// relabel updates default/name n times, a new label each time, and
+// returns the resourceVersion of each update.
+func relabel(t *testing.T, s storage.Interface, name string, n int) []string {
+	t.Helper()
+	var revs []string
+	for i := range n {
+		u, err := s.GuaranteedUpdate(ctx, prefix+"default/"+name, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			cur.SetLabels(map[string]string{"n": fmt.Sprint(i)})
+			return cur, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, u.GetResourceVersion())
+	}
+	return revs
+}
+
 // Old versions beyond MaxBytes leave the history though Capacity would
 // keep them: a watch from before them is gone, one from after them
 // replays every later event.
@@ -285,17 +303,7 @@ func TestHistoryBoundsTheBytesOfOldVersions(t *testing.T) {
 	for _, maxBytes := range []int64{1, 0} { // 0: the default, 64 MiB
 		s, c := start(t, watchcache.Config{FreshFor: time.Nanosecond, MaxBytes: maxBytes})
 		first := create(t, s, "a", "red")
-		var revs []string
-		for i := range 10 {
-			u, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-				cur.SetLabels(map[string]string{"n": fmt.Sprint(i)})
-				return cur, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			revs = append(revs, u.GetResourceVersion())
-		}
+		revs := relabel(t, s, "a", 10)
 		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -324,17 +332,7 @@ func TestHistoryBoundsTheBytesOfFreshVersions(t *testing.T) {
 	for _, maxFresh := range []int64{1, 0} { // 0: the default, 256 MiB
 		s, c := start(t, watchcache.Config{FreshFor: time.Hour, MaxBytes: 1, MaxFreshBytes: maxFresh})
 		create(t, s, "a", "red")
-		var revs []string
-		for i := range 3 {
-			u, err := s.GuaranteedUpdate(ctx, prefix+"default/a", nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-				cur.SetLabels(map[string]string{"n": fmt.Sprint(i)})
-				return cur, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			revs = append(revs, u.GetResourceVersion())
-		}
+		revs := relabel(t, s, "a", 3)
 		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
