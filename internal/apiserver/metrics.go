@@ -36,11 +36,47 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeProcessMetrics(&b)
 	writeGoMetrics(&b)
 	s.requests.write(&b)
+	s.writeObjectCounts(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
 		w.Write(b.Bytes())
+	}
+}
+
+// writeObjectCounts writes how many objects each resource stores, as
+// kube-apiserver's apiserver_resource_objects{group,resource} and its
+// deprecated apiserver_storage_objects{resource="resource.group"} (the
+// resource alone for the core group), which dashboards still read.
+// kube-apiserver counts them from time to time; kplane's watch caches
+// hold the count, so it is current when /metrics is read. A resource
+// whose cache has not loaded yet is left out.
+func (s *Server) writeObjectCounts(b *bytes.Buffer) {
+	type count struct {
+		group, resource string
+		n               int
+	}
+	var counts []count
+	for _, r := range s.cfg.Registry.Resources() {
+		if n, ok := r.ObjectCount(); ok {
+			k := r.Kind()
+			counts = append(counts, count{k.Group, k.Resource, n})
+		}
+	}
+	b.WriteString("# HELP apiserver_resource_objects Objects stored of each resource, counted when /metrics is read.\n")
+	b.WriteString("# TYPE apiserver_resource_objects gauge\n")
+	for _, c := range counts {
+		fmt.Fprintf(b, "apiserver_resource_objects{group=%q,resource=%q} %d\n", c.group, c.resource, c.n)
+	}
+	b.WriteString("# HELP apiserver_storage_objects (Deprecated: read apiserver_resource_objects) Objects stored of each resource, counted when /metrics is read.\n")
+	b.WriteString("# TYPE apiserver_storage_objects gauge\n")
+	for _, c := range counts {
+		gr := c.resource
+		if c.group != "" {
+			gr += "." + c.group
+		}
+		fmt.Fprintf(b, "apiserver_storage_objects{resource=%q} %d\n", gr, c.n)
 	}
 }
 

@@ -31,6 +31,10 @@ type Resource struct {
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
 
+// ObjectCount returns how many objects of the resource are stored, as its
+// watch cache holds them, and false until the cache has loaded them.
+func (r *Resource) ObjectCount() (int, bool) { return r.cache.Len() }
+
 // Kind describes the resource. It may change (a CRD was updated): read it
 // once per request.
 func (r *Resource) Kind() *Kind { return r.kind.Load() }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,8 @@ func TestMetrics(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "nope", metav1.GetOptions{}); err == nil {
 		t.Fatal("got a ConfigMap that is not there")
 	}
-	if _, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{}); err != nil {
+	all, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.CoreV1().ConfigMaps("default").Apply(ctx, corev1ac.ConfigMap("applied", "default").WithData(map[string]string{"k": "v"}),
@@ -150,6 +152,26 @@ func TestMetrics(t *testing.T) {
 	if n := watching(third); n != 1 {
 		t.Errorf("apiserver_longrunning_requests while watching: %v, want 1", n)
 	}
+	// The objects stored, as kube-apiserver counts them: the list's and
+	// the applied one.
+	objects := func(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+		for _, m := range families[name].GetMetric() {
+			var got []string
+			for _, p := range m.GetLabel() {
+				got = append(got, p.GetName()+"="+p.GetValue())
+			}
+			if slices.Equal(got, labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	eventually(t, 10*time.Second, "the ConfigMaps counted", func() (bool, string) {
+		f := scrape()
+		n, old := objects(f, "apiserver_resource_objects", "group=", "resource=configmaps"), objects(f, "apiserver_storage_objects", "resource=configmaps")
+		want := float64(len(all.Items) + 1)
+		return n == want && old == want, fmt.Sprintf("apiserver_resource_objects %v, apiserver_storage_objects %v, want %v", n, old, want)
+	})
 	w.Stop()
 	eventually(t, 10*time.Second, "the watch counted once it stopped", func() (bool, string) {
 		f := scrape()

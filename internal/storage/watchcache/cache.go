@@ -391,6 +391,14 @@ func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
 	}
 }
 
+// Len returns how many objects the cache holds, and whether it has
+// loaded them (false until its first list from the store is in).
+func (c *Cache) Len() (n int, ready bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.mu.objects.Len(), c.mu.ready
+}
+
 // CacheRevision returns the revision the cache reflects.
 func (c *Cache) CacheRevision() int64 {
 	c.mu.RLock()
