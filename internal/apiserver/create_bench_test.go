@@ -86,7 +86,7 @@ func benchCreateProtobuf(b *testing.B, payload string) {
 
 // newInProcess is an API server over an in-memory store with the core
 // kinds, for requests without the network.
-func newInProcess(tb testing.TB) http.Handler {
+func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		tb.Fatal(err)
@@ -106,7 +106,11 @@ func newInProcess(tb testing.TB) http.Handler {
 		tb.Fatal(err)
 	}
 	go reg.Run(ctx)
-	return apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
+	cfg := apiserver.Config{Registry: reg, Anonymous: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return apiserver.New(cfg)
 }
 
 // The answers to a create, a patch and an update, spliced from the stored

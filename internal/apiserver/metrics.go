@@ -37,6 +37,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeGoMetrics(&b)
 	s.requests.write(&b)
 	s.writeObjectCounts(&b)
+	for _, m := range s.cfg.Metrics {
+		m.write(&b)
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(http.StatusOK)
@@ -77,6 +80,47 @@ func (s *Server) writeObjectCounts(b *bytes.Buffer) {
 			gr += "." + c.group
 		}
 		fmt.Fprintf(b, "apiserver_storage_objects{resource=%q} %d\n", gr, c.n)
+	}
+}
+
+// Metric is a figure served on /metrics that the API server does not
+// know itself (Config.Metrics).
+type Metric struct {
+	Name string
+	Type string // "gauge" or "counter"
+	Help string
+	// Read returns the samples, read when /metrics is scraped. None
+	// leaves the metric out.
+	Read func() []Sample
+}
+
+// Sample is one value of a Metric.
+type Sample struct {
+	Labels []string // name, value, name, value, …; none for a metric without labels
+	Value  float64
+}
+
+func (m Metric) write(b *bytes.Buffer) {
+	samples := m.Read()
+	if len(samples) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", m.Name, m.Help, m.Name, m.Type)
+	for _, s := range samples {
+		b.WriteString(m.Name)
+		for i := 0; i+1 < len(s.Labels); i += 2 {
+			sep := ","
+			if i == 0 {
+				sep = "{"
+			}
+			fmt.Fprintf(b, "%s%s=%q", sep, s.Labels[i], s.Labels[i+1])
+		}
+		if len(s.Labels) >= 2 {
+			b.WriteByte('}')
+		}
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatFloat(s.Value, 'g', -1, 64))
+		b.WriteByte('\n')
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kplane-dev/kplane/internal/apiserver"
 )
 
 // /metrics counts the objects of each resource under kube-apiserver's
@@ -55,5 +57,58 @@ func TestMetricsCountStoredObjects(t *testing.T) {
 		if n, ok := got[k]; !ok || n != v {
 			t.Errorf("%s: %v (present %v), want %v; all: %v", k, n, ok, v, got)
 		}
+	}
+}
+
+// Config.Metrics are served after the server's own, each with its HELP
+// and TYPE, its labels as given, and left out when it has no sample.
+func TestMetricsServesTheCallersFigures(t *testing.T) {
+	h := newInProcess(t, func(c *apiserver.Config) {
+		c.Metrics = []apiserver.Metric{{
+			Name: "test_bytes", Type: "gauge", Help: "A gauge.",
+			Read: func() []apiserver.Sample { return []apiserver.Sample{{Value: 1 << 40}} },
+		}, {
+			Name: "test_total", Type: "counter", Help: "A counter with labels.",
+			Read: func() []apiserver.Sample {
+				return []apiserver.Sample{
+					{Labels: []string{"reason", "a", "kind", "x"}, Value: 2},
+					{Labels: []string{"reason", "b", "kind", "y"}, Value: 0.5},
+				}
+			},
+		}, {
+			Name: "test_absent", Type: "gauge", Help: "Nothing to say.",
+			Read: func() []apiserver.Sample { return nil },
+		}}
+	})
+	w := get(t, h, "/metrics")
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(w.Body.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, w.Body)
+	}
+	if f := families["test_bytes"]; f.GetType().String() != "GAUGE" || f.GetHelp() != "A gauge." ||
+		len(f.GetMetric()) != 1 || len(f.GetMetric()[0].GetLabel()) != 0 || f.GetMetric()[0].GetGauge().GetValue() != 1<<40 {
+		t.Errorf("test_bytes: %v", f)
+	}
+	got := map[string]float64{}
+	f := families["test_total"]
+	if f.GetType().String() != "COUNTER" {
+		t.Errorf("test_total is a %v, want a counter", f.GetType())
+	}
+	for _, m := range f.GetMetric() {
+		key := ""
+		for _, l := range m.GetLabel() {
+			key += fmt.Sprintf("%s=%s ", l.GetName(), l.GetValue())
+		}
+		got[key] = m.GetCounter().GetValue()
+	}
+	if want := map[string]float64{"reason=a kind=x ": 2, "reason=b kind=y ": 0.5}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("test_total: %v, want %v", got, want)
+	}
+	if bytes.Contains(w.Body.Bytes(), []byte("test_absent")) {
+		t.Errorf("a metric without samples is served:\n%s", w.Body)
+	}
+	if _, ok := families["process_cpu_seconds_total"]; !ok {
+		t.Error("the server's own metrics are gone")
 	}
 }

@@ -42,6 +42,9 @@ type Config struct {
 	// Profiling serves Go's profiles under /debug/pprof/ to authenticated
 	// clients, as kube-apiserver's --profiling does.
 	Profiling bool
+	// Metrics are served on /metrics after the server's own: the store's
+	// figures, which only the caller knows.
+	Metrics []Metric
 }
 
 // Server serves the Kubernetes API. It is an http.Handler.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/kplane-dev/kplane/internal/apiserver"
 	"github.com/kplane-dev/kplane/internal/kv"
 )
 
@@ -29,14 +31,24 @@ type historySizer interface {
 // newest that fits in half the bound, and never less than one check's
 // worth. A loop rewriting large objects so cannot run the server out of
 // memory between two interval compactions.
+//
+// Early compactions are logged at Info at most once a minute, and
+// counted, with the bytes held, for /metrics (metrics).
 type compactor struct {
 	kvs        kv.Store
-	sizer      historySizer // nil: the history's size is not bounded
-	maxHistory int64
+	sizer      historySizer // nil: an engine that does not say (etcd)
+	maxHistory int64        // 0: the history's size is not bounded
 	log        *slog.Logger
+	now        func() time.Time
 
 	last    int64       // the revision seen at the previous interval tick
 	samples []revSample // one per check, oldest first, all above the compaction point
+
+	// Counted for /metrics, which reads them from another goroutine.
+	intervalCompactions, earlyCompactions atomic.Int64
+	// The early compactions are logged at Info at most once a minute.
+	earlyLoggedAt time.Time
+	earlyLogged   int64 // earlyCompactions when last logged at Info
 }
 
 // revSample is what a check saw: the store's revision and how many bytes
@@ -47,13 +59,22 @@ type revSample struct{ rev, superseded int64 }
 // them: an hour of checks a second apart.
 const maxRevSamples = 3600
 
+// earlyLogEvery is how often, at most, early compactions are logged at
+// Info; the others go to Debug. Under sustained churn past the bound they
+// come every few seconds.
+const earlyLogEvery = time.Minute
+
 func newCompactor(kvs kv.Store, maxHistory int64, log *slog.Logger) *compactor {
-	c := &compactor{kvs: kvs, log: log}
-	if s, ok := kvs.(historySizer); ok && maxHistory > 0 {
-		c.sizer, c.maxHistory = s, maxHistory
+	c := &compactor{kvs: kvs, log: log, now: time.Now}
+	if s, ok := kvs.(historySizer); ok {
+		c.sizer = s
+		c.maxHistory = max(maxHistory, 0)
 	}
 	return c
 }
+
+// bounded reports whether the compactor checks the history's size.
+func (c *compactor) bounded() bool { return c.sizer != nil && c.maxHistory > 0 }
 
 // run compacts every interval (none if 0) and checks the history's size
 // every checkEvery, until ctx ends.
@@ -64,7 +85,7 @@ func (c *compactor) run(ctx context.Context, interval, checkEvery time.Duration)
 		defer t.Stop()
 		tick = t.C
 	}
-	if c.sizer != nil {
+	if c.bounded() {
 		t := time.NewTicker(checkEvery)
 		defer t.Stop()
 		check = t.C
@@ -91,6 +112,7 @@ func (c *compactor) tick(ctx context.Context) {
 		return
 	}
 	if c.last > 0 && c.compact(ctx, c.last) {
+		c.intervalCompactions.Add(1)
 		c.log.Info("compacted", "revision", c.last)
 	}
 	c.last = rev
@@ -119,10 +141,20 @@ func (c *compactor) check(ctx context.Context) {
 			break
 		}
 	}
-	if c.compact(ctx, to.rev) {
-		after, _ := c.sizer.HistoryBytes()
-		c.log.Info("compacted early: the old versions held in memory passed --compaction-max-history",
-			"revision", to.rev, "heldBytes", held, "heldAfter", after, "maxHistory", c.maxHistory)
+	if !c.compact(ctx, to.rev) {
+		return
+	}
+	n := c.earlyCompactions.Add(1)
+	after, _ := c.sizer.HistoryBytes()
+	level, now := slog.LevelDebug, c.now()
+	if c.earlyLogged == 0 || now.Sub(c.earlyLoggedAt) >= earlyLogEvery {
+		level = slog.LevelInfo
+	}
+	c.log.Log(ctx, level, "compacted early: the old versions held in memory passed --compaction-max-history",
+		"revision", to.rev, "heldBytes", held, "heldAfter", after, "maxHistory", c.maxHistory,
+		"earlySinceLastInfo", n-c.earlyLogged)
+	if level == slog.LevelInfo {
+		c.earlyLoggedAt, c.earlyLogged = now, n
 	}
 }
 
@@ -150,4 +182,38 @@ func (c *compactor) revision(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return r.Revision, nil
+}
+
+// metrics are the compactor's figures for /metrics: the bytes of old
+// versions held (engines that say), the bound, and the compactions done.
+// kplane's own names: kube-apiserver leaves compaction to etcd's metrics.
+func (c *compactor) metrics() []apiserver.Metric {
+	ms := []apiserver.Metric{{
+		Name: "kplane_storage_compactions_total",
+		Type: "counter",
+		Help: "Compactions of the store, by reason: every --compaction-interval, or early, when the old versions held passed --compaction-max-history.",
+		Read: func() []apiserver.Sample {
+			return []apiserver.Sample{
+				{Labels: []string{"reason", "interval"}, Value: float64(c.intervalCompactions.Load())},
+				{Labels: []string{"reason", "history"}, Value: float64(c.earlyCompactions.Load())},
+			}
+		},
+	}}
+	if c.sizer == nil {
+		return ms
+	}
+	return append(ms, apiserver.Metric{
+		Name: "kplane_storage_history_bytes",
+		Type: "gauge",
+		Help: "Bytes of values that are no longer their key's newest, which the store holds in memory until a compaction drops them.",
+		Read: func() []apiserver.Sample {
+			held, _ := c.sizer.HistoryBytes()
+			return []apiserver.Sample{{Value: float64(held)}}
+		},
+	}, apiserver.Metric{
+		Name: "kplane_storage_history_max_bytes",
+		Type: "gauge",
+		Help: "--compaction-max-history: the bytes of old versions past which the store is compacted early; 0 leaves them to the interval.",
+		Read: func() []apiserver.Sample { return []apiserver.Sample{{Value: float64(c.maxHistory)}} },
+	})
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
@@ -43,7 +45,7 @@ func rewrite(t *testing.T, s kv.Store, key, value string) {
 func TestCompactorTicksToThePreviousTicksRevision(t *testing.T) {
 	s := memoryStore(t)
 	c := newCompactor(s, 0, slog.New(slog.DiscardHandler))
-	if c.sizer != nil {
+	if c.bounded() {
 		t.Fatal("a bound of 0 still checks the history's size")
 	}
 	ctx := context.Background()
@@ -58,6 +60,9 @@ func TestCompactorTicksToThePreviousTicksRevision(t *testing.T) {
 	if _, compacted := s.Revision(); compacted != first {
 		t.Fatalf("the second tick compacted to %d, want the first tick's revision %d", compacted, first)
 	}
+	if n := c.intervalCompactions.Load(); n != 1 {
+		t.Fatalf("%d interval compactions counted, want 1", n)
+	}
 }
 
 func TestCompactorBoundsTheOldVersionsHeld(t *testing.T) {
@@ -68,7 +73,7 @@ func TestCompactorBoundsTheOldVersionsHeld(t *testing.T) {
 	)
 	s := memoryStore(t)
 	c := newCompactor(s, maxHistory, slog.New(slog.DiscardHandler))
-	if c.sizer == nil {
+	if !c.bounded() {
 		t.Fatal("the memory engine's history is not bounded")
 	}
 	ctx := context.Background()
@@ -154,5 +159,74 @@ func TestCompactorKeepsTheWritesSinceTheLastCheck(t *testing.T) {
 	}
 	if held < 23*(4<<10) {
 		t.Fatalf("%d bytes held after the compaction, want the burst's 23 old versions of 4 KiB kept", held)
+	}
+}
+
+// Under churn past the bound, early compactions come every few checks:
+// the first is logged at Info, the next ones at Debug until a minute has
+// passed, and then one at Info again, counting those since. /metrics
+// counts every one, and shows the bytes held and the bound.
+func TestCompactorLogsEarlyCompactionsAtInfoOnceAMinute(t *testing.T) {
+	const maxHistory = 64 << 10
+	s := memoryStore(t)
+	var logged strings.Builder
+	c := newCompactor(s, maxHistory, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	clock := time.Unix(1e9, 0)
+	c.now = func() time.Time { return clock }
+	ctx := context.Background()
+	churn := func(checks int) {
+		for i := range checks {
+			for j := range 4 { // 16 KiB superseded a check
+				rewrite(t, s, fmt.Sprintf("/k/%d", j%2), strings.Repeat(fmt.Sprint(i%10), 4<<10))
+			}
+			c.check(ctx)
+			clock = clock.Add(time.Second)
+		}
+	}
+	lines := func(level string) []string {
+		var out []string
+		for l := range strings.Lines(logged.String()) {
+			if strings.Contains(l, "level="+level) && strings.Contains(l, "compacted early") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+
+	churn(40) // 40 s: one line at Info, the rest at Debug
+	info, debug := lines("INFO"), lines("DEBUG")
+	if len(info) != 1 || !strings.Contains(info[0], " earlySinceLastInfo=1\n") {
+		t.Fatalf("after 40 s of churn, %d lines at Info, want the first early compaction's:\n%s", len(info), logged.String())
+	}
+	if len(debug) < 4 {
+		t.Fatalf("after 40 s of churn, %d early compactions logged at Debug, want one every few checks:\n%s", len(debug), logged.String())
+	}
+	churn(30) // past the minute since the line at Info: one more, counting those since
+	info, debug = lines("INFO"), lines("DEBUG")
+	if len(info) != 2 {
+		t.Fatalf("after 70 s of churn, %d lines at Info, want 2:\n%s", len(info), logged.String())
+	}
+	// It counts itself and those logged at Debug since the first.
+	all := lines("")
+	second := slices.Index(all, info[1])
+	if want := fmt.Sprintf(" earlySinceLastInfo=%d\n", second); !strings.Contains(info[1], want) {
+		t.Errorf("the second line at Info, early compaction %d of %d, lacks%s:\n%s", second+1, len(all), want, info[1])
+	}
+
+	values := map[string]float64{}
+	for _, m := range c.metrics() {
+		for _, smp := range m.Read() {
+			values[m.Name+fmt.Sprint(smp.Labels)] = smp.Value
+		}
+	}
+	held, _ := s.HistoryBytes()
+	want := map[string]float64{
+		"kplane_storage_compactions_total[reason interval]": 0,
+		"kplane_storage_compactions_total[reason history]":  float64(len(info) + len(debug)),
+		"kplane_storage_history_bytes[]":                    float64(held),
+		"kplane_storage_history_max_bytes[]":                maxHistory,
+	}
+	if fmt.Sprint(values) != fmt.Sprint(want) {
+		t.Errorf("metrics: %v, want %v", values, want)
 	}
 }

@@ -163,7 +163,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return compactor.run(ctx, cfg.CompactionInterval, time.Second)
 	})
 
-	api := apiserver.New(apiserver.Config{Registry: reg, Version: cfg.Version, Logger: log, Profiling: cfg.Profiling})
+	api := apiserver.New(apiserver.Config{
+		Registry:  reg,
+		Version:   cfg.Version,
+		Logger:    log,
+		Profiling: cfg.Profiling,
+		Metrics:   compactor.metrics(),
+	})
 	pr := <-pkiDone
 	if pr.err != nil {
 		return pr.err

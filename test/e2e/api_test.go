@@ -318,6 +318,24 @@ func TestCompactionBoundsTheHistory(t *testing.T) {
 	if l, err := cms.List(ctx, metav1.ListOptions{ResourceVersion: last, ResourceVersionMatch: metav1.ResourceVersionMatchExact}); err != nil || len(l.Items) != 1 {
 		t.Fatalf("Exact list at the newest revision %s: %v", last, err)
 	}
+	// /metrics counts the early compactions and shows the bound.
+	got := map[string]float64{}
+	for name, f := range scrapeMetrics(t, s) {
+		if !strings.HasPrefix(name, "kplane_storage_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			key := name
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if got["kplane_storage_compactions_total reason=history"] < 1 || got["kplane_storage_compactions_total reason=interval"] != 0 ||
+		got["kplane_storage_history_max_bytes"] != 1<<20 || got["kplane_storage_history_bytes"] <= 0 {
+		t.Errorf("kplane_storage_ metrics after early compactions: %v", got)
+	}
 }
 
 // TestLifecycle: namespaces delete their content, deleting a CRD removes

@@ -19,6 +19,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// scrapeMetrics reads /metrics with kubectl and parses it as Prometheus
+// does.
+func scrapeMetrics(t *testing.T, s *server) map[string]*dto.MetricFamily {
+	t.Helper()
+	out := s.mustKubectl(t, "get", "--raw", "/metrics")
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v\n%s", err, out)
+	}
+	return families
+}
+
 // TestMetrics reads /metrics as Prometheus and kubectl do: the text
 // format parses, the process figures are the server process's own (its
 // RSS as /proc tells it, CPU that grows with work, its start), and only
@@ -28,16 +41,7 @@ func TestMetrics(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	pid := s.cmd.Process.Pid
 
-	scrape := func() map[string]*dto.MetricFamily {
-		t.Helper()
-		out := s.mustKubectl(t, "get", "--raw", "/metrics")
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := p.TextToMetricFamilies(strings.NewReader(out))
-		if err != nil {
-			t.Fatalf("/metrics does not parse: %v\n%s", err, out)
-		}
-		return families
-	}
+	scrape := func() map[string]*dto.MetricFamily { return scrapeMetrics(t, s) }
 	value := func(families map[string]*dto.MetricFamily, name string, typ dto.MetricType) float64 {
 		t.Helper()
 		f, ok := families[name]
