@@ -36,6 +36,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeProcessMetrics(&b)
 	writeGoMetrics(&b)
 	s.requests.write(&b)
+	s.inflight.write(&b, time.Now())
 	s.writeObjectCounts(&b)
 	for _, m := range s.cfg.Metrics {
 		m.write(&b)

@@ -37,6 +37,12 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 		return nil
 	}
 	sw.series = s.requests.of(labelsFor(r, ri, watch))
+	if watch && sw.inflight {
+		// Long-running: kube-apiserver leaves watches out of its
+		// in-flight counts.
+		s.inflight.add(readOnly, -1, time.Now())
+		sw.inflight = false
+	}
 	return sw.series
 }
 

@@ -56,6 +56,7 @@ type Server struct {
 	stopWatches context.CancelFunc
 	openapi     openAPICache // the published documents, rebuilt when the kinds change
 	requests    requestMetrics
+	inflight    inflightRequests
 }
 
 // New returns a server; it answers /readyz with 503 until SetReady.
@@ -128,13 +129,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		growStack()
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	kind := kindOf(r)
+	s.inflight.add(kind, 1, start)
+	sw := &statusWriter{ResponseWriter: w, inflight: true}
 	s.mux.ServeHTTP(sw, r)
+	end := time.Now()
+	if sw.inflight {
+		s.inflight.add(kind, -1, end)
+	}
 	if sw.series != nil {
-		sw.series.observe(sw.code, time.Since(start))
+		sw.series.observe(sw.code, end.Sub(start))
 	}
 	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
-		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", time.Since(start))
+		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", end.Sub(start))
 	}
 }
 
@@ -176,8 +183,9 @@ func touch(b []byte) { b[0] = 1 }
 // request metrics, and passes Flush through for watches.
 type statusWriter struct {
 	http.ResponseWriter
-	code   int
-	series *requestSeries // the request's metrics, once it is known to be for a resource
+	code     int
+	series   *requestSeries // the request's metrics, once it is known to be for a resource
+	inflight bool           // counted in Server.inflight: until it ends, or turns out to be a watch
 }
 
 func (w *statusWriter) WriteHeader(code int) {

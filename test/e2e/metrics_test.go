@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -15,8 +16,10 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // scrapeMetrics reads /metrics with kubectl and parses it as Prometheus
@@ -176,11 +179,80 @@ func TestMetrics(t *testing.T) {
 		want := float64(len(all.Items) + 1)
 		return n == want && old == want, fmt.Sprintf("apiserver_resource_objects %v, apiserver_storage_objects %v, want %v", n, old, want)
 	})
+	// Requests in flight: three creates whose bodies are half sent, while
+	// five more watches are open. kube-apiserver's gauge is the most
+	// served at once in the last whole second; watches are left out.
+	hc, err := rest.HTTPClientFor(s.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var more []watch.Interface
+	for range 5 {
+		w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, w)
+	}
+	inflight := func(f map[string]*dto.MetricFamily, kind string) float64 {
+		for _, m := range f["apiserver_current_inflight_requests"].GetMetric() {
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetName() == "request_kind" && l[0].GetValue() == kind {
+				return m.GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	var held []*io.PipeWriter
+	created := make(chan int, 3)
+	for i := range 3 {
+		pr, pw := io.Pipe()
+		held = append(held, pw)
+		req, err := http.NewRequest(http.MethodPost, s.config().Host+"/api/v1/namespaces/default/configmaps", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		go func() {
+			resp, err := hc.Do(req)
+			if err != nil {
+				created <- -1
+				return
+			}
+			resp.Body.Close()
+			created <- resp.StatusCode
+		}()
+		go fmt.Fprintf(pw, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held-%d"},`, i)
+	}
+	eventually(t, 10*time.Second, "three creates in flight", func() (bool, string) {
+		f := scrape()
+		m, r := inflight(f, "mutating"), inflight(f, "readOnly")
+		if r > 1 {
+			t.Fatalf("apiserver_current_inflight_requests readOnly %v with six watches open and one scrape at a time: watches counted", r)
+		}
+		return m == 3, fmt.Sprintf("mutating %v, readOnly %v", m, r)
+	})
+	for _, pw := range held {
+		fmt.Fprint(pw, `"data":{"k":"v"}}`)
+		pw.Close()
+	}
+	for range held {
+		if code := <-created; code != http.StatusCreated {
+			t.Fatalf("a held create answered %d", code)
+		}
+	}
+	eventually(t, 10*time.Second, "no create in flight", func() (bool, string) {
+		m := inflight(scrape(), "mutating")
+		return m == 0, fmt.Sprintf("mutating %v", m)
+	})
+	for _, w := range more {
+		w.Stop()
+	}
+
 	w.Stop()
-	eventually(t, 10*time.Second, "the watch counted once it stopped", func() (bool, string) {
+	eventually(t, 10*time.Second, "the watches counted once they stopped", func() (bool, string) {
 		f := scrape()
 		open, done := watching(f), requests(f, "WATCH", "200", "namespace")
-		return open == 0 && done == 1, fmt.Sprintf("%v open, %v counted", open, done)
+		return open == 0 && done == 6, fmt.Sprintf("%v open, %v counted", open, done)
 	})
 
 	// Only for authenticated clients, and only for reading.
