@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version:   cfg.Version,
 		Logger:    log,
 		Profiling: cfg.Profiling,
-		Metrics:   compactor.metrics(),
+		Metrics:   storeMetrics(cfg.Storage, kvs, compactor),
 	})
 	pr := <-pkiDone
 	if pr.err != nil {

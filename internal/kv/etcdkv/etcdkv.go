@@ -313,6 +313,27 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 	return mapErr(err)
 }
 
+// DiskBytes reports the size etcd's database file takes on disk (its
+// Status's DbSize, the figure kube-apiserver serves as
+// apiserver_storage_size_bytes), from the first endpoint that answers.
+// It is the whole cluster's database, not only the keys under the prefix.
+func (s *Store) DiskBytes(ctx context.Context) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var errs []error
+	for _, ep := range s.c.Endpoints() {
+		r, err := s.c.Status(ctx, ep)
+		if err == nil {
+			return r.DbSize, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	return 0, mapErr(errors.Join(errs...))
+}
+
 // Close implements kv.Store: open watches end with ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()

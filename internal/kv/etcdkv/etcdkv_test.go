@@ -3,6 +3,7 @@ package etcdkv_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,5 +140,41 @@ func TestIdleWatchGetsPeriodicProgress(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no periodic progress notification reached the last write's revision")
 		}
+	}
+}
+
+// DiskBytes is etcd's database size (its Status's), which grows with what
+// is written; bbolt grows its file in steps, so by at least half of it.
+func TestDiskBytesIsTheDatabaseSize(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	s := srv.NewStore(t).(*etcdkv.Store)
+	before, err := s.DiskBytes(ctx)
+	if err != nil || before <= 0 {
+		t.Fatalf("DiskBytes of a fresh etcd: %d, %v", before, err)
+	}
+	value := make([]byte, 512<<10)
+	for i := range 16 { // 8 MiB
+		value[0] = byte(i)
+		if _, err := s.Create(ctx, fmt.Sprintf("/big/%d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := s.DiskBytes(ctx)
+	if err != nil || after < before+4<<20 {
+		t.Fatalf("DiskBytes after 8 MiB written: %d, %v; %d before", after, err, before)
+	}
+	c := srv.Client(t)
+	defer c.Close()
+	st, err := c.Status(ctx, srv.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DbSize != after {
+		t.Errorf("DiskBytes %d, etcd's Status says %d", after, st.DbSize)
+	}
+	s.Close()
+	if _, err := s.DiskBytes(ctx); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("DiskBytes of a closed store: %v, want ErrClosed", err)
 	}
 }

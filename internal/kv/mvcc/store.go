@@ -2,11 +2,15 @@ package mvcc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"github.com/google/btree"
 
@@ -511,6 +515,44 @@ func (s *Store) HistoryBytes() (held, superseded int64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.mu.oldBytes, s.mu.supersededBytes
+}
+
+// DiskBytes reports the bytes the store's files take on disk: its log
+// segments (preallocated whole), snapshots and lock, as the file system
+// allocated them. 0 in memory mode.
+func (s *Store) DiskBytes(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if s.cfg.InMemory {
+		return 0, nil
+	}
+	var n int64
+	err := filepath.WalkDir(s.cfg.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed under the walk: a snapshot or segment replaced
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512 // allocated, as etcd's database size counts its file
+		} else {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Revision returns the current (durable) revision and the compaction point.

@@ -637,3 +637,43 @@ func TestCompactionTrimsEveryKeyItMust(t *testing.T) {
 		})
 	}
 }
+
+// DiskBytes counts the store's files (log segments, snapshots) as the
+// file system allocated them: at least what was written; nothing in
+// memory mode.
+func TestDiskBytesCountsTheStoresFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, Config{Dir: dir, SnapshotBytes: 4 << 20})
+	value := strings.Repeat("v", 256<<10)
+	for i := range 64 { // 16 MiB, in 32 keys: a snapshot or more
+		write(t, s, fmt.Sprintf("/k/%d", i%32), false, value)
+	}
+	n, err := s.DiskBytes(ctx)
+	if err != nil || n < 16<<20 {
+		t.Fatalf("DiskBytes after 16 MiB written: %d, %v", n, err)
+	}
+	// Every file counts, wherever it lies under the directory.
+	var files int64
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				files += info.Size()
+			}
+		}
+		return nil
+	})
+	if n < files/2 {
+		t.Errorf("DiskBytes %d, the files' lengths sum to %d", n, files)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.DiskBytes(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("DiskBytes with a cancelled context: %v", err)
+	}
+	m := open(t, Config{InMemory: true})
+	write(t, m, "/k", false, value)
+	if n, err := m.DiskBytes(ctx); n != 0 || err != nil {
+		t.Errorf("DiskBytes in memory mode: %d, %v", n, err)
+	}
+}
