@@ -37,6 +37,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeGoMetrics(&b)
 	s.requests.write(&b)
 	s.inflight.write(&b, time.Now())
+	s.watchEvents.write(&b)
 	s.writeObjectCounts(&b)
 	for _, m := range s.cfg.Metrics {
 		m.write(&b)

@@ -57,6 +57,7 @@ type Server struct {
 	openapi     openAPICache // the published documents, rebuilt when the kinds change
 	requests    requestMetrics
 	inflight    inflightRequests
+	watchEvents watchEventMetrics
 }
 
 // New returns a server; it answers /readyz with 503 until SetReady.

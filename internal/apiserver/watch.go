@@ -96,6 +96,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	defer out.flush() // end a gzip member written and not flushed
 	gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
 	var buf bytes.Buffer
+	sent := h.s.watchEvents.of(watchEventLabels{h.ri.group, h.ri.resource, h.ri.version})
 	// send writes one event; false ends the watch.
 	send := func(ev watch.Event) bool {
 		if ev.Type == watch.Bookmark && !opts.AllowBookmarks {
@@ -113,6 +114,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		if _, err := out.Write(buf.Bytes()); err != nil {
 			return false
 		}
+		sent.sent(buf.Len())
 		if ev.Type == watch.Error {
 			out.flush()
 			if st, ok := ev.Object.(*metav1.Status); ok {

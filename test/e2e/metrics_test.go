@@ -240,6 +240,42 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("a held create answered %d", code)
 		}
 	}
+	// The six watches got the ConfigMaps there were (a watch from no
+	// resourceVersion starts with them), then the three creates: every
+	// event received was counted and sized, as kube-apiserver does.
+	received := 0
+	for i, w := range append([]watch.Interface{w}, more...) {
+		for held := 0; held < 3; {
+			select {
+			case ev := <-w.ResultChan():
+				received++
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && strings.HasPrefix(cm.Name, "held-") {
+					held++
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("watch %d got %d of the 3 creates", i, held)
+			}
+		}
+	}
+	f := scrape()
+	events := value(f, "apiserver_watch_events_total", dto.MetricType_COUNTER)
+	var sizes *dto.Histogram
+	if h := f["apiserver_watch_events_sizes"]; h.GetType() == dto.MetricType_HISTOGRAM && len(h.Metric) == 1 {
+		sizes = h.Metric[0].GetHistogram()
+	}
+	n := float64(received)
+	if events != n || sizes.GetSampleCount() != uint64(received) || sizes.GetSampleSum() < n*100 || sizes.GetSampleSum() > n*8192 ||
+		len(sizes.GetBucket()) != 9 || sizes.GetBucket()[0].GetUpperBound() != 1024 ||
+		sizes.GetBucket()[0].GetCumulativeCount() < 6*3 || sizes.GetBucket()[2].GetCumulativeCount() >= uint64(received) ||
+		sizes.GetBucket()[3].GetCumulativeCount() != uint64(received) {
+		// The held creates are under 1 KiB; the ConfigMaps of 4 KiB of
+		// data, over 4 KiB and under 8.
+		t.Errorf("%d events received; apiserver_watch_events_total %v, apiserver_watch_events_sizes %v", received, events, sizes)
+	}
+	if l := f["apiserver_watch_events_total"].Metric[0].GetLabel(); fmt.Sprint(l) != fmt.Sprint(f["apiserver_watch_events_sizes"].Metric[0].GetLabel()) ||
+		len(l) != 3 || l[0].GetValue() != "" || l[1].GetValue() != "configmaps" || l[2].GetValue() != "v1" {
+		t.Errorf("apiserver_watch_events_total's labels: %v", l)
+	}
 	eventually(t, 10*time.Second, "no create in flight", func() (bool, string) {
 		m := inflight(scrape(), "mutating")
 		return m == 0, fmt.Sprintf("mutating %v", m)

@@ -1,0 +1,106 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// watchEventLabels are the labels of kube-apiserver's (beta)
+// apiserver_watch_events_total and apiserver_watch_events_sizes, as a
+// running v1.37 kube-apiserver showed them: the watch's group, resource
+// and version.
+type watchEventLabels struct{ group, resource, version string }
+
+// watchSizeBuckets are apiserver_watch_events_sizes' upper bounds in bytes,
+// as kube-apiserver's: 1 KiB, doubling, to 128 KiB.
+var watchSizeBuckets = [...]float64{1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072}
+
+// watchEventSeries counts the events sent to the watches of one set of
+// labels.
+type watchEventSeries struct {
+	buckets [len(watchSizeBuckets) + 1]atomic.Uint64 // the last is +Inf alone
+	bytes   atomic.Int64
+}
+
+// sent counts an event of n bytes, as encoded (before any gzip).
+func (s *watchEventSeries) sent(n int) {
+	s.buckets[sort.SearchFloat64s(watchSizeBuckets[:], float64(n))].Add(1)
+	s.bytes.Add(int64(n))
+}
+
+// watchEventMetrics are the watch event metrics of one server. A watch
+// looks its series up once; an event costs two atomic adds.
+type watchEventMetrics struct {
+	mu     sync.RWMutex
+	series map[watchEventLabels]*watchEventSeries
+}
+
+// of returns the series of l, made on first use.
+func (m *watchEventMetrics) of(l watchEventLabels) *watchEventSeries {
+	m.mu.RLock()
+	s := m.series[l]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s = m.series[l]; s == nil {
+		if m.series == nil {
+			m.series = map[watchEventLabels]*watchEventSeries{}
+		}
+		s = &watchEventSeries{}
+		m.series[l] = s
+	}
+	return s
+}
+
+// write appends the metrics in the Prometheus text format, series in
+// label order.
+func (m *watchEventMetrics) write(b *bytes.Buffer) {
+	type entry struct {
+		text string
+		s    *watchEventSeries
+	}
+	m.mu.RLock()
+	all := make([]entry, 0, len(m.series))
+	for l, s := range m.series {
+		all = append(all, entry{fmt.Sprintf("group=%q,resource=%q,version=%q", l.group, l.resource, l.version), s})
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.text, b.text) })
+	counts := make([][len(watchSizeBuckets) + 1]uint64, len(all))
+	for i, e := range all {
+		for j := range e.s.buckets {
+			counts[i][j] = e.s.buckets[j].Load()
+		}
+	}
+	total := func(c [len(watchSizeBuckets) + 1]uint64) (n uint64) {
+		for _, v := range c {
+			n += v
+		}
+		return n
+	}
+	b.WriteString("# HELP apiserver_watch_events_total Events sent to watch clients, by group, resource and version.\n# TYPE apiserver_watch_events_total counter\n")
+	for i, e := range all {
+		fmt.Fprintf(b, "apiserver_watch_events_total{%s} %d\n", e.text, total(counts[i]))
+	}
+	b.WriteString("# HELP apiserver_watch_events_sizes Sizes of the events sent to watch clients, as encoded, in bytes.\n# TYPE apiserver_watch_events_sizes histogram\n")
+	for i, e := range all {
+		var n uint64
+		for j, le := range watchSizeBuckets {
+			n += counts[i][j]
+			fmt.Fprintf(b, "apiserver_watch_events_sizes_bucket{%s,le=\"%s\"} %d\n", e.text, strconv.FormatFloat(le, 'g', -1, 64), n)
+		}
+		n += counts[i][len(watchSizeBuckets)]
+		fmt.Fprintf(b, "apiserver_watch_events_sizes_bucket{%s,le=\"+Inf\"} %d\n", e.text, n)
+		fmt.Fprintf(b, "apiserver_watch_events_sizes_sum{%s} %d\n", e.text, e.s.bytes.Load())
+		fmt.Fprintf(b, "apiserver_watch_events_sizes_count{%s} %d\n", e.text, n)
+	}
+}
