@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -55,4 +57,24 @@ func TestInflightRequestsReportTheLastSecondsMost(t *testing.T) {
 	f.add(mutating, 3, at(106.5))
 	f.add(mutating, -3, at(106.6))
 	check(109.0, "1", "0")
+}
+
+// A request leaves the count when its handler panics (net/http recovers
+// the panic), as when it returns.
+func TestInflightRequestsLeftByAPanic(t *testing.T) {
+	s := New(Config{Anonymous: true})
+	s.mux.HandleFunc("/panics", func(http.ResponseWriter, *http.Request) { panic("handler") })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the handler did not panic")
+			}
+		}()
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/panics", nil))
+	}()
+	s.inflight.mu.Lock()
+	defer s.inflight.mu.Unlock()
+	if s.inflight.now != [2]int{} {
+		t.Fatalf("after a panic, %v requests counted in flight (readOnly, mutating)", s.inflight.now)
+	}
 }

@@ -133,11 +133,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind := kindOf(r)
 	s.inflight.add(kind, 1, start)
 	sw := &statusWriter{ResponseWriter: w, inflight: true}
+	defer func() {
+		// Deferred: a handler's panic (net/http recovers it) must not
+		// leave the request counted for ever.
+		if sw.inflight {
+			s.inflight.add(kind, -1, time.Now())
+		}
+	}()
 	s.mux.ServeHTTP(sw, r)
 	end := time.Now()
-	if sw.inflight {
-		s.inflight.add(kind, -1, end)
-	}
 	if sw.series != nil {
 		sw.series.observe(sw.code, end.Sub(start))
 	}
