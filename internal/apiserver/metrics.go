@@ -14,6 +14,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
 
 // serveMetrics serves /metrics in the Prometheus text format: the
@@ -38,7 +40,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	s.requests.write(&b)
 	s.inflight.write(&b, time.Now())
 	s.watchEvents.write(&b)
-	s.writeObjectCounts(&b)
+	s.writeCacheMetrics(&b)
 	for _, m := range s.cfg.Metrics {
 		m.write(&b)
 	}
@@ -50,39 +52,60 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeObjectCounts writes how many objects each resource stores, as
-// kube-apiserver's apiserver_resource_objects{group,resource} and its
-// deprecated apiserver_storage_objects{resource="resource.group"} (the
-// resource alone for the core group), which dashboards still read.
-// kube-apiserver counts them from time to time; kplane's watch caches
-// hold the count, so it is current when /metrics is read. A resource
-// whose cache has not loaded yet is left out.
-func (s *Server) writeObjectCounts(b *bytes.Buffer) {
-	type count struct {
+// writeCacheMetrics writes each resource's watch cache figures under
+// kube-apiserver's names and labels (read off a running v1.37's
+// /metrics):
+//   - how many objects it stores, as apiserver_resource_objects{group,resource}
+//     and the deprecated apiserver_storage_objects{resource="resource.group"}
+//     (the resource alone for the core group), which dashboards still read.
+//     kube-apiserver counts them from time to time; kplane's watch caches
+//     hold the count, so it is current when /metrics is read;
+//   - apiserver_watch_cache_resource_version{group,resource}, the revision
+//     the cache reflects;
+//   - apiserver_watch_cache_events_received_total{group,resource}, the
+//     writes the cache has taken from the store;
+//   - apiserver_terminated_watchers_total{group,resource}, the watchers
+//     ended because they fell too far behind (410, "fell behind").
+//
+// A resource whose cache has not loaded yet is left out of the gauges.
+func (s *Server) writeCacheMetrics(b *bytes.Buffer) {
+	type resource struct {
 		group, resource string
-		n               int
+		st              watchcache.Stats
 	}
-	var counts []count
+	var all []resource
 	for _, r := range s.cfg.Registry.Resources() {
-		if n, ok := r.ObjectCount(); ok {
-			k := r.Kind()
-			counts = append(counts, count{k.Group, k.Resource, n})
+		k := r.Kind()
+		all = append(all, resource{k.Group, k.Resource, r.CacheStats()})
+	}
+	family := func(name, typ, help string, ready bool, value func(watchcache.Stats) float64) {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+		for _, r := range all {
+			if !ready || r.st.Ready {
+				fmt.Fprintf(b, "%s{group=%q,resource=%q} %s\n", name, r.group, r.resource, strconv.FormatFloat(value(r.st), 'g', -1, 64))
+			}
 		}
 	}
-	b.WriteString("# HELP apiserver_resource_objects Objects stored of each resource, counted when /metrics is read.\n")
-	b.WriteString("# TYPE apiserver_resource_objects gauge\n")
-	for _, c := range counts {
-		fmt.Fprintf(b, "apiserver_resource_objects{group=%q,resource=%q} %d\n", c.group, c.resource, c.n)
-	}
+	family("apiserver_resource_objects", "gauge", "Objects stored of each resource, counted when /metrics is read.", true,
+		func(st watchcache.Stats) float64 { return float64(st.Objects) })
 	b.WriteString("# HELP apiserver_storage_objects (Deprecated: read apiserver_resource_objects) Objects stored of each resource, counted when /metrics is read.\n")
 	b.WriteString("# TYPE apiserver_storage_objects gauge\n")
-	for _, c := range counts {
-		gr := c.resource
-		if c.group != "" {
-			gr += "." + c.group
+	for _, r := range all {
+		if !r.st.Ready {
+			continue
 		}
-		fmt.Fprintf(b, "apiserver_storage_objects{resource=%q} %d\n", gr, c.n)
+		gr := r.resource
+		if r.group != "" {
+			gr += "." + r.group
+		}
+		fmt.Fprintf(b, "apiserver_storage_objects{resource=%q} %d\n", gr, r.st.Objects)
 	}
+	family("apiserver_watch_cache_resource_version", "gauge", "The store revision each resource's watch cache reflects.", true,
+		func(st watchcache.Stats) float64 { return float64(st.Revision) })
+	family("apiserver_watch_cache_events_received_total", "counter", "Writes of each resource the watch cache has taken from the store.", false,
+		func(st watchcache.Stats) float64 { return float64(st.EventsReceived) })
+	family("apiserver_terminated_watchers_total", "counter", "Watchers of each resource ended because they fell too far behind.", false,
+		func(st watchcache.Stats) float64 { return float64(st.WatchersTerminated) })
 }
 
 // Metric is a figure served on /metrics that the API server does not

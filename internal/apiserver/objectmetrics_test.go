@@ -2,8 +2,11 @@ package apiserver_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -16,11 +19,18 @@ import (
 // names and labels, as a running v1.37 kube-apiserver's showed them:
 // apiserver_resource_objects{group="",resource="configmaps"} and the
 // deprecated apiserver_storage_objects{resource="configmaps"}, with
-// "resource.group" for the other groups.
+// "resource.group" for the other groups; and each watch cache's revision,
+// the writes it took in and the watchers it ended.
 func TestMetricsCountStoredObjects(t *testing.T) {
 	h := newInProcess(t)
+	// A consistent list returns once the cache has loaded: the creates
+	// after it reach the cache as writes it takes in.
+	if w := get(t, h, "/api/v1/configmaps"); w.Code != http.StatusOK {
+		t.Fatalf("GET configmaps: %d %s", w.Code, w.Body)
+	}
 	createConfigMaps(t, h, 3, func(i int) string { return fmt.Sprint(i) })
 	want := map[string]float64{
+		`apiserver_watch_cache_events_received_total group="" resource="configmaps"`:                   3,
 		`apiserver_resource_objects group="" resource="configmaps"`:                                    3,
 		`apiserver_resource_objects group="apiextensions.k8s.io" resource="customresourcedefinitions"`: 0,
 		`apiserver_storage_objects resource="configmaps"`:                                              3,
@@ -29,9 +39,24 @@ func TestMetricsCountStoredObjects(t *testing.T) {
 	// Consistent lists return once each resource's cache reflects the
 	// store's current revision: its count is then the store's.
 	for _, path := range []string{"/api/v1/configmaps", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"} {
-		if w := get(t, h, path); w.Code != http.StatusOK {
+		w := get(t, h, path)
+		if w.Code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
 		}
+		// The revision each cache reflects is the list's.
+		var l struct {
+			Metadata struct{ ResourceVersion string }
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		rv, _ := strconv.ParseFloat(l.Metadata.ResourceVersion, 64)
+		gr := `group="" resource="configmaps"`
+		if strings.Contains(path, "apiextensions") {
+			gr = `group="apiextensions.k8s.io" resource="customresourcedefinitions"`
+		}
+		want["apiserver_watch_cache_resource_version "+gr] = rv
+		want["apiserver_terminated_watchers_total "+gr] = 0
 	}
 	w := get(t, h, "/metrics")
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -40,19 +65,22 @@ func TestMetricsCountStoredObjects(t *testing.T) {
 		t.Fatalf("%v\n%s", err, w.Body)
 	}
 	got := map[string]float64{}
-	for _, name := range []string{"apiserver_resource_objects", "apiserver_storage_objects"} {
+	for name, typ := range map[string]string{"apiserver_resource_objects": "GAUGE", "apiserver_storage_objects": "GAUGE",
+		"apiserver_watch_cache_resource_version": "GAUGE", "apiserver_terminated_watchers_total": "COUNTER",
+		"apiserver_watch_cache_events_received_total": "COUNTER"} {
 		f := families[name]
-		if f.GetType().String() != "GAUGE" {
-			t.Fatalf("%s is a %v, want a gauge", name, f.GetType())
+		if f.GetType().String() != typ {
+			t.Fatalf("%s is a %v, want a %s", name, f.GetType(), typ)
 		}
 		for _, m := range f.GetMetric() {
 			key := name
 			for _, l := range m.GetLabel() {
 				key += fmt.Sprintf(" %s=%q", l.GetName(), l.GetValue())
 			}
-			got[key] = m.GetGauge().GetValue()
+			got[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
+
 	for k, v := range want {
 		if n, ok := got[k]; !ok || n != v {
 			t.Errorf("%s: %v (present %v), want %v; all: %v", k, n, ok, v, got)

@@ -31,9 +31,10 @@ type Resource struct {
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
 
-// ObjectCount returns how many objects of the resource are stored, as its
-// watch cache holds them, and false until the cache has loaded them.
-func (r *Resource) ObjectCount() (int, bool) { return r.cache.Len() }
+// CacheStats returns the figures of the resource's watch cache: how many
+// objects are stored (once it has loaded them), its revision, the writes
+// it has taken in and the watchers it ended as too slow.
+func (r *Resource) CacheStats() watchcache.Stats { return r.cache.Stats() }
 
 // Kind describes the resource. It may change (a CRD was updated): read it
 // once per request.

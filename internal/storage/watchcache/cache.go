@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -191,6 +192,9 @@ type Cache struct {
 		progress storage.ProgressRequester
 	}
 
+	// Counted for Stats.
+	received, terminated atomic.Uint64
+
 	// lists keeps, for the lists being paged, the keys changed since
 	// their revisions (see changes). Lock order: mu, lists, a changes.
 	lists struct {
@@ -292,6 +296,7 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		}
 		return nil
 	}
+	c.received.Add(1)
 	e := event{rev: ev.Rev, key: ev.Key, cur: ev.Record}
 	if ev.Deleted {
 		e.prior, _ = c.mu.objects.Delete(ev.Key)
@@ -391,12 +396,25 @@ func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
 	}
 }
 
-// Len returns how many objects the cache holds, and whether it has
-// loaded them (false until its first list from the store is in).
-func (c *Cache) Len() (n int, ready bool) {
+// Stats are a cache's figures, for /metrics.
+type Stats struct {
+	Objects  int   // objects held
+	Ready    bool  // false until the first list from the store is in
+	Revision int64 // the store revision the cache reflects
+	// Events received from the store's watch since New: every write
+	// of the resource, not progress notices.
+	EventsReceived uint64
+	// Watchers ended because they fell Buffer events behind.
+	WatchersTerminated uint64
+}
+
+// Stats returns the cache's figures.
+func (c *Cache) Stats() Stats {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.mu.objects.Len(), c.mu.ready
+	st := Stats{Objects: c.mu.objects.Len(), Ready: c.mu.ready, Revision: c.mu.rev}
+	c.mu.RUnlock()
+	st.EventsReceived, st.WatchersTerminated = c.received.Load(), c.terminated.Load()
+	return st
 }
 
 // CacheRevision returns the revision the cache reflects.

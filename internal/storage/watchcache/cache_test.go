@@ -446,6 +446,13 @@ func TestSlowWatcherIsEndedAndOthersGetEverything(t *testing.T) {
 		}
 		got = append(got, ev)
 	}
+	// The cache counts the writes it took in and the watcher it ended
+	// (for /metrics).
+	last := got[len(got)-1]
+	if st := c.Stats(); !st.Ready || st.Objects != 30 || st.EventsReceived != 30 || st.WatchersTerminated != 1 ||
+		fmt.Sprint(st.Revision) != last[strings.LastIndex(last, " ")+1:] {
+		t.Errorf("Stats after 30 creates, one watcher too slow: %+v; the last event %s", st, last)
+	}
 	// The slow one gets an unbroken run of events, then 410.
 	var events []string
 	for ev := range slow.ResultChan() {

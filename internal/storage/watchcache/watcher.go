@@ -146,6 +146,7 @@ func (w *watcher) push(ev watch.Event) {
 	}
 	if len(w.mu.queue) >= w.mu.limit {
 		w.mu.ended = true
+		w.cache.terminated.Add(1)
 		w.mu.queue = append(w.mu.queue, errorEvent(apierrors.NewResourceExpired(
 			"the watcher fell behind the server and was closed; list again and watch from the list's resourceVersion")))
 	} else {
