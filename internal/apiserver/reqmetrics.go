@@ -121,12 +121,18 @@ type requestSeries struct {
 // requestMetrics are the request metrics of one server. A request costs a
 // read-locked map lookup and a few atomic adds.
 type requestMetrics struct {
+	seriesMap[requestLabels, requestSeries]
+}
+
+// seriesMap holds the series of a metric by their labels, each made on
+// first use. Looking one up that exists is a read-locked map lookup.
+type seriesMap[L comparable, S any] struct {
 	mu     sync.RWMutex
-	series map[requestLabels]*requestSeries
+	series map[L]*S
 }
 
 // of returns the series of l, made on first use.
-func (m *requestMetrics) of(l requestLabels) *requestSeries {
+func (m *seriesMap[L, S]) of(l L) *S {
 	m.mu.RLock()
 	s := m.series[l]
 	m.mu.RUnlock()
@@ -137,9 +143,9 @@ func (m *requestMetrics) of(l requestLabels) *requestSeries {
 	defer m.mu.Unlock()
 	if s = m.series[l]; s == nil {
 		if m.series == nil {
-			m.series = map[requestLabels]*requestSeries{}
+			m.series = map[L]*S{}
 		}
-		s = &requestSeries{}
+		s = new(S)
 		m.series[l] = s
 	}
 	return s

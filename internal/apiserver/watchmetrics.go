@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -37,28 +36,7 @@ func (s *watchEventSeries) sent(n int) {
 // watchEventMetrics are the watch event metrics of one server. A watch
 // looks its series up once; an event costs two atomic adds.
 type watchEventMetrics struct {
-	mu     sync.RWMutex
-	series map[watchEventLabels]*watchEventSeries
-}
-
-// of returns the series of l, made on first use.
-func (m *watchEventMetrics) of(l watchEventLabels) *watchEventSeries {
-	m.mu.RLock()
-	s := m.series[l]
-	m.mu.RUnlock()
-	if s != nil {
-		return s
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s = m.series[l]; s == nil {
-		if m.series == nil {
-			m.series = map[watchEventLabels]*watchEventSeries{}
-		}
-		s = &watchEventSeries{}
-		m.series[l] = s
-	}
-	return s
+	seriesMap[watchEventLabels, watchEventSeries]
 }
 
 // write appends the metrics in the Prometheus text format, series in
