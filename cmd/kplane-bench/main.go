@@ -31,7 +31,8 @@ Usage:
 Scenarios (--scenario, comma-separated; default all):
   create, get, update-conflicts, merge-patch, apply (and apply-unchanged), list (consistent, rv0, paged, table, metadata, bytes),
   watch, informer-sync, custom-resources (cr-create, cr-status, cr-status-unchanged, cr-list). compare adds
-  start-to-ready and memory.
+  start-to-ready and memory. Only when named: lists-at-once (--list-clients consistent JSON lists of the
+  --objects ConfigMaps at the same time, read and thrown away; the server's peak RSS when the bench sees it).
 
 Flags:
 `
@@ -69,6 +70,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.Applies, "applies", d.Applies, "server-side applies in all")
 	fs.IntVar(&s.Objects, "objects", d.Objects, "ConfigMaps listed and synced by an informer (topped up to this)")
 	fs.IntVar(&s.ListRepeat, "list-repeat", d.ListRepeat, "lists of each kind")
+	fs.IntVar(&s.ListClients, "list-clients", d.ListClients, "clients listing at once in lists-at-once")
 	fs.IntVar(&s.PageSize, "page-size", d.PageSize, "limit of the paged list")
 	fs.IntVar(&s.Watchers, "watchers", d.Watchers, "watchers of one ConfigMap")
 	fs.IntVar(&s.WatchUpdates, "watch-updates", d.WatchUpdates, "updates the watchers receive")

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -156,4 +158,104 @@ func (r *runner) informerSync(ctx context.Context) ([]Result, error) {
 		res.Error = fmt.Sprintf("synced %d objects, want at least %d", n, r.sizes.Objects)
 	}
 	return []Result{res}, nil
+}
+
+// listsAtOnce: ListClients clients each list the namespace's Objects
+// ConfigMaps once, all at the same time, consistent, in JSON whatever
+// --protobuf says (the largest body), each read as it comes and thrown
+// away, not decoded: what many controllers starting at once, or a fleet
+// of scripts, ask of the server. Latency is per list; ops/s is lists per
+// second. When the bench sees the server's processes it samples their
+// RSS every 20 ms and reports the most seen (server_rss_peak_bytes): what
+// the lists in flight held. Not in "all".
+func (r *runner) listsAtOnce(ctx context.Context) ([]Result, error) {
+	if err := r.ensure(ctx, r.sizes.Objects); err != nil {
+		return nil, err
+	}
+	peak := r.samplePeakRSS(20 * time.Millisecond)
+	s := r.begin()
+	var bytesPerList atomic.Int64
+	lat, err := parallel(ctx, r.sizes.ListClients, r.sizes.ListClients, func(ctx context.Context, _, _ int) error {
+		body, err := r.cs.CoreV1().RESTClient().Get().Namespace(r.ns).Resource("configmaps").
+			SetHeader("Accept", runtime.ContentTypeJSON).Stream(ctx)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		c := &prefixCounter{prefix: bulkNamePrefix}
+		n, err := io.Copy(c, body)
+		if err != nil {
+			return err
+		}
+		if c.n < r.sizes.Objects {
+			return fmt.Errorf("a list held %d bulk ConfigMaps, want at least %d", c.n, r.sizes.Objects)
+		}
+		bytesPerList.Store(n)
+		return nil
+	})
+	res := s.end("lists-at-once", len(lat), lat)
+	res.addExtra(map[string]any{"clients": r.sizes.ListClients, "bytes": bytesPerList.Load()})
+	if p, ok := peak(); ok {
+		res.addExtra(map[string]any{"server_rss_peak_bytes": p})
+	}
+	if err != nil {
+		return []Result{res}, fmt.Errorf("lists-at-once: %w", err)
+	}
+	return []Result{res}, nil
+}
+
+// samplePeakRSS samples the server's RSS every period until the returned
+// function is called, which reports the most seen; false when the bench
+// does not see the server's processes.
+func (r *runner) samplePeakRSS(period time.Duration) func() (int64, bool) {
+	if len(r.procs) == 0 {
+		return func() (int64, bool) { return 0, false }
+	}
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		var most int64
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			if b, err := r.procs.rss(); err == nil {
+				most = max(most, b)
+			}
+			select {
+			case <-done:
+				if b, err := r.procs.rss(); err == nil {
+					most = max(most, b)
+				}
+				result <- most
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (int64, bool) {
+		close(done)
+		return <-result, true
+	}
+}
+
+// prefixCounter is an io.Writer that counts the occurrences of prefix in
+// what is written through it, across the writes' boundaries.
+type prefixCounter struct {
+	prefix []byte
+	tail   []byte // the last len(prefix)-1 bytes written
+	n      int
+}
+
+func (c *prefixCounter) Write(p []byte) (int, error) {
+	k := len(c.prefix) - 1
+	// Neither the tail nor p's first k bytes can hold a whole prefix:
+	// what edge holds spans the two writes.
+	edge := append(c.tail, p[:min(k, len(p))]...)
+	c.n += bytes.Count(edge, c.prefix) + bytes.Count(p, c.prefix)
+	if len(p) >= k {
+		c.tail = append(c.tail[:0], p[len(p)-k:]...)
+	} else {
+		c.tail = append(c.tail[:0], edge[max(0, len(edge)-k):]...)
+	}
+	return len(p), nil
 }

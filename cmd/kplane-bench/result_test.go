@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -211,6 +212,37 @@ func TestSelectScenarios(t *testing.T) {
 	}
 	if _, err := selectScenarios("create,nope"); err == nil {
 		t.Error("an unknown scenario was accepted")
+	}
+	// Opt-in scenarios run only when named, after the others.
+	for _, s := range all {
+		if s.name == "lists-at-once" {
+			t.Error("all runs lists-at-once")
+		}
+	}
+	opt, err := selectScenarios("lists-at-once,create")
+	if err != nil || len(opt) != 2 || opt[0].name != "create" || opt[1].name != "lists-at-once" {
+		t.Errorf("lists-at-once,create: %v %v", opt, err)
+	}
+}
+
+// prefixCounter counts a prefix however the stream is cut.
+func TestPrefixCounterCountsAcrossWrites(t *testing.T) {
+	data := []byte(strings.Repeat(`{"metadata":{"name":"cm-00001"}},{"name":"cx-"},"name":"cm`, 40) + `"name":"cm-`)
+	want := bytes.Count(data, bulkNamePrefix)
+	if want != 41 {
+		t.Fatalf("the test's data holds %d, want 41", want)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		c := &prefixCounter{prefix: bulkNamePrefix}
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), rnd.IntN(len(bulkNamePrefix)*3))
+			c.Write(rest[:n])
+			rest = rest[n:]
+		}
+		if c.n != want {
+			t.Fatalf("counted %d, want %d", c.n, want)
+		}
 	}
 }
 

@@ -270,6 +270,29 @@ func TestCompareMemoryTiny(t *testing.T) {
 				}
 			}
 		}
+		// lists-at-once, named alone: every client's list held every
+		// ConfigMap (else the scenario fails), and the server's RSS was
+		// sampled while they were in flight.
+		{
+			path := filepath.Join(t.TempDir(), "lists.json")
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"--kubeconfig", kubeconfig, "--scenario", "lists-at-once", "--list-clients", "6",
+				"--server-pid", strconv.Itoa(p.pid()), "--json", path}, tiny...)
+			if code := run(ctx, args, &stdout, &stderr); code != 0 {
+				t.Fatalf("lists-at-once: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+			}
+			lines := readLines(t, path)
+			if len(lines) != 1 || lines[0].Name != "lists-at-once" || lines[0].Ops != 6 {
+				t.Fatalf("lists-at-once: %+v", lines)
+			}
+			r := lines[0]
+			checkSane(t, r, "external", true)
+			peak, _ := r.Extra["server_rss_peak_bytes"].(float64)
+			size, _ := r.Extra["bytes"].(float64)
+			if peak <= 0 || size < 60*1024 || r.Extra["clients"] != float64(6) {
+				t.Errorf("lists-at-once: peak RSS %v, %v bytes per list, extra %v", peak, size, r.Extra)
+			}
+		}
 		// Every line names the protocol the server answered in: HTTP/2
 		// as client-go comes, HTTP/1.1 with --http1.
 		t.Setenv("DISABLE_HTTP2", "") // client-go's own switch, which would make both HTTP/1.1

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type Sizes struct {
 	Applies       int
 	Objects       int // ConfigMaps in the namespace for list and informer-sync
 	ListRepeat    int // lists of each kind
+	ListClients   int // lists at once in lists-at-once
 	PageSize      int
 	Watchers      int
 	WatchUpdates  int
@@ -49,7 +51,7 @@ func DefaultSizes() Sizes {
 		UpdateWorkers: 8, Updates: 2000,
 		PatchWorkers: 8, Patches: 2000,
 		ApplyWorkers: 8, Applies: 2000,
-		Objects: 10000, ListRepeat: 5, PageSize: 500,
+		Objects: 10000, ListRepeat: 5, PageSize: 500, ListClients: 50,
 		Watchers: 100, WatchUpdates: 1000,
 		CustomResources: 2000,
 	}
@@ -59,7 +61,7 @@ func DefaultSizes() Sizes {
 func (s Sizes) Validate() error {
 	for name, v := range map[string]int{"workers": s.Workers, "creates": s.Creates, "gets": s.Gets,
 		"update-workers": s.UpdateWorkers, "updates": s.Updates, "patch-workers": s.PatchWorkers,
-		"patches": s.Patches, "apply-workers": s.ApplyWorkers, "applies": s.Applies, "objects": s.Objects, "list-repeat": s.ListRepeat, "page-size": s.PageSize,
+		"patches": s.Patches, "apply-workers": s.ApplyWorkers, "applies": s.Applies, "objects": s.Objects, "list-repeat": s.ListRepeat, "list-clients": s.ListClients, "page-size": s.PageSize,
 		"watchers": s.Watchers, "watch-updates": s.WatchUpdates, "custom-resources": s.CustomResources} {
 		if v <= 0 {
 			return fmt.Errorf("--%s must be positive, not %d", name, v)
@@ -88,21 +90,28 @@ var scenarios = []scenario{
 	{"custom-resources", (*runner).customResources},
 }
 
+// optInScenarios run only when --scenario names them, after the others:
+// "all" stays the load every earlier figure was measured with.
+var optInScenarios = []scenario{
+	{"lists-at-once", (*runner).listsAtOnce},
+}
+
 // selectScenarios parses --scenario: "all" or a comma-separated list.
 func selectScenarios(spec string) ([]scenario, error) {
 	if spec == "" || spec == "all" {
 		return scenarios, nil
 	}
+	known := append(slices.Clip(scenarios), optInScenarios...)
 	want := map[string]bool{}
 	for _, n := range strings.Split(spec, ",") {
 		n = strings.TrimSpace(n)
 		found := false
-		for _, s := range scenarios {
+		for _, s := range known {
 			found = found || s.name == n
 		}
 		if !found {
 			var names []string
-			for _, s := range scenarios {
+			for _, s := range known {
 				names = append(names, s.name)
 			}
 			return nil, fmt.Errorf("unknown scenario %q: want all or some of %s", n, strings.Join(names, ","))
@@ -110,7 +119,7 @@ func selectScenarios(spec string) ([]scenario, error) {
 		want[n] = true
 	}
 	var out []scenario
-	for _, s := range scenarios {
+	for _, s := range known {
 		if want[s.name] {
 			out = append(out, s)
 		}
