@@ -122,6 +122,20 @@ func TestCompareTableShowsRatiosAndReference(t *testing.T) {
 	if strings.Contains(out, "get ") {
 		t.Errorf("a scenario no mode ran has a row:\n%s", out)
 	}
+	// The peak RSS of lists-at-once, as measured (int64) and as read back
+	// from a JSON line (float64).
+	byMode = map[string][]Result{
+		"embedded": {{Name: "lists-at-once", Ops: 50, OpsPerSec: 20, Extra: map[string]any{"server_rss_peak_bytes": int64(100 << 20)}}},
+		"etcd":     {{Name: "lists-at-once", Ops: 50, OpsPerSec: 10, Extra: map[string]any{"server_rss_peak_bytes": float64(400 << 20)}}},
+	}
+	b.Reset()
+	if err := compareTable(&b, []string{"embedded", "etcd"}, byMode); err != nil {
+		t.Fatal(err)
+	}
+	out = b.String()
+	if got := row("lists-at-once peak rss MB"); got[4] != "100.0" || got[5] != "400.0" || got[6] != "0.25x" {
+		t.Errorf("peak rss row = %v, want 100.0 and 400.0 MB, 0.25x", got)
+	}
 }
 
 func TestCompareTableShowsMediansOfRounds(t *testing.T) {

@@ -27,6 +27,17 @@ var metrics = map[string]func(Result) (v float64, ok bool){
 		}
 		return float64(*r.RSSBytes) / (1 << 20), true
 	},
+	// The server's RSS sampled while the scenario ran (lists-at-once):
+	// an int64 as measured, a float64 once read back from JSON.
+	"peak rss MB": func(r Result) (float64, bool) {
+		switch v := r.Extra["server_rss_peak_bytes"].(type) {
+		case int64:
+			return float64(v) / (1 << 20), true
+		case float64:
+			return v / (1 << 20), true
+		}
+		return 0, false
+	},
 }
 
 // rowsFor are the metrics compared for each scenario; others get
@@ -44,6 +55,7 @@ var rowsFor = map[string][]string{
 	"watch":            {"p50 ms", "p99 ms", "cpu ms/op"},
 	"informer-sync":    {"ms", "ops/s", "cpu ms/op", "client ms/op"},
 	"memory":           {"rss MB"},
+	"lists-at-once":    {"ops/s", "p50 ms", "p99 ms", "cpu ms/op", "client ms/op", "peak rss MB"},
 	"server":           nil, // a mode that failed to start: its error follows the table
 }
 
