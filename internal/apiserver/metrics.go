@@ -78,34 +78,33 @@ func (s *Server) writeCacheMetrics(b *bytes.Buffer) {
 		k := r.Kind()
 		all = append(all, resource{k.Group, k.Resource, r.CacheStats()})
 	}
-	family := func(name, typ, help string, ready bool, value func(watchcache.Stats) float64) {
+	// family writes one metric for every resource (those whose cache has
+	// loaded, if ready), labelled by labels.
+	family := func(name, typ, help string, ready bool, labels func(resource) string, value func(watchcache.Stats) int64) {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 		for _, r := range all {
 			if !ready || r.st.Ready {
-				fmt.Fprintf(b, "%s{group=%q,resource=%q} %s\n", name, r.group, r.resource, strconv.FormatFloat(value(r.st), 'g', -1, 64))
+				fmt.Fprintf(b, "%s{%s} %d\n", name, labels(r), value(r.st))
 			}
 		}
 	}
-	family("apiserver_resource_objects", "gauge", "Objects stored of each resource, counted when /metrics is read.", true,
-		func(st watchcache.Stats) float64 { return float64(st.Objects) })
-	b.WriteString("# HELP apiserver_storage_objects (Deprecated: read apiserver_resource_objects) Objects stored of each resource, counted when /metrics is read.\n")
-	b.WriteString("# TYPE apiserver_storage_objects gauge\n")
-	for _, r := range all {
-		if !r.st.Ready {
-			continue
-		}
-		gr := r.resource
-		if r.group != "" {
-			gr += "." + r.group
-		}
-		fmt.Fprintf(b, "apiserver_storage_objects{resource=%q} %d\n", gr, r.st.Objects)
-	}
-	family("apiserver_watch_cache_resource_version", "gauge", "The store revision each resource's watch cache reflects.", true,
-		func(st watchcache.Stats) float64 { return float64(st.Revision) })
-	family("apiserver_watch_cache_events_received_total", "counter", "Writes of each resource the watch cache has taken from the store.", false,
-		func(st watchcache.Stats) float64 { return float64(st.EventsReceived) })
-	family("apiserver_terminated_watchers_total", "counter", "Watchers of each resource ended because they fell too far behind.", false,
-		func(st watchcache.Stats) float64 { return float64(st.WatchersTerminated) })
+	byGroup := func(r resource) string { return fmt.Sprintf("group=%q,resource=%q", r.group, r.resource) }
+	objects := func(st watchcache.Stats) int64 { return int64(st.Objects) }
+	family("apiserver_resource_objects", "gauge", "Objects stored of each resource, counted when /metrics is read.", true, byGroup, objects)
+	family("apiserver_storage_objects", "gauge", "(Deprecated: read apiserver_resource_objects) Objects stored of each resource, counted when /metrics is read.", true,
+		func(r resource) string {
+			gr := r.resource
+			if r.group != "" {
+				gr += "." + r.group
+			}
+			return fmt.Sprintf("resource=%q", gr)
+		}, objects)
+	family("apiserver_watch_cache_resource_version", "gauge", "The store revision each resource's watch cache reflects.", true, byGroup,
+		func(st watchcache.Stats) int64 { return st.Revision })
+	family("apiserver_watch_cache_events_received_total", "counter", "Writes of each resource the watch cache has taken from the store.", false, byGroup,
+		func(st watchcache.Stats) int64 { return int64(st.EventsReceived) })
+	family("apiserver_terminated_watchers_total", "counter", "Watchers of each resource ended because they fell too far behind.", false, byGroup,
+		func(st watchcache.Stats) int64 { return int64(st.WatchersTerminated) })
 }
 
 // Metric is a figure served on /metrics that the API server does not
