@@ -76,6 +76,7 @@ func (s *Server) servedGroups() []*servedGroup {
 
 func (s *Server) legacyVersions(w http.ResponseWriter, r *http.Request) {
 	if wantsAggregated(r) {
+		s.countPath(w, r, "api", "apiserver")
 		s.aggregated(w, func(g *servedGroup) bool { return g.name == "" })
 		return
 	}
@@ -99,6 +100,7 @@ func apiGroup(g *servedGroup) metav1.APIGroup {
 
 func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	if wantsAggregated(r) {
+		s.countPath(w, r, "apis", "apiserver")
 		s.aggregated(w, func(g *servedGroup) bool { return g.name != "" })
 		return
 	}

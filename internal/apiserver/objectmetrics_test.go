@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -138,5 +141,99 @@ func TestMetricsServesTheCallersFigures(t *testing.T) {
 	}
 	if _, ok := families["process_cpu_seconds_total"]; !ok {
 		t.Error("the server's own metrics are gone")
+	}
+}
+
+// Outside the resources, /metrics counts the requests kube-apiserver
+// counts, under its labels, as a running v1.37 kube-apiserver showed them
+// after the same requests: the health checks, OpenAPI v3 and aggregated
+// discovery; not /version, /metrics, /openapi/v2, discovery in the older
+// form, a group's or version's discovery, or a single health check.
+func TestMetricsCountThePathsKubeAPIServerCounts(t *testing.T) {
+	h := newInProcess(t)
+	h.(*apiserver.Server).SetReady(true)
+	const aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+	for _, c := range []struct {
+		method, path, accept string
+		code                 int
+	}{
+		{"GET", "/readyz", "", 200},
+		{"HEAD", "/readyz", "", 200},
+		{"GET", "/readyz?verbose", "", 200},
+		{"OPTIONS", "/healthz", "", 200},
+		{"DELETE", "/livez", "", 200},
+		{"GET", "/openapi/v3", "", 200},
+		{"GET", "/openapi/v3/api/v1", "", 200},
+		{"GET", "/openapi/v3/apis/nope.example/v1", "", 404},
+		{"GET", "/api", aggregated, 200},
+		{"GET", "/apis", aggregated, 200},
+		// Not counted.
+		{"GET", "/api", "", 200},
+		{"GET", "/apis", "", 200},
+		{"GET", "/api/v1", "", 200},
+		{"GET", "/apis/rbac.authorization.k8s.io", "", 200},
+		{"GET", "/apis/rbac.authorization.k8s.io/v1", "", 200},
+		{"GET", "/version", "", 200},
+		{"GET", "/openapi/v2", "", 200},
+		{"GET", "/metrics", "", 200},
+		{"GET", "/nothing/here", "", 404},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.accept != "" {
+			r.Header.Set("Accept", c.accept)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code {
+			t.Fatalf("%s %s: %d, want %d", c.method, c.path, w.Code, c.code)
+		}
+	}
+	w := get(t, h, "/metrics")
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(w.Body.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, w.Body)
+	}
+	key := func(m *dto.Metric, code string) string {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["group"]+l["version"]+l["resource"]+l["scope"]+l["dry_run"] != "" {
+			return "" // a resource request
+		}
+		return fmt.Sprintf("%q %s %s %s", l["component"], l["subresource"], l["verb"], code)
+	}
+	got := map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "code" {
+				if k := key(m, l.GetValue()); k != "" {
+					got[k] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	want := map[string]float64{
+		`"" /readyz GET 200`:       3,
+		`"" /healthz other 200`:    1,
+		`"" /livez DELETE 200`:     1,
+		`"" openapi/v3 GET 200`:    1,
+		`"" openapi/v3/ GET 200`:   1,
+		`"" openapi/v3/ GET 404`:   1,
+		`"apiserver" api GET 200`:  1,
+		`"apiserver" apis GET 200`: 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("apiserver_request_total outside the resources:\n got %v\nwant %v", got, want)
+	}
+	durations := map[string]uint64{}
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		if k := key(m, ""); k != "" {
+			durations[k] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if n := durations[`"" /readyz GET `]; n != 3 || len(durations) != 7 {
+		t.Errorf("apiserver_request_duration_seconds outside the resources: %v", durations)
 	}
 }

@@ -328,6 +328,7 @@ func (s *Server) openAPIV2(w http.ResponseWriter, r *http.Request) {
 // openAPIV3Root lists the group versions, each at a URL with the hash of
 // its document, so clients can cache them.
 func (s *Server) openAPIV3Root(w http.ResponseWriter, r *http.Request) {
+	s.countPath(w, r, "openapi/v3", "")
 	docs, err := s.openAPIDocs()
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(err))
@@ -337,6 +338,7 @@ func (s *Server) openAPIV3Root(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) openAPIV3(w http.ResponseWriter, r *http.Request) {
+	s.countPath(w, r, "openapi/v3/", "")
 	docs, err := s.openAPIDocs()
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(err))

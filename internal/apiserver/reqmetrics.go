@@ -18,10 +18,12 @@ import (
 // apiserver_request_total and apiserver_request_duration_seconds (read off
 // a running v1.37 kube-apiserver's /metrics): the verb as it reports it
 // (GET, LIST, WATCH, POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION),
-// the dryRun query, the group, version, resource and subresource, and the
-// scope (resource for a named object or a create, namespace, or cluster).
+// the dryRun query, the group, version, resource and subresource, the
+// scope (resource for a named object or a create, namespace, or cluster),
+// and the component, apiserver (pathLabels gives the few other paths
+// kube-apiserver counts).
 type requestLabels struct {
-	verb, dryRun, group, version, resource, subresource, scope string
+	component, verb, dryRun, group, version, resource, subresource, scope string
 }
 
 // countRequest marks the request as one on a served resource, for the
@@ -46,10 +48,41 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 	return sw.series
 }
 
+// countPath marks a request on one of the paths outside the resources
+// that kube-apiserver counts, for the request metrics; see pathLabels.
+func (s *Server) countPath(w http.ResponseWriter, r *http.Request, path, component string) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.series = s.requests.of(pathLabels(r, path, component))
+	}
+}
+
+// pathLabels returns the labels of a request outside the resources, as a
+// running v1.37 kube-apiserver showed them. It counts only a few such
+// paths, each with the path as subresource and no other label but the
+// verb (the method: HEAD counts as GET, methods it does not know as
+// other): /livez, /readyz and /healthz, not their single checks, with no
+// component; openapi/v3, and openapi/v3/ for any document under it (one
+// it does not have too), with no component; and api and apis, with
+// component apiserver, when they answer aggregated discovery. It does not
+// count /version, /metrics, /openapi/v2, discovery in the older form or
+// the discovery of one group or version.
+func pathLabels(r *http.Request, path, component string) requestLabels {
+	l := requestLabels{component: component, subresource: path}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		l.verb = "GET"
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		l.verb = r.Method
+	default:
+		l.verb = "other"
+	}
+	return l
+}
+
 // labelsFor returns the labels of a request for resource ri, a watch if
 // the router says so.
 func labelsFor(r *http.Request, ri requestInfo, watch bool) requestLabels {
-	l := requestLabels{group: ri.group, version: ri.version, resource: ri.resource, subresource: ri.subresource}
+	l := requestLabels{component: "apiserver", group: ri.group, version: ri.version, resource: ri.resource, subresource: ri.subresource}
 	collection := ri.name == ""
 	switch r.Method {
 	case http.MethodGet:
@@ -181,7 +214,7 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 	m.mu.RUnlock()
 	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.text, b.text) })
 
-	b.WriteString("# HELP apiserver_request_total Resource requests answered, by verb, dry run, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_total counter\n")
+	b.WriteString("# HELP apiserver_request_total Requests answered, by component, verb, dry run, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_total counter\n")
 	for _, e := range all {
 		var codes []int
 		e.s.codes.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
@@ -191,7 +224,7 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 			fmt.Fprintf(b, "apiserver_request_total{code=\"%d\",%s} %d\n", code, e.text, c.(*atomic.Uint64).Load())
 		}
 	}
-	b.WriteString("# HELP apiserver_request_duration_seconds How long resource requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
+	b.WriteString("# HELP apiserver_request_duration_seconds How long requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
 	for _, e := range all {
 		var n uint64
 		for j, le := range durationBuckets {
@@ -216,6 +249,6 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 // Their values are path segments and fixed words: %q escapes any
 // backslash, quote or newline as the format wants.
 func (l requestLabels) String() string {
-	return fmt.Sprintf("component=\"apiserver\",dry_run=%q,group=%q,resource=%q,scope=%q,subresource=%q,verb=%q,version=%q",
-		l.dryRun, l.group, l.resource, l.scope, l.subresource, l.verb, l.version)
+	return fmt.Sprintf("component=%q,dry_run=%q,group=%q,resource=%q,scope=%q,subresource=%q,verb=%q,version=%q",
+		l.component, l.dryRun, l.group, l.resource, l.scope, l.subresource, l.verb, l.version)
 }

@@ -32,20 +32,20 @@ func TestRequestLabels(t *testing.T) {
 		method, target, contentType string
 		want                        requestLabels
 	}{
-		{"GET", "/api/v1/namespaces/default/configmaps/a", "", requestLabels{verb: "GET", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"GET", "/api/v1/namespaces/default/configmaps", "", requestLabels{verb: "LIST", version: "v1", resource: "configmaps", scope: "namespace"}},
-		{"GET", "/api/v1/configmaps?limit=500", "", requestLabels{verb: "LIST", version: "v1", resource: "configmaps", scope: "cluster"}},
-		{"GET", "/api/v1/namespaces/default/configmaps?watch=true", "", requestLabels{verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}},
-		{"GET", "/api/v1/watch/namespaces/default/configmaps/a", "", requestLabels{verb: "WATCH", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"POST", "/api/v1/namespaces/default/configmaps?dryRun=All", "application/json", requestLabels{verb: "POST", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"PUT", "/apis/apps.example/v1/namespaces/x/widgets/w/status", "application/json", requestLabels{verb: "PUT", group: "apps.example", version: "v1", resource: "widgets", subresource: "status", scope: "resource"}},
-		{"PATCH", "/api/v1/namespaces/default/configmaps/a", "application/merge-patch+json", requestLabels{verb: "PATCH", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"PATCH", "/api/v1/namespaces/default/configmaps/a?fieldManager=m", "application/apply-patch+yaml", requestLabels{verb: "APPLY", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"DELETE", "/api/v1/namespaces/default/configmaps/a?dryRun=All&dryRun=All", "", requestLabels{verb: "DELETE", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"DELETE", "/api/v1/namespaces/default/configmaps?dryRun=Some", "", requestLabels{verb: "DELETECOLLECTION", dryRun: "invalid", version: "v1", resource: "configmaps", scope: "namespace"}},
-		{"POST", "/api/v1/namespaces/default/configmaps?dry%52un=All", "application/json", requestLabels{verb: "POST", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
-		{"PUT", "/api/v1/namespaces/gone/finalize", "application/json", requestLabels{verb: "PUT", version: "v1", resource: "namespaces", subresource: "finalize", scope: "resource"}},
-		{"BREW", "/api/v1/namespaces/default/configmaps", "", requestLabels{verb: "other", version: "v1", resource: "configmaps", scope: "namespace"}},
+		{"GET", "/api/v1/namespaces/default/configmaps/a", "", requestLabels{component: "apiserver", verb: "GET", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"GET", "/api/v1/namespaces/default/configmaps", "", requestLabels{component: "apiserver", verb: "LIST", version: "v1", resource: "configmaps", scope: "namespace"}},
+		{"GET", "/api/v1/configmaps?limit=500", "", requestLabels{component: "apiserver", verb: "LIST", version: "v1", resource: "configmaps", scope: "cluster"}},
+		{"GET", "/api/v1/namespaces/default/configmaps?watch=true", "", requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}},
+		{"GET", "/api/v1/watch/namespaces/default/configmaps/a", "", requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"POST", "/api/v1/namespaces/default/configmaps?dryRun=All", "application/json", requestLabels{component: "apiserver", verb: "POST", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"PUT", "/apis/apps.example/v1/namespaces/x/widgets/w/status", "application/json", requestLabels{component: "apiserver", verb: "PUT", group: "apps.example", version: "v1", resource: "widgets", subresource: "status", scope: "resource"}},
+		{"PATCH", "/api/v1/namespaces/default/configmaps/a", "application/merge-patch+json", requestLabels{component: "apiserver", verb: "PATCH", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"PATCH", "/api/v1/namespaces/default/configmaps/a?fieldManager=m", "application/apply-patch+yaml", requestLabels{component: "apiserver", verb: "APPLY", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"DELETE", "/api/v1/namespaces/default/configmaps/a?dryRun=All&dryRun=All", "", requestLabels{component: "apiserver", verb: "DELETE", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"DELETE", "/api/v1/namespaces/default/configmaps?dryRun=Some", "", requestLabels{component: "apiserver", verb: "DELETECOLLECTION", dryRun: "invalid", version: "v1", resource: "configmaps", scope: "namespace"}},
+		{"POST", "/api/v1/namespaces/default/configmaps?dry%52un=All", "application/json", requestLabels{component: "apiserver", verb: "POST", dryRun: "All", version: "v1", resource: "configmaps", scope: "resource"}},
+		{"PUT", "/api/v1/namespaces/gone/finalize", "application/json", requestLabels{component: "apiserver", verb: "PUT", version: "v1", resource: "namespaces", subresource: "finalize", scope: "resource"}},
+		{"BREW", "/api/v1/namespaces/default/configmaps", "", requestLabels{component: "apiserver", verb: "other", version: "v1", resource: "configmaps", scope: "namespace"}},
 	} {
 		r := httptest.NewRequest(c.method, c.target, nil)
 		if c.contentType != "" {
@@ -67,8 +67,8 @@ func TestRequestLabels(t *testing.T) {
 // its sum is the durations'.
 func TestRequestMetricsText(t *testing.T) {
 	var m requestMetrics
-	get := requestLabels{verb: "GET", version: "v1", resource: "configmaps", scope: "resource"}
-	watch := requestLabels{verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}
+	get := requestLabels{component: "apiserver", verb: "GET", version: "v1", resource: "configmaps", scope: "resource"}
+	watch := requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}
 	for _, d := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 30 * time.Millisecond, 2 * time.Second, 2 * time.Minute} {
 		m.of(get).observe(200, d)
 	}
@@ -144,7 +144,7 @@ func TestRequestMetricsConcurrent(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 1000 {
-				l := requestLabels{verb: verbs[(w+i)%len(verbs)], version: "v1", resource: "configmaps", scope: "resource"}
+				l := requestLabels{component: "apiserver", verb: verbs[(w+i)%len(verbs)], version: "v1", resource: "configmaps", scope: "resource"}
 				m.of(l).observe(200+i%2, time.Duration(i)*time.Millisecond)
 			}
 		})

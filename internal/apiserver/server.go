@@ -210,6 +210,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) health(ok func() bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.countPath(w, r, r.URL.Path, "")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if !ok() {
