@@ -151,7 +151,7 @@ func TestMetricsServesTheCallersFigures(t *testing.T) {
 // form, a group's or version's discovery, or a single health check.
 func TestMetricsCountThePathsKubeAPIServerCounts(t *testing.T) {
 	h := newInProcess(t)
-	h.(*apiserver.Server).SetReady(true)
+	h.(*apiserver.Server).MarkStarted()
 	const aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 	for _, c := range []struct {
 		method, path, accept string

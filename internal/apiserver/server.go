@@ -2,12 +2,10 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,22 +43,26 @@ type Config struct {
 	// Metrics are served on /metrics after the server's own: the store's
 	// figures, which only the caller knows.
 	Metrics []Metric
+	// HealthChecks run in /livez, /readyz and /healthz after ping, as
+	// kube-apiserver runs its etcd check there.
+	HealthChecks []HealthCheck
 }
 
 // Server serves the Kubernetes API. It is an http.Handler.
 type Server struct {
-	cfg         Config
-	ready       atomic.Bool
-	mux         *http.ServeMux
-	stopping    context.Context // done once StopWatches is called
-	stopWatches context.CancelFunc
-	openapi     openAPICache // the published documents, rebuilt when the kinds change
-	requests    requestMetrics
-	inflight    inflightRequests
-	watchEvents watchEventMetrics
+	cfg          Config
+	started      atomic.Bool // start-up has finished: /readyz may pass
+	shuttingDown atomic.Bool // shutdown has begun: /readyz fails
+	mux          *http.ServeMux
+	stopping     context.Context // done once StopWatches is called
+	stopWatches  context.CancelFunc
+	openapi      openAPICache // the published documents, rebuilt when the kinds change
+	requests     requestMetrics
+	inflight     inflightRequests
+	watchEvents  watchEventMetrics
 }
 
-// New returns a server; it answers /readyz with 503 until SetReady.
+// New returns a server; its health checks fail until MarkStarted.
 func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 3 << 20
@@ -73,9 +75,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.stopping, s.stopWatches = context.WithCancel(context.Background())
-	s.mux.HandleFunc("/livez", s.health(func() bool { return true }))
-	s.mux.HandleFunc("/healthz", s.health(s.ready.Load))
-	s.mux.HandleFunc("/readyz", s.health(s.ready.Load))
+	s.installHealth()
 	s.mux.HandleFunc("/version", s.version)
 	s.mux.HandleFunc("/api", s.legacyVersions)
 	s.mux.HandleFunc("/api/", s.resources)
@@ -103,14 +103,19 @@ func New(cfg Config) *Server {
 // affected: http.Server.Shutdown lets them finish.
 func (s *Server) StopWatches() { s.stopWatches() }
 
-// SetReady marks the server ready (/readyz answers 200).
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+// MarkStarted marks start-up finished: the health checks may pass.
+func (s *Server) MarkStarted() { s.started.Store(true) }
 
-// public paths need no credentials, as kube-apiserver lets
-// system:unauthenticated read them.
+// MarkShuttingDown makes /readyz fail from now on, so that load balancers
+// stop sending requests while those in flight finish.
+func (s *Server) MarkShuttingDown() { s.shuttingDown.Store(true) }
+
+// public paths need no credentials, as kube-apiserver's role
+// system:public-info-viewer lets anyone read them. A single health check
+// (/readyz/etcd) says why it fails, and needs them.
 func public(path string) bool {
-	switch {
-	case path == "/version", strings.HasPrefix(path, "/livez"), strings.HasPrefix(path, "/readyz"), strings.HasPrefix(path, "/healthz"):
+	switch path {
+	case "/version", "/livez", "/readyz", "/healthz":
 		return true
 	}
 	return false
@@ -207,20 +212,6 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (s *Server) health(ok func() bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.countPath(w, r, r.URL.Path, "")
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if !ok() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "[-]ready failed: not ready yet")
-			return
-		}
-		fmt.Fprint(w, "ok")
-	}
-}
 
 // Info is what /version reports.
 func (s *Server) Info() version.Info {

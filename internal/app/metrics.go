@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
@@ -49,4 +50,28 @@ func storeMetrics(storage string, kvs kv.Store, c *compactor) []apiserver.Metric
 			return []apiserver.Sample{{Labels: []string{"storage_cluster_id", id}, Value: float64(n)}}
 		},
 	})
+}
+
+// healthCheckTimeout bounds the etcd health check, as kube-apiserver's
+// --etcd-healthcheck-timeout does by default.
+const healthCheckTimeout = 2 * time.Second
+
+// storeHealthChecks are the store's checks for /livez, /readyz and
+// /healthz. Over etcd it is kube-apiserver's "etcd": a linearizable read
+// of one key, which fails when etcd does not answer or has lost its
+// quorum, so that a load balancer stops sending requests that could not
+// be served. The embedded and memory engines live in kplane's own
+// process: when it answers, they do.
+func storeHealthChecks(storage string, kvs kv.Store) []apiserver.HealthCheck {
+	if storage != StorageEtcd {
+		return nil
+	}
+	return []apiserver.HealthCheck{{Name: "etcd", Check: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
+		defer cancel()
+		if _, err := kvs.Range(ctx, "/health", kv.RangeOptions{CountOnly: true}); err != nil {
+			return fmt.Errorf("error getting data from etcd: %w", err)
+		}
+		return nil
+	}}}
 }

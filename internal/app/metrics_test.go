@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
@@ -56,4 +58,57 @@ func TestStoreMetricsServeTheSizeOnDisk(t *testing.T) {
 	if _, ok := got["kplane_storage_history_bytes[]"]; ok {
 		t.Errorf("etcd: the history's bytes served: %v", got)
 	}
+}
+
+// Over etcd the health endpoints check that etcd answers a linearizable
+// read, within healthCheckTimeout: the check passes while etcd runs, fails
+// once it is killed, and passes again once it is back. The other engines
+// have no check.
+func TestStoreHealthChecksAskEtcd(t *testing.T) {
+	for _, storage := range []string{StorageEmbedded, StorageMemory} {
+		if c := storeHealthChecks(storage, nil); len(c) != 0 {
+			t.Errorf("%s: %d checks", storage, len(c))
+		}
+	}
+	srv := etcdtest.Start(t)
+	store := &deadlineRecorder{Store: srv.NewStore(t)}
+	checks := storeHealthChecks(StorageEtcd, store)
+	if len(checks) != 1 || checks[0].Name != "etcd" {
+		t.Fatalf("checks: %+v", checks)
+	}
+	ctx := context.Background()
+	if err := checks[0].Check(ctx); err != nil {
+		t.Fatalf("etcd running: %v", err)
+	}
+	// Bounded as kube-apiserver bounds its own, whatever the store's
+	// default for a read.
+	if !store.set || store.left > healthCheckTimeout {
+		t.Errorf("the read's deadline: set %v, %v ahead", store.set, store.left)
+	}
+	srv.Kill()
+	// Without its own bound the check would wait for etcd for ever.
+	err := checks[0].Check(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "error getting data from etcd: ") {
+		t.Fatalf("etcd killed: %v", err)
+	}
+	srv.Restart()
+	deadline := time.Now().Add(30 * time.Second)
+	for err = checks[0].Check(ctx); err != nil && time.Now().Before(deadline); err = checks[0].Check(ctx) {
+	}
+	if err != nil {
+		t.Errorf("etcd restarted: %v", err)
+	}
+}
+
+// deadlineRecorder notes the deadline of the last read's context.
+type deadlineRecorder struct {
+	kv.Store
+	set  bool
+	left time.Duration
+}
+
+func (d *deadlineRecorder) Range(ctx context.Context, key string, opts kv.RangeOptions) (kv.RangeResponse, error) {
+	dl, ok := ctx.Deadline()
+	d.set, d.left = ok, time.Until(dl)
+	return d.Store.Range(ctx, key, opts)
 }

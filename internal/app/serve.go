@@ -164,11 +164,12 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 
 	api := apiserver.New(apiserver.Config{
-		Registry:  reg,
-		Version:   cfg.Version,
-		Logger:    log,
-		Profiling: cfg.Profiling,
-		Metrics:   storeMetrics(cfg.Storage, kvs, compactor),
+		Registry:     reg,
+		Version:      cfg.Version,
+		Logger:       log,
+		Profiling:    cfg.Profiling,
+		Metrics:      storeMetrics(cfg.Storage, kvs, compactor),
+		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 	})
 	pr := <-pkiDone
 	if pr.err != nil {
@@ -199,7 +200,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pki.WriteKubeconfig(kubeconfig, url, bundle); err != nil {
 		return err
 	}
-	api.SetReady(true)
+	api.MarkStarted()
 	log.Info("kplane is ready", "url", url, "kubeconfig", kubeconfig, "storage", cfg.Storage, "startup", time.Since(start).Round(time.Microsecond))
 	if cfg.OnReady != nil {
 		cfg.OnReady(Ready{URL: url, Kubeconfig: kubeconfig})
@@ -226,7 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("shutting down")
-	api.SetReady(false)
+	api.MarkShuttingDown()
 	api.StopWatches()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -63,6 +63,26 @@ func status(t testing.TB, data []byte) metav1.Status {
 	return st
 }
 
+// Over etcd the health endpoints check it, as kube-apiserver's do; the
+// embedded engine has no check of its own.
+func TestHealthChecksTheStore(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *server) {
+		etcd := strings.HasSuffix(t.Name(), "/etcd")
+		code, _, body := s.call(t, "GET", "/readyz?verbose", "", nil)
+		want := "[+]ping ok\n[+]poststarthook/crd-informer-synced ok\n[+]shutdown ok\nreadyz check passed\n"
+		if etcd {
+			want = "[+]ping ok\n[+]etcd ok\n[+]poststarthook/crd-informer-synced ok\n[+]shutdown ok\nreadyz check passed\n"
+		}
+		if code != http.StatusOK || string(body) != want {
+			t.Errorf("/readyz?verbose: %d %q, want %q", code, body, want)
+		}
+		code, _, body = s.call(t, "GET", "/livez/etcd", "", nil)
+		if etcd && (code != http.StatusOK || string(body) != "ok") || !etcd && code != http.StatusNotFound {
+			t.Errorf("/livez/etcd: %d %q", code, body)
+		}
+	})
+}
+
 func TestHealthAndVersion(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: mustTLS(t, s)}}
@@ -77,15 +97,18 @@ func TestHealthAndVersion(t *testing.T) {
 			t.Fatalf("%s: %d %q", p, resp.StatusCode, b)
 		}
 	}
-	// Without a client certificate, only the public endpoints answer.
-	resp, err := hc.Get(s.config().Host + "/api/v1/namespaces")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || status(t, b).Reason != metav1.StatusReasonUnauthorized {
-		t.Fatalf("anonymous list: %d %s", resp.StatusCode, b)
+	// Without a client certificate, only the public endpoints answer: not
+	// a single health check, which says why it fails.
+	for _, p := range []string{"/api/v1/namespaces", "/readyz/ping", "/livez/"} {
+		resp, err := hc.Get(s.config().Host + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || status(t, b).Reason != metav1.StatusReasonUnauthorized {
+			t.Fatalf("anonymous GET %s: %d %s", p, resp.StatusCode, b)
+		}
 	}
 	dc := discovery.NewDiscoveryClientForConfigOrDie(s.config())
 	v, err := dc.ServerVersion()
