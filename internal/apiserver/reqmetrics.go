@@ -201,18 +201,13 @@ func (s *requestSeries) observe(code int, d time.Duration) {
 // write appends the metrics in the Prometheus text format, series in
 // label order.
 func (m *requestMetrics) write(b *bytes.Buffer) {
-	type entry struct {
-		labels requestLabels
-		text   string // the labels in the text format
-		s      *requestSeries
-	}
 	m.mu.RLock()
-	all := make([]entry, 0, len(m.series))
+	all := make([]requestEntry, 0, len(m.series))
 	for l, s := range m.series {
-		all = append(all, entry{l, l.String(), s})
+		all = append(all, requestEntry{l, l.String(), s})
 	}
 	m.mu.RUnlock()
-	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.text, b.text) })
+	slices.SortFunc(all, func(a, b requestEntry) int { return strings.Compare(a.text, b.text) })
 
 	b.WriteString("# HELP apiserver_request_total Requests answered, by component, verb, dry run, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_total counter\n")
 	for _, e := range all {
@@ -236,12 +231,77 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", e.text, strconv.FormatFloat(time.Duration(e.s.nanos.Load()).Seconds(), 'g', -1, 64))
 		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", e.text, n)
 	}
+	writeSLI(b, all)
 	b.WriteString("# HELP apiserver_longrunning_requests Watches open now, by group, version, resource, subresource and scope.\n# TYPE apiserver_longrunning_requests gauge\n")
 	for _, e := range all {
 		if l := e.labels; l.verb == "WATCH" {
 			fmt.Fprintf(b, "apiserver_longrunning_requests{component=\"apiserver\",group=%q,resource=%q,scope=%q,subresource=%q,verb=\"WATCH\",version=%q} %d\n",
 				l.group, l.resource, l.scope, l.subresource, l.version, e.s.running.Load())
 		}
+	}
+}
+
+// requestEntry is one series of the request metrics as /metrics writes
+// it.
+type requestEntry struct {
+	labels requestLabels
+	text   string // the labels in the text format
+	s      *requestSeries
+}
+
+// sliFirstBucket is where the upper bounds of
+// apiserver_request_sli_duration_seconds start in durationBuckets:
+// kube-apiserver v1.37's are the duration histogram's from 50 ms on, so
+// each of its buckets is a sum of the duration histogram's.
+const sliFirstBucket = 2 // durationBuckets[2] is 0.05
+
+// writeSLI writes apiserver_request_sli_duration_seconds, the histogram
+// that kube-apiserver's latency SLOs (and the kubernetes-mixin rules built
+// on them) read: the request durations without webhooks' time or the
+// priority-and-fairness queue's, neither of which kplane has, so they are
+// the duration histogram's, by the same labels without dry_run, watches
+// left out, in kube-apiserver's coarser buckets. It is computed at the
+// scrape, not per request.
+func writeSLI(b *bytes.Buffer, all []requestEntry) {
+	type sli struct {
+		text    string
+		buckets [len(durationBuckets) + 1]uint64
+		nanos   int64
+	}
+	var out []*sli
+	byText := map[string]*sli{}
+	for _, e := range all {
+		if e.labels.verb == "WATCH" {
+			continue
+		}
+		l := e.labels
+		text := fmt.Sprintf("component=%q,group=%q,resource=%q,scope=%q,subresource=%q,verb=%q,version=%q",
+			l.component, l.group, l.resource, l.scope, l.subresource, l.verb, l.version)
+		h := byText[text]
+		if h == nil {
+			h = &sli{text: text}
+			byText[text] = h
+			out = append(out, h)
+		}
+		for j := range h.buckets {
+			h.buckets[j] += e.s.buckets[j].Load()
+		}
+		h.nanos += e.s.nanos.Load()
+	}
+	slices.SortFunc(out, func(a, b *sli) int { return strings.Compare(a.text, b.text) })
+	b.WriteString("# HELP apiserver_request_sli_duration_seconds How long requests took to answer, watches aside, in seconds, for latency SLIs: kplane has no webhooks or queues to leave out.\n# TYPE apiserver_request_sli_duration_seconds histogram\n")
+	for _, h := range out {
+		var n uint64
+		for j, le := range durationBuckets {
+			n += h.buckets[j]
+			if j >= sliFirstBucket {
+				fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_bucket{%s,le=\"%s\"} %d\n", h.text, strconv.FormatFloat(le, 'g', -1, 64), n)
+			}
+		}
+		n += h.buckets[len(durationBuckets)]
+		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", h.text, n)
+		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_sum{%s} %s\n", h.text, strconv.FormatFloat(time.Duration(h.nanos).Seconds(), 'g', -1, 64))
+		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_count{%s} %d\n", h.text, n)
 	}
 }
 

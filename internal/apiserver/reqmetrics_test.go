@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +178,59 @@ func TestRequestMetricsConcurrent(t *testing.T) {
 	}
 	if total != 4000 || observed != 4000 {
 		t.Errorf("counted %v requests, observed %d durations; want 4000 each", total, observed)
+	}
+}
+
+// apiserver_request_sli_duration_seconds is the duration histogram by
+// kube-apiserver v1.37's SLI labels (no dry_run, no code) and buckets
+// (from 50 ms), watches left out: a dry-run create and a create share a
+// series, as do their codes.
+func TestRequestSLIHistogram(t *testing.T) {
+	var m requestMetrics
+	post := requestLabels{component: "apiserver", verb: "POST", version: "v1", resource: "configmaps", scope: "resource"}
+	dryRun := post
+	dryRun.dryRun = "All"
+	readyz := requestLabels{verb: "GET", subresource: "/readyz"}
+	watch := requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}
+	m.of(post).observe(201, 10*time.Millisecond)
+	m.of(post).observe(409, 60*time.Millisecond)
+	m.of(dryRun).observe(201, 30*time.Millisecond)
+	m.of(dryRun).observe(201, 90*time.Second)
+	m.of(readyz).observe(200, time.Millisecond)
+	m.of(watch).observe(200, time.Minute)
+
+	var b bytes.Buffer
+	m.write(&b)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	f := families["apiserver_request_sli_duration_seconds"]
+	if f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("a %v", f.GetType())
+	}
+	got := map[string]string{}
+	for _, s := range f.GetMetric() {
+		var names []string
+		for _, l := range s.GetLabel() {
+			names = append(names, l.GetName())
+		}
+		if want := "component group resource scope subresource verb version"; strings.Join(names, " ") != want {
+			t.Errorf("labels %v, want %s", names, want)
+		}
+		h := s.GetHistogram()
+		var les []string
+		for _, bk := range h.GetBucket() {
+			les = append(les, fmt.Sprintf("%v:%d", bk.GetUpperBound(), bk.GetCumulativeCount()))
+		}
+		got[label(s, "verb")+" "+label(s, "subresource")] = fmt.Sprintf("count %d sum %.3f %s", h.GetSampleCount(), h.GetSampleSum(), strings.Join(les, " "))
+	}
+	want := map[string]string{
+		"POST ":       "count 4 sum 90.100 0.05:2 0.1:3 0.2:3 0.4:3 0.6:3 0.8:3 1:3 1.25:3 1.5:3 2:3 3:3 4:3 5:3 6:3 8:3 10:3 15:3 20:3 30:3 45:3 60:3 +Inf:4",
+		"GET /readyz": "count 1 sum 0.001 0.05:1 0.1:1 0.2:1 0.4:1 0.6:1 0.8:1 1:1 1.25:1 1.5:1 2:1 3:1 4:1 5:1 6:1 8:1 10:1 15:1 20:1 30:1 45:1 60:1 +Inf:1",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("apiserver_request_sli_duration_seconds:\n got %v\nwant %v", got, want)
 	}
 }

@@ -121,6 +121,21 @@ func TestMetrics(t *testing.T) {
 	if n := requests(second, "POST", "201", "resource"); n != 300 {
 		t.Errorf("apiserver_request_total POST 201: %v, want 300", n)
 	}
+	// The SLI histogram that kube-apiserver's latency SLOs read counts the
+	// same creates.
+	sli := uint64(0)
+	for _, m := range second["apiserver_request_sli_duration_seconds"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["verb"] == "POST" && l["resource"] == "configmaps" && l["component"] == "apiserver" {
+			sli += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if sli != 300 {
+		t.Errorf("apiserver_request_sli_duration_seconds POST configmaps: %d, want 300", sli)
+	}
 	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "nope", metav1.GetOptions{}); err == nil {
 		t.Fatal("got a ConfigMap that is not there")
 	}
