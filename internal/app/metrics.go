@@ -57,20 +57,31 @@ func storeMetrics(storage string, kvs kv.Store, c *compactor) []apiserver.Metric
 const healthCheckTimeout = 2 * time.Second
 
 // storeHealthChecks are the store's checks for /livez, /readyz and
-// /healthz. Over etcd it is kube-apiserver's "etcd": a linearizable read
-// of one key, which fails when etcd does not answer or has lost its
-// quorum, so that a load balancer stops sending requests that could not
-// be served. The embedded and memory engines live in kplane's own
-// process: when it answers, they do.
+// /healthz, each a read of one key bounded by healthCheckTimeout:
+//   - over etcd, kube-apiserver's "etcd": the read is linearizable, so it
+//     fails when etcd does not answer or has lost its quorum, and a load
+//     balancer stops sending requests that could not be served;
+//   - on the embedded engine, "embedded-store": it fails once the store
+//     has stopped because its write-ahead log failed (a full disk, an I/O
+//     error), after which it refuses every request until kplane restarts
+//     and replays the log.
+//
+// The memory engine cannot fail so.
 func storeHealthChecks(storage string, kvs kv.Store) []apiserver.HealthCheck {
-	if storage != StorageEtcd {
+	var name, what string
+	switch storage {
+	case StorageEtcd:
+		name, what = "etcd", "etcd"
+	case StorageEmbedded:
+		name, what = "embedded-store", "the embedded store"
+	default:
 		return nil
 	}
-	return []apiserver.HealthCheck{{Name: "etcd", Check: func(ctx context.Context) error {
+	return []apiserver.HealthCheck{{Name: name, Check: func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
 		defer cancel()
 		if _, err := kvs.Range(ctx, "/health", kv.RangeOptions{CountOnly: true}); err != nil {
-			return fmt.Errorf("error getting data from etcd: %w", err)
+			return fmt.Errorf("error getting data from %s: %w", what, err)
 		}
 		return nil
 	}}}

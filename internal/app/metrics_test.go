@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -65,10 +66,8 @@ func TestStoreMetricsServeTheSizeOnDisk(t *testing.T) {
 // once it is killed, and passes again once it is back. The other engines
 // have no check.
 func TestStoreHealthChecksAskEtcd(t *testing.T) {
-	for _, storage := range []string{StorageEmbedded, StorageMemory} {
-		if c := storeHealthChecks(storage, nil); len(c) != 0 {
-			t.Errorf("%s: %d checks", storage, len(c))
-		}
+	if c := storeHealthChecks(StorageMemory, nil); len(c) != 0 {
+		t.Errorf("memory: %d checks", len(c))
 	}
 	srv := etcdtest.Start(t)
 	store := &deadlineRecorder{Store: srv.NewStore(t)}
@@ -97,6 +96,34 @@ func TestStoreHealthChecksAskEtcd(t *testing.T) {
 	}
 	if err != nil {
 		t.Errorf("etcd restarted: %v", err)
+	}
+}
+
+// On the embedded engine the health endpoints check that the store still
+// serves: once it has stopped (its log failed, which mvcc's
+// TestLogFailureStopsTheStore brings about; or here, closed) the check
+// fails and says why.
+func TestStoreHealthCheckOfTheEmbeddedEngine(t *testing.T) {
+	s, err := mvcc.Open(mvcc.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &deadlineRecorder{Store: s}
+	checks := storeHealthChecks(StorageEmbedded, store)
+	if len(checks) != 1 || checks[0].Name != "embedded-store" {
+		t.Fatalf("checks: %+v", checks)
+	}
+	ctx := context.Background()
+	if err := checks[0].Check(ctx); err != nil {
+		t.Fatalf("store open: %v", err)
+	}
+	if !store.set || store.left > healthCheckTimeout {
+		t.Errorf("the read's deadline: set %v, %v ahead", store.set, store.left)
+	}
+	s.Close()
+	err = checks[0].Check(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "error getting data from the embedded store: ") || !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("store closed: %v", err)
 	}
 }
 

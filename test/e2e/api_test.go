@@ -63,22 +63,25 @@ func status(t testing.TB, data []byte) metav1.Status {
 	return st
 }
 
-// Over etcd the health endpoints check it, as kube-apiserver's do; the
-// embedded engine has no check of its own.
+// The health endpoints check the store, as kube-apiserver's check etcd:
+// over etcd with kube-apiserver's check, on the embedded engine with one
+// of kplane's own.
 func TestHealthChecksTheStore(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *server) {
-		etcd := strings.HasSuffix(t.Name(), "/etcd")
-		code, _, body := s.call(t, "GET", "/readyz?verbose", "", nil)
-		want := "[+]ping ok\n[+]poststarthook/crd-informer-synced ok\n[+]shutdown ok\nreadyz check passed\n"
-		if etcd {
-			want = "[+]ping ok\n[+]etcd ok\n[+]poststarthook/crd-informer-synced ok\n[+]shutdown ok\nreadyz check passed\n"
+		check, other := "embedded-store", "etcd"
+		if strings.HasSuffix(t.Name(), "/etcd") {
+			check, other = other, check
 		}
+		code, _, body := s.call(t, "GET", "/readyz?verbose", "", nil)
+		want := "[+]ping ok\n[+]" + check + " ok\n[+]poststarthook/crd-informer-synced ok\n[+]shutdown ok\nreadyz check passed\n"
 		if code != http.StatusOK || string(body) != want {
 			t.Errorf("/readyz?verbose: %d %q, want %q", code, body, want)
 		}
-		code, _, body = s.call(t, "GET", "/livez/etcd", "", nil)
-		if etcd && (code != http.StatusOK || string(body) != "ok") || !etcd && code != http.StatusNotFound {
-			t.Errorf("/livez/etcd: %d %q", code, body)
+		if code, _, body = s.call(t, "GET", "/livez/"+check, "", nil); code != http.StatusOK || string(body) != "ok" {
+			t.Errorf("/livez/%s: %d %q", check, code, body)
+		}
+		if code, _, _ = s.call(t, "GET", "/livez/"+other, "", nil); code != http.StatusNotFound {
+			t.Errorf("/livez/%s: %d", other, code)
 		}
 	})
 }
