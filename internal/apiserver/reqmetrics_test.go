@@ -78,13 +78,7 @@ func TestRequestMetricsText(t *testing.T) {
 	m.of(watch).running.Add(2)
 	m.of(watch).observe(0, time.Second) // a watch written without WriteHeader: 200
 
-	var b bytes.Buffer
-	m.write(&b)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
-	}
+	families := parseRequestMetrics(t, &m)
 	counts := map[string]float64{}
 	for _, s := range families["apiserver_request_total"].GetMetric() {
 		counts[label(s, "verb")+" "+label(s, "code")] = s.GetCounter().GetValue()
@@ -128,6 +122,20 @@ func TestRequestMetricsText(t *testing.T) {
 	}
 }
 
+// parseRequestMetrics writes m's metrics and parses them as Prometheus
+// reads them.
+func parseRequestMetrics(t *testing.T, m *requestMetrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	var b bytes.Buffer
+	m.write(&b)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	return families
+}
+
 func label(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {
@@ -161,13 +169,7 @@ func TestRequestMetricsConcurrent(t *testing.T) {
 	}()
 	wg.Wait()
 	<-done
-	var b bytes.Buffer
-	m.write(&b)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := parseRequestMetrics(t, &m)
 	var total float64
 	for _, s := range families["apiserver_request_total"].GetMetric() {
 		total += s.GetCounter().GetValue()
@@ -199,13 +201,7 @@ func TestRequestSLIHistogram(t *testing.T) {
 	m.of(readyz).observe(200, time.Millisecond)
 	m.of(watch).observe(200, time.Minute)
 
-	var b bytes.Buffer
-	m.write(&b)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
-	}
+	families := parseRequestMetrics(t, &m)
 	f := families["apiserver_request_sli_duration_seconds"]
 	if f.GetType() != dto.MetricType_HISTOGRAM {
 		t.Fatalf("a %v", f.GetType())

@@ -70,29 +70,17 @@ func TestStoreHealthChecksAskEtcd(t *testing.T) {
 		t.Errorf("memory: %d checks", len(c))
 	}
 	srv := etcdtest.Start(t)
-	store := &deadlineRecorder{Store: srv.NewStore(t)}
-	checks := storeHealthChecks(StorageEtcd, store)
-	if len(checks) != 1 || checks[0].Name != "etcd" {
-		t.Fatalf("checks: %+v", checks)
-	}
-	ctx := context.Background()
-	if err := checks[0].Check(ctx); err != nil {
-		t.Fatalf("etcd running: %v", err)
-	}
-	// Bounded as kube-apiserver bounds its own, whatever the store's
-	// default for a read.
-	if !store.set || store.left > healthCheckTimeout {
-		t.Errorf("the read's deadline: set %v, %v ahead", store.set, store.left)
-	}
+	check := passingStoreCheck(t, StorageEtcd, "etcd", srv.NewStore(t))
 	srv.Kill()
 	// Without its own bound the check would wait for etcd for ever.
-	err := checks[0].Check(ctx)
+	ctx := context.Background()
+	err := check(ctx)
 	if err == nil || !strings.HasPrefix(err.Error(), "error getting data from etcd: ") {
 		t.Fatalf("etcd killed: %v", err)
 	}
 	srv.Restart()
 	deadline := time.Now().Add(30 * time.Second)
-	for err = checks[0].Check(ctx); err != nil && time.Now().Before(deadline); err = checks[0].Check(ctx) {
+	for err = check(ctx); err != nil && time.Now().Before(deadline); err = check(ctx) {
 	}
 	if err != nil {
 		t.Errorf("etcd restarted: %v", err)
@@ -108,23 +96,31 @@ func TestStoreHealthCheckOfTheEmbeddedEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &deadlineRecorder{Store: s}
-	checks := storeHealthChecks(StorageEmbedded, store)
-	if len(checks) != 1 || checks[0].Name != "embedded-store" {
-		t.Fatalf("checks: %+v", checks)
-	}
-	ctx := context.Background()
-	if err := checks[0].Check(ctx); err != nil {
-		t.Fatalf("store open: %v", err)
-	}
-	if !store.set || store.left > healthCheckTimeout {
-		t.Errorf("the read's deadline: set %v, %v ahead", store.set, store.left)
-	}
+	check := passingStoreCheck(t, StorageEmbedded, "embedded-store", s)
 	s.Close()
-	err = checks[0].Check(ctx)
+	err = check(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), "error getting data from the embedded store: ") || !errors.Is(err, kv.ErrClosed) {
 		t.Errorf("store closed: %v", err)
 	}
+}
+
+// passingStoreCheck returns the one health check storeHealthChecks gives
+// the engine, after checking its name, that it passes, and that it bounds
+// its read as kube-apiserver bounds its own, whatever the store's default.
+func passingStoreCheck(t *testing.T, storage, name string, kvs kv.Store) func(context.Context) error {
+	t.Helper()
+	store := &deadlineRecorder{Store: kvs}
+	checks := storeHealthChecks(storage, store)
+	if len(checks) != 1 || checks[0].Name != name {
+		t.Fatalf("%s: checks %+v, want one named %s", storage, checks, name)
+	}
+	if err := checks[0].Check(context.Background()); err != nil {
+		t.Fatalf("%s: %v", storage, err)
+	}
+	if !store.set || store.left > healthCheckTimeout {
+		t.Errorf("%s: the read's deadline: set %v, %v ahead", storage, store.set, store.left)
+	}
+	return checks[0].Check
 }
 
 // deadlineRecorder notes the deadline of the last read's context.
