@@ -28,6 +28,14 @@ var version = "0.1.0-dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal the next one ends the process at once
+		// (the store survives that as it survives kill -9), as a second
+		// signal ends kube-apiserver: during --shutdown-delay-duration,
+		// say, or a shutdown that waits on a stuck request.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

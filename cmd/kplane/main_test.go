@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,5 +104,17 @@ func TestByteSizeFlag(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--compaction-max-history", "lots"}, &out, &errOut); code != 2 ||
 		!strings.Contains(errOut.String(), "want a size such as 512Mi") {
 		t.Errorf("a bad --compaction-max-history: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestServeRefusesANegativeShutdownDelay(t *testing.T) {
+	var out, errOut bytes.Buffer
+	dir := t.TempDir()
+	code := run(context.Background(), []string{"serve", "--data-dir", dir, "--shutdown-delay-duration", "-1s"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--shutdown-delay-duration -1s must not be negative") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused configuration left %d files in the data dir", len(entries))
 	}
 }

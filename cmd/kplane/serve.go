@@ -45,6 +45,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "compact the store to the revision of the previous tick every interval, as kube-apiserver; 0 turns it off")
 	cfg.CompactionMaxHistory = 512 << 20
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
 	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -43,6 +43,11 @@ type Config struct {
 	Version string
 	// Profiling serves Go's profiles under /debug/pprof/ (authenticated).
 	Profiling bool
+	// ShutdownDelay, as kube-apiserver's --shutdown-delay-duration: once
+	// asked to stop, kplane keeps serving this long with /readyz failing,
+	// so that load balancers take it out of rotation before it stops
+	// taking connections. 0 stops at once.
+	ShutdownDelay time.Duration
 	// OnReady, if set, is called once the server is ready and the
 	// kubeconfig written.
 	OnReady func(Ready)
@@ -61,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.CompactionInterval < 0 {
 		return fmt.Errorf("--compaction-interval %v must not be negative", c.CompactionInterval)
+	}
+	if c.ShutdownDelay < 0 {
+		return fmt.Errorf("--shutdown-delay-duration %v must not be negative", c.ShutdownDelay)
 	}
 	if c.CompactionMaxHistory < 0 {
 		return fmt.Errorf("--compaction-max-history %d must not be negative", c.CompactionMaxHistory)
@@ -226,8 +234,16 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-served:
 		return err
 	}
-	log.Info("shutting down")
 	api.MarkShuttingDown()
+	if cfg.ShutdownDelay > 0 {
+		log.Info("shutting down after --shutdown-delay-duration; serving meanwhile, with /readyz failing", "delay", cfg.ShutdownDelay)
+		select {
+		case <-time.After(cfg.ShutdownDelay):
+		case err := <-served:
+			return err
+		}
+	}
+	log.Info("shutting down")
 	api.StopWatches()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
