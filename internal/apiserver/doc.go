@@ -6,7 +6,8 @@
 // objects), streams watches (one JSON event per line, each event encoded
 // once for all its watchers), and serves discovery (legacy and the
 // aggregated apidiscovery.k8s.io/v2 form), /version, the health
-// endpoints, /metrics (the requests', the process's and the Go runtime's
+// endpoints (kube-apiserver's named checks, with the caller's own such as
+// etcd's; health.go), /metrics (the requests', the process's and the Go runtime's
 // figures, in the Prometheus text format), and OpenAPI documents that tell kubectl
 // which query parameters the server supports.
 //
@@ -15,7 +16,8 @@
 //
 // Authentication is by client certificate: the TLS layer verifies it
 // against kplane's CA and this package refuses requests without one (401),
-// except the health and version endpoints. There is no authorization
+// except /version and the three health endpoints themselves (not their
+// single checks, which say why they fail). There is no authorization
 // beyond that: an authenticated client is an admin.
 //
 // Request bodies may be JSON, YAML, or (for the built-in kinds and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,15 +52,16 @@ func (s *Server) installHealth() {
 		}
 		return nil
 	}})
-	ready := append(checks[:len(checks):len(checks)], HealthCheck{Name: shutdownCheck, Check: func(context.Context) error {
+	// /readyz's list is the others' and shutdown, in an array of its own.
+	ready := append(slices.Clip(checks), HealthCheck{Name: shutdownCheck, Check: func(context.Context) error {
 		if s.shuttingDown.Load() {
 			return errors.New("process is shutting down")
 		}
 		return nil
 	}})
-	for name, checks := range map[string][]HealthCheck{"livez": checks, "healthz": checks, "readyz": ready} {
-		s.mux.HandleFunc("/"+name, s.healthAll(name, checks))
-		s.mux.HandleFunc("/"+name+"/", healthOne(name, checks))
+	for name, list := range map[string][]HealthCheck{"livez": checks, "healthz": checks, "readyz": ready} {
+		s.mux.HandleFunc("/"+name, s.healthAll(name, list))
+		s.mux.HandleFunc("/"+name+"/", healthOne(name, list))
 	}
 }
 
