@@ -6,5 +6,8 @@
 // credentials (package pki), builds the registry with the built-in kinds
 // and the CRD controller, serves the API, compacts the store every
 // CompactionInterval, writes the kubeconfig once the server is ready, and
-// on cancellation shuts everything down in reverse order.
+// on cancellation makes /readyz fail, keeps serving for ShutdownDelay, then
+// shuts everything down in reverse order. It gives the API server what only
+// it knows: the store's metrics and its health check (etcd's, or the
+// embedded engine's).
 package app
