@@ -237,3 +237,58 @@ func TestMetricsCountThePathsKubeAPIServerCounts(t *testing.T) {
 		t.Errorf("apiserver_request_duration_seconds outside the resources: %v", durations)
 	}
 }
+
+// apiserver_response_sizes counts the bytes of read responses as written,
+// under kube-apiserver v1.37's labels and buckets: a get and a list of
+// ConfigMaps, /readyz; not a create, nor a patch.
+func TestResponseSizesCountReads(t *testing.T) {
+	h := newInProcess(t)
+	h.(*apiserver.Server).MarkStarted()
+	createConfigMaps(t, h, 2, func(i int) string { return strings.Repeat("x", 600*(i+1)) })
+	patchConfigMaps(t, h, 1, func(int) string { return "patched" })
+	one := get(t, h, "/api/v1/namespaces/default/configmaps/cm-0001")
+	list := get(t, h, "/api/v1/namespaces/default/configmaps")
+	ready := get(t, h, "/readyz")
+	if one.Code != 200 || list.Code != 200 || ready.Code != 200 {
+		t.Fatalf("reads: %d %d %d", one.Code, list.Code, ready.Code)
+	}
+	w := get(t, h, "/metrics")
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(w.Body.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, w.Body)
+	}
+	f := families["apiserver_response_sizes"]
+	if f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("a %v", f.GetType())
+	}
+	got := map[string]string{}
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		var under10k uint64
+		for _, bk := range h.GetBucket() {
+			if bk.GetUpperBound() == 1e4 {
+				under10k = bk.GetCumulativeCount()
+			}
+		}
+		got[label(m, "verb")+" "+label(m, "resource")+label(m, "subresource")+" "+label(m, "scope")] =
+			fmt.Sprintf("count %d sum %v under 10k %d", h.GetSampleCount(), h.GetSampleSum(), under10k)
+	}
+	want := map[string]string{
+		"GET configmaps resource":   fmt.Sprintf("count 1 sum %d under 10k 1", one.Body.Len()),
+		"LIST configmaps namespace": fmt.Sprintf("count 1 sum %d under 10k 1", list.Body.Len()),
+		"GET /readyz ":              "count 1 sum 2 under 10k 1",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("apiserver_response_sizes:\n got %v\nwant %v", got, want)
+	}
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

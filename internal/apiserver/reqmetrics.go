@@ -38,7 +38,12 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 	if !ok {
 		return nil
 	}
-	sw.series = s.requests.of(labelsFor(r, ri, watch))
+	l := labelsFor(r, ri, watch)
+	sw.series = s.requests.of(l)
+	// kube-apiserver measures the responses of the routes it installs as
+	// GET and LIST; a watch by ?watch on a list is one of those, one by
+	// the /watch/ path is not.
+	sw.sized = l.verb == "GET" || l.verb == "LIST" || l.verb == "WATCH" && !ri.watchPrefix
 	if watch && sw.inflight {
 		// Long-running: kube-apiserver leaves watches out of its
 		// in-flight counts.
@@ -53,6 +58,7 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 func (s *Server) countPath(w http.ResponseWriter, r *http.Request, path, component string) {
 	if sw, ok := w.(*statusWriter); ok {
 		sw.series = s.requests.of(pathLabels(r, path, component))
+		sw.sized = true // installed as GET, whatever the method
 	}
 }
 
@@ -143,12 +149,18 @@ func dryRunLabel(u *url.URL) string {
 // kube-apiserver's.
 var durationBuckets = [...]float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60}
 
+// sizeBuckets are apiserver_response_sizes' upper bounds, in bytes, as
+// kube-apiserver v1.37's.
+var sizeBuckets = [...]float64{1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
 // requestSeries counts the requests of one set of labels.
 type requestSeries struct {
 	buckets [len(durationBuckets) + 1]atomic.Uint64 // the last is +Inf alone
 	nanos   atomic.Int64                            // the durations' sum
 	codes   sync.Map                                // HTTP status code → *atomic.Uint64
 	running atomic.Int64                            // watches open now
+	sizes   [len(sizeBuckets) + 1]atomic.Uint64     // response bytes, of the requests whose size is counted
+	bytes   atomic.Int64                            // their sum
 }
 
 // requestMetrics are the request metrics of one server. A request costs a
@@ -182,6 +194,12 @@ func (m *seriesMap[L, S]) of(l L) *S {
 		m.series[l] = s
 	}
 	return s
+}
+
+// observeSize counts the bytes of a finished request's response body.
+func (s *requestSeries) observeSize(n int64) {
+	s.sizes[sort.SearchFloat64s(sizeBuckets[:], float64(n))].Add(1)
+	s.bytes.Add(n)
 }
 
 // observe counts a finished request.
@@ -231,7 +249,7 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", e.text, strconv.FormatFloat(time.Duration(e.s.nanos.Load()).Seconds(), 'g', -1, 64))
 		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", e.text, n)
 	}
-	writeSLI(b, all)
+	writeSLIAndSizes(b, all)
 	b.WriteString("# HELP apiserver_longrunning_requests Watches open now, by group, version, resource, subresource and scope.\n# TYPE apiserver_longrunning_requests gauge\n")
 	for _, e := range all {
 		if l := e.labels; l.verb == "WATCH" {
@@ -255,54 +273,88 @@ type requestEntry struct {
 // each of its buckets is a sum of the duration histogram's.
 const sliFirstBucket = 2 // durationBuckets[2] is 0.05
 
-// writeSLI writes apiserver_request_sli_duration_seconds, the histogram
-// that kube-apiserver's latency SLOs (and the kubernetes-mixin rules built
-// on them) read: the request durations without webhooks' time or the
-// priority-and-fairness queue's, neither of which kplane has, so they are
-// the duration histogram's, by the same labels without dry_run, watches
-// left out, in kube-apiserver's coarser buckets. It is computed at the
-// scrape, not per request.
-func writeSLI(b *bytes.Buffer, all []requestEntry) {
-	type sli struct {
+// writeSLIAndSizes writes the two histograms kube-apiserver labels without
+// dry_run or code, summing the series that differ only in those:
+//   - apiserver_request_sli_duration_seconds, the histogram that
+//     kube-apiserver's latency SLOs (and the kubernetes-mixin rules built
+//     on them) read: the request durations without webhooks' time or the
+//     priority-and-fairness queue's, neither of which kplane has, so they
+//     are the duration histogram's, watches left out, in kube-apiserver's
+//     coarser buckets;
+//   - apiserver_response_sizes, the bytes of the response bodies of the
+//     requests whose size is counted (reads; see countRequest).
+//
+// Both are computed at the scrape, from the series' counts.
+func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
+	type group struct {
 		text    string
+		watch   bool
 		buckets [len(durationBuckets) + 1]uint64
 		nanos   int64
+		sizes   [len(sizeBuckets) + 1]uint64
+		bytes   int64
 	}
-	var out []*sli
-	byText := map[string]*sli{}
+	var out []*group
+	byText := map[string]*group{}
 	for _, e := range all {
-		if e.labels.verb == "WATCH" {
-			continue
-		}
 		l := e.labels
 		text := fmt.Sprintf("component=%q,group=%q,resource=%q,scope=%q,subresource=%q,verb=%q,version=%q",
 			l.component, l.group, l.resource, l.scope, l.subresource, l.verb, l.version)
-		h := byText[text]
-		if h == nil {
-			h = &sli{text: text}
-			byText[text] = h
-			out = append(out, h)
+		g := byText[text]
+		if g == nil {
+			g = &group{text: text, watch: l.verb == "WATCH"}
+			byText[text] = g
+			out = append(out, g)
 		}
-		for j := range h.buckets {
-			h.buckets[j] += e.s.buckets[j].Load()
-		}
-		h.nanos += e.s.nanos.Load()
-	}
-	slices.SortFunc(out, func(a, b *sli) int { return strings.Compare(a.text, b.text) })
-	b.WriteString("# HELP apiserver_request_sli_duration_seconds How long requests took to answer, watches aside, in seconds, for latency SLIs: kplane has no webhooks or queues to leave out.\n# TYPE apiserver_request_sli_duration_seconds histogram\n")
-	for _, h := range out {
-		var n uint64
-		for j, le := range durationBuckets {
-			n += h.buckets[j]
-			if j >= sliFirstBucket {
-				fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_bucket{%s,le=\"%s\"} %d\n", h.text, strconv.FormatFloat(le, 'g', -1, 64), n)
+		if l.verb != "WATCH" {
+			for j := range g.buckets {
+				g.buckets[j] += e.s.buckets[j].Load()
 			}
+			g.nanos += e.s.nanos.Load()
 		}
-		n += h.buckets[len(durationBuckets)]
-		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", h.text, n)
-		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_sum{%s} %s\n", h.text, strconv.FormatFloat(time.Duration(h.nanos).Seconds(), 'g', -1, 64))
-		fmt.Fprintf(b, "apiserver_request_sli_duration_seconds_count{%s} %d\n", h.text, n)
+		for j := range g.sizes {
+			g.sizes[j] += e.s.sizes[j].Load()
+		}
+		g.bytes += e.s.bytes.Load()
 	}
+	slices.SortFunc(out, func(a, b *group) int { return strings.Compare(a.text, b.text) })
+	b.WriteString("# HELP apiserver_request_sli_duration_seconds How long requests took to answer, watches aside, in seconds, for latency SLIs: kplane has no webhooks or queues to leave out.\n# TYPE apiserver_request_sli_duration_seconds histogram\n")
+	for _, g := range out {
+		if g.watch {
+			continue
+		}
+		writeHistogram(b, "apiserver_request_sli_duration_seconds", g.text, durationBuckets[sliFirstBucket:], g.buckets[:], time.Duration(g.nanos).Seconds())
+	}
+	b.WriteString("# HELP apiserver_response_sizes Bytes of the response bodies of reads, a watch's whole stream included.\n# TYPE apiserver_response_sizes histogram\n")
+	for _, g := range out {
+		var n uint64
+		for _, c := range g.sizes {
+			n += c
+		}
+		if n > 0 {
+			writeHistogram(b, "apiserver_response_sizes", g.text, sizeBuckets[:], g.sizes[:], float64(g.bytes))
+		}
+	}
+}
+
+// writeHistogram writes one series of a histogram in the text format:
+// counts holds, per bucket, the observations up to its bound and above the
+// previous one, the last bucket those above every bound; bounds are the
+// last len(bounds) of the upper bounds counts is kept by (a histogram with
+// coarser buckets at its low end sums the finer ones).
+func writeHistogram(b *bytes.Buffer, name, labels string, bounds []float64, counts []uint64, sum float64) {
+	skip := len(counts) - 1 - len(bounds)
+	var n uint64
+	for j, c := range counts[:len(counts)-1] {
+		n += c
+		if j >= skip {
+			fmt.Fprintf(b, "%s_bucket{%s,le=\"%s\"} %d\n", name, labels, strconv.FormatFloat(bounds[j-skip], 'g', -1, 64), n)
+		}
+	}
+	n += counts[len(counts)-1]
+	fmt.Fprintf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, labels, n)
+	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, labels, strconv.FormatFloat(sum, 'g', -1, 64))
+	fmt.Fprintf(b, "%s_count{%s} %d\n", name, labels, n)
 }
 
 // String is the labels in the text format, in name order after code.

@@ -149,6 +149,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	end := time.Now()
 	if sw.series != nil {
 		sw.series.observe(sw.code, end.Sub(start))
+		if sw.sized {
+			sw.series.observeSize(sw.written)
+		}
 	}
 	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", end.Sub(start))
@@ -190,12 +193,21 @@ func growStackMore() {
 func touch(b []byte) { b[0] = 1 }
 
 // statusWriter remembers the response code for the request log and the
-// request metrics, and passes Flush through for watches.
+// request metrics, counts the body's bytes for the latter, and passes
+// Flush through for watches.
 type statusWriter struct {
 	http.ResponseWriter
 	code     int
 	series   *requestSeries // the request's metrics, once it is known to be for a resource
 	inflight bool           // counted in Server.inflight: until it ends, or turns out to be a watch
+	sized    bool           // the response's size is counted (apiserver_response_sizes)
+	written  int64          // bytes of the body written
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.written += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) WriteHeader(code int) {

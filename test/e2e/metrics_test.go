@@ -161,6 +161,25 @@ func TestMetrics(t *testing.T) {
 	if n := requests(third, "LIST", "200", "cluster"); n != 1 {
 		t.Errorf("apiserver_request_total LIST 200 cluster: %v, want 1", n)
 	}
+	// The cluster-wide list's size, as written: at least its 300
+	// ConfigMaps' names. Creates are not measured.
+	var listed, posted uint64
+	var listBytes float64
+	for _, m := range third["apiserver_response_sizes"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		switch {
+		case l["resource"] == "configmaps" && l["verb"] == "LIST" && l["scope"] == "cluster":
+			listed, listBytes = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		case l["verb"] == "POST":
+			posted += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if listed != 1 || listBytes < float64(300*len(`"name":"cm-000"`)) || posted != 0 {
+		t.Errorf("apiserver_response_sizes: list %d, %v bytes; creates %d", listed, listBytes, posted)
+	}
 	watching := func(families map[string]*dto.MetricFamily) float64 {
 		for _, m := range families["apiserver_longrunning_requests"].GetMetric() {
 			for _, p := range m.GetLabel() {
