@@ -239,15 +239,9 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 	}
 	b.WriteString("# HELP apiserver_request_duration_seconds How long requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
 	for _, e := range all {
-		var n uint64
-		for j, le := range durationBuckets {
-			n += e.s.buckets[j].Load()
-			fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"%s\"} %d\n", e.text, strconv.FormatFloat(le, 'g', -1, 64), n)
-		}
-		n += e.s.buckets[len(durationBuckets)].Load()
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", e.text, n)
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_sum{%s} %s\n", e.text, strconv.FormatFloat(time.Duration(e.s.nanos.Load()).Seconds(), 'g', -1, 64))
-		fmt.Fprintf(b, "apiserver_request_duration_seconds_count{%s} %d\n", e.text, n)
+		var counts [len(durationBuckets) + 1]uint64
+		loadCounts(counts[:], e.s.buckets[:])
+		writeHistogram(b, "apiserver_request_duration_seconds", e.text, durationBuckets[:], counts[:], seconds(e.s.nanos.Load()))
 	}
 	writeSLIAndSizes(b, all)
 	b.WriteString("# HELP apiserver_longrunning_requests Watches open now, by group, version, resource, subresource and scope.\n# TYPE apiserver_longrunning_requests gauge\n")
@@ -323,7 +317,7 @@ func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
 		if g.watch {
 			continue
 		}
-		writeHistogram(b, "apiserver_request_sli_duration_seconds", g.text, durationBuckets[sliFirstBucket:], g.buckets[:], time.Duration(g.nanos).Seconds())
+		writeHistogram(b, "apiserver_request_sli_duration_seconds", g.text, durationBuckets[sliFirstBucket:], g.buckets[:], seconds(g.nanos))
 	}
 	b.WriteString("# HELP apiserver_response_sizes Bytes of the response bodies of reads, a watch's whole stream included.\n# TYPE apiserver_response_sizes histogram\n")
 	for _, g := range out {
@@ -332,7 +326,7 @@ func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
 			n += c
 		}
 		if n > 0 {
-			writeHistogram(b, "apiserver_response_sizes", g.text, sizeBuckets[:], g.sizes[:], float64(g.bytes))
+			writeHistogram(b, "apiserver_response_sizes", g.text, sizeBuckets[:], g.sizes[:], strconv.FormatInt(g.bytes, 10))
 		}
 	}
 }
@@ -341,8 +335,9 @@ func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
 // counts holds, per bucket, the observations up to its bound and above the
 // previous one, the last bucket those above every bound; bounds are the
 // last len(bounds) of the upper bounds counts is kept by (a histogram with
-// coarser buckets at its low end sums the finer ones).
-func writeHistogram(b *bytes.Buffer, name, labels string, bounds []float64, counts []uint64, sum float64) {
+// coarser buckets at its low end sums the finer ones); sum is written as
+// given.
+func writeHistogram(b *bytes.Buffer, name, labels string, bounds []float64, counts []uint64, sum string) {
 	skip := len(counts) - 1 - len(bounds)
 	var n uint64
 	for j, c := range counts[:len(counts)-1] {
@@ -353,8 +348,20 @@ func writeHistogram(b *bytes.Buffer, name, labels string, bounds []float64, coun
 	}
 	n += counts[len(counts)-1]
 	fmt.Fprintf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, labels, n)
-	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, labels, strconv.FormatFloat(sum, 'g', -1, 64))
+	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, labels, sum)
 	fmt.Fprintf(b, "%s_count{%s} %d\n", name, labels, n)
+}
+
+// loadCounts reads a histogram's atomic counts into dst.
+func loadCounts(dst []uint64, src []atomic.Uint64) {
+	for j := range src {
+		dst[j] = src[j].Load()
+	}
+}
+
+// seconds is a sum of nanoseconds as the text format writes seconds.
+func seconds(nanos int64) string {
+	return strconv.FormatFloat(time.Duration(nanos).Seconds(), 'g', -1, 64)
 }
 
 // String is the labels in the text format, in name order after code.

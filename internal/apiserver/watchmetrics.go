@@ -55,9 +55,7 @@ func (m *watchEventMetrics) write(b *bytes.Buffer) {
 	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.text, b.text) })
 	counts := make([][len(watchSizeBuckets) + 1]uint64, len(all))
 	for i, e := range all {
-		for j := range e.s.buckets {
-			counts[i][j] = e.s.buckets[j].Load()
-		}
+		loadCounts(counts[i][:], e.s.buckets[:])
 	}
 	total := func(c [len(watchSizeBuckets) + 1]uint64) (n uint64) {
 		for _, v := range c {
@@ -71,14 +69,6 @@ func (m *watchEventMetrics) write(b *bytes.Buffer) {
 	}
 	b.WriteString("# HELP apiserver_watch_events_sizes Sizes of the events sent to watch clients, as encoded, in bytes.\n# TYPE apiserver_watch_events_sizes histogram\n")
 	for i, e := range all {
-		var n uint64
-		for j, le := range watchSizeBuckets {
-			n += counts[i][j]
-			fmt.Fprintf(b, "apiserver_watch_events_sizes_bucket{%s,le=\"%s\"} %d\n", e.text, strconv.FormatFloat(le, 'g', -1, 64), n)
-		}
-		n += counts[i][len(watchSizeBuckets)]
-		fmt.Fprintf(b, "apiserver_watch_events_sizes_bucket{%s,le=\"+Inf\"} %d\n", e.text, n)
-		fmt.Fprintf(b, "apiserver_watch_events_sizes_sum{%s} %d\n", e.text, e.s.bytes.Load())
-		fmt.Fprintf(b, "apiserver_watch_events_sizes_count{%s} %d\n", e.text, n)
+		writeHistogram(b, "apiserver_watch_events_sizes", e.text, watchSizeBuckets[:], counts[i][:], strconv.FormatInt(e.s.bytes.Load(), 10))
 	}
 }

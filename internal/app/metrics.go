@@ -52,8 +52,8 @@ func storeMetrics(storage string, kvs kv.Store, c *compactor) []apiserver.Metric
 	})
 }
 
-// healthCheckTimeout bounds the etcd health check, as kube-apiserver's
-// --etcd-healthcheck-timeout does by default.
+// healthCheckTimeout bounds the store's health check, as kube-apiserver's
+// --etcd-healthcheck-timeout bounds its etcd check by default.
 const healthCheckTimeout = 2 * time.Second
 
 // storeHealthChecks are the store's checks for /livez, /readyz and
