@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,9 +237,18 @@ func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (me
 			if err := json.Unmarshal(body, &opts); err != nil {
 				return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
 			}
+			// Another kind is refused, before anything is deleted, with
+			// the message of upstream's scheme.
+			if opts.Kind != "" && opts.Kind != "DeleteOptions" {
+				gv := cmp.Or(opts.APIVersion, "meta.k8s.io/v1")
+				return opts, apierrors.NewBadRequest(fmt.Sprintf("no kind %q is registered for version %q in scheme %q", opts.Kind, gv, "pkg/runtime/scheme.go:111"))
+			}
 		}
 	}
 	q := r.URL.Query()
+	if q.Has("dryRun") {
+		opts.DryRun = q["dryRun"]
+	}
 	if v := q.Get("propagationPolicy"); v != "" {
 		p := metav1.DeletionPropagation(v)
 		opts.PropagationPolicy = &p

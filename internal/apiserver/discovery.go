@@ -5,11 +5,11 @@ import (
 	"encoding/base64"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -75,6 +75,10 @@ func (s *Server) servedGroups() []*servedGroup {
 }
 
 func (s *Server) legacyVersions(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, errMethodNotAllowed)
+		return
+	}
 	if wantsAggregated(r) {
 		s.countPath(w, r, "api", "apiserver")
 		s.aggregated(w, func(g *servedGroup) bool { return g.name == "" })
@@ -121,7 +125,7 @@ func (s *Server) group(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 	}
-	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	noGroup(w, r)
 }
 
 func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver string) {
@@ -133,6 +137,10 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 		if !ok {
 			break
 		}
+		if r.Method != http.MethodGet {
+			writeError(w, errMethodNotAllowed)
+			return
+		}
 		gv := schema.GroupVersion{Group: group, Version: ver}.String()
 		list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv,
 			APIResources: []metav1.APIResource{}}
@@ -142,13 +150,21 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 		writeJSON(w, http.StatusOK, list)
 		return
 	}
-	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	writeError(w, errNoRoute)
 }
 
 var (
 	verbs       = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 	statusVerbs = []string{"get", "patch", "update"}
 )
+
+// verbsOf returns the verbs of k's main resource.
+func verbsOf(k *registry.Kind) []string {
+	if k.NoDeleteCollection {
+		return slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return v == "deletecollection" })
+	}
+	return verbs
+}
 
 // storageVersionHash identifies the storage version, as upstream's
 // discovery does, so that clients can tell when it changes.
@@ -160,7 +176,7 @@ func storageVersionHash(k *registry.Kind) string {
 func apiResources(k *registry.Kind) []metav1.APIResource {
 	out := []metav1.APIResource{{
 		Name: k.Resource, SingularName: k.Singular, Namespaced: k.Namespaced, Kind: k.Kind,
-		Verbs: verbs, ShortNames: k.ShortNames, Categories: k.Categories, StorageVersionHash: storageVersionHash(k),
+		Verbs: verbsOf(k), ShortNames: k.ShortNames, Categories: k.Categories, StorageVersionHash: storageVersionHash(k),
 	}}
 	if k.Status {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
@@ -194,7 +210,7 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 					scope = apidiscoveryv2.ScopeNamespace
 				}
 				rd := apidiscoveryv2.APIResourceDiscovery{
-					Resource: k.Resource, SingularResource: k.Singular, Scope: scope, Verbs: verbs,
+					Resource: k.Resource, SingularResource: k.Singular, Scope: scope, Verbs: verbsOf(k),
 					ShortNames: k.ShortNames, Categories: k.Categories,
 					ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 				}

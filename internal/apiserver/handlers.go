@@ -25,12 +25,22 @@ import (
 
 // resources routes /api/... and /apis/... requests.
 func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
-	ri, ok := parsePath(r.URL.Path)
-	if !ok {
-		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	switch strings.Trim(r.URL.Path, "/") {
+	case "api": // /api/, as /api
+		s.legacyVersions(w, r)
+		return
+	case "apis":
+		s.groups(w, r)
 		return
 	}
+	ri, ok := parsePath(r.URL.Path)
 	switch {
+	case ri.group != "" && !s.servesGroup(ri.group):
+		noGroup(w, r)
+		return
+	case !ok:
+		writeError(w, errNoRoute)
+		return
 	case ri.groupOnly:
 		s.group(w, r, ri.group)
 		return
@@ -40,45 +50,25 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	res, ok := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource)
 	if !ok {
-		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: ri.group, Resource: ri.resource}, ""))
+		writeError(w, errNoRoute)
 		return
 	}
 	k := res.Kind()
-	if ri.namespacedCollection && !k.Namespaced {
-		writeError(w, apierrors.NewNotFound(k.GroupResource(), ""))
+	switch m := installed(ri, k); {
+	case m == 0:
+		writeError(w, errNoRoute)
 		return
-	}
-	switch ri.subresource {
-	case "":
-	case "status":
-		if !k.Status || ri.name == "" {
-			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
-			return
-		}
-	case "scale":
-		if k.Scale == nil || ri.name == "" {
-			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
-			return
-		}
-		s.countRequest(w, r, ri, false)
-		(&handler{s: s, res: res, kind: k, ri: ri}).scale(w, r)
-		return
-	case "finalize":
-		if !k.Finalize || ri.name == "" || r.Method != http.MethodPut {
-			writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
-			return
-		}
-	default:
-		writeError(w, apierrors.NewNotFound(k.GroupResource(), ri.name))
-		return
-	}
-	if ri.watchPrefix && r.Method != http.MethodGet {
-		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
+	case !m.allows(r.Method):
+		writeError(w, errMethodNotAllowed)
 		return
 	}
 	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")))
 	series := s.countRequest(w, r, ri, watch)
 	h := &handler{s: s, res: res, kind: k, ri: ri}
+	if ri.subresource == "scale" {
+		h.scale(w, r)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 		switch {
@@ -94,31 +84,17 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 			h.get(w, r)
 		}
 	case http.MethodPost:
-		if ri.name != "" {
-			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "create"))
-			return
-		}
 		h.create(w, r)
 	case http.MethodPut:
-		if ri.name == "" {
-			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "update"))
-			return
-		}
 		h.update(w, r)
+	case http.MethodPatch:
+		h.patch(w, r)
 	case http.MethodDelete:
 		if ri.name == "" {
 			h.deleteCollection(w, r)
 		} else {
 			h.delete(w, r)
 		}
-	case http.MethodPatch:
-		if ri.name == "" {
-			writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), "patch"))
-			return
-		}
-		h.patch(w, r)
-	default:
-		writeError(w, apierrors.NewMethodNotSupported(k.GroupResource(), r.Method))
 	}
 }
 
@@ -301,11 +277,14 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusOK, out, enc)
 }
 
-// objectWrite reads a create or update request: its dryRun, its body,
-// its fieldManager and its fieldValidation, checked in that order.
+// objectWrite reads a create or update request: its options, then its
+// body.
 func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstructured.Unstructured, registry.WriteOptions, error) {
-	var wo registry.WriteOptions
-	dry, err := dryRun(r.URL.Query())
+	kind := "UpdateOptions"
+	if r.Method == http.MethodPost {
+		kind = "CreateOptions"
+	}
+	wo, err := writeOptions(r, kind)
 	if err != nil {
 		return nil, wo, err
 	}
@@ -313,12 +292,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 	if err != nil {
 		return nil, wo, err
 	}
-	manager, err := fieldManager(r)
-	if err != nil {
-		return nil, wo, err
-	}
-	wo = registry.WriteOptions{DryRun: dry, FieldManager: manager}
-	if r.Method == http.MethodPut && !dry {
+	if r.Method == http.MethodPut && !wo.DryRun {
 		// Lets an update that changed nothing be answered from the store
 		// when it comes again (registry/noopwrites.go).
 		sum := sha256.Sum256(body)
@@ -401,15 +375,11 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		out, err = h.res.GetScale(ctx, h.ri.version, h.ri.namespace, h.ri.name)
 	case http.MethodPut:
-		var dry bool
-		if dry, err = dryRun(r.URL.Query()); err != nil {
+		var wo registry.WriteOptions
+		if wo, err = writeOptions(r, "UpdateOptions"); err != nil {
 			break
 		}
-		var manager string
-		if manager, err = fieldManager(r); err != nil {
-			break
-		}
-		wo := registry.WriteOptions{DryRun: dry, FieldManager: manager, Subresource: "scale"}
+		wo.Subresource = "scale"
 		var body []byte
 		if body, err = h.s.readBody(w, r); err != nil {
 			break
@@ -430,7 +400,7 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 		}
 		out, err = h.res.PatchScale(ctx, h.ri.version, h.ri.namespace, h.ri.name, body, po)
 	default:
-		err = apierrors.NewMethodNotSupported(h.kind.GroupResource(), r.Method)
+		err = errMethodNotAllowed
 	}
 	if err != nil {
 		writeError(w, err)
@@ -439,33 +409,34 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// fieldManager validates ?fieldManager of a create or update and names
-// the write's manager.
-func fieldManager(r *http.Request) (string, error) {
-	m := r.URL.Query().Get("fieldManager")
-	if errs := metavalidation.ValidateFieldManager(m, field.NewPath("fieldManager")); len(errs) > 0 {
-		return "", apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+// writeOptions reads the options of a create or update (dryRun,
+// fieldManager, fieldValidation) and validates them as kube-apiserver
+// does before it reads the body: a 422 naming kind, CreateOptions or
+// UpdateOptions.
+func writeOptions(r *http.Request, kind string) (registry.WriteOptions, error) {
+	q := r.URL.Query()
+	dry, manager, validation := q["dryRun"], q.Get("fieldManager"), q.Get("fieldValidation")
+	var errs field.ErrorList
+	if kind == "CreateOptions" {
+		errs = metavalidation.ValidateCreateOptions(&metav1.CreateOptions{DryRun: dry, FieldManager: manager, FieldValidation: validation})
+	} else {
+		errs = metavalidation.ValidateUpdateOptions(&metav1.UpdateOptions{DryRun: dry, FieldManager: manager, FieldValidation: validation})
 	}
-	return registry.ManagerName(m, r.UserAgent()), nil
+	if len(errs) > 0 {
+		return registry.WriteOptions{}, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+	}
+	return registry.WriteOptions{DryRun: len(dry) > 0, FieldManager: registry.ManagerName(manager, r.UserAgent())}, nil
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	dry, err := dryRun(r.URL.Query())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	opts, err := h.s.decodeDeleteOptions(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if len(opts.DryRun) > 0 {
-		dry = true
-	}
-	out, deleted, err := h.res.Delete(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts, registry.WriteOptions{DryRun: dry})
+	out, deleted, err := h.res.Delete(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts, registry.WriteOptions{DryRun: len(opts.DryRun) > 0})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -487,11 +458,6 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	dry, err := dryRun(r.URL.Query())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	lo, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
@@ -502,7 +468,7 @@ func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	list, err := h.res.DeleteCollection(ctx, h.ri.version, h.ri.namespace, lo, opts, registry.WriteOptions{DryRun: dry || len(opts.DryRun) > 0})
+	list, err := h.res.DeleteCollection(ctx, h.ri.version, h.ri.namespace, lo, opts, registry.WriteOptions{DryRun: len(opts.DryRun) > 0})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -62,6 +62,10 @@ func (s *Server) installHealth() {
 	for name, list := range map[string][]HealthCheck{"livez": checks, "healthz": checks, "readyz": ready} {
 		s.mux.HandleFunc("/"+name, s.healthAll(name, list))
 		s.mux.HandleFunc("/"+name+"/", healthOne(name, list))
+		s.healthPaths = append(s.healthPaths, "/"+name)
+		for _, c := range list {
+			s.healthPaths = append(s.healthPaths, "/"+name+"/"+c.Name)
+		}
 	}
 }
 

@@ -859,12 +859,15 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 			"parameters": pathParams(true),
 		}
 	}
-	paths[root+k.Resource] = map[string]any{
+	collection := map[string]any{
 		"get":        listOp(op("list", "list", "", nil, list, []string{"200"}, listParams...)),
 		"post":       op("create", "post", "", obj, obj, []string{"200", "201", "202"}, write...),
-		"delete":     op("deletecollection", "deletecollection", "", deleteBody, status, []string{"200"}, append(deleteParams, listParams...)...),
 		"parameters": pathParams(false),
 	}
+	if !k.NoDeleteCollection {
+		collection["delete"] = op("deletecollection", "deletecollection", "", deleteBody, status, []string{"200"}, append(deleteParams, listParams...)...)
+	}
+	paths[root+k.Resource] = collection
 	paths[root+k.Resource+"/{name}"] = map[string]any{
 		"get":        op("read", "get", "", nil, obj, []string{"200"}),
 		"put":        op("replace", "put", "", obj, obj, []string{"200", "201"}, write...),

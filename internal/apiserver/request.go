@@ -91,17 +91,17 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 	var err error
 	if s := q.Get("labelSelector"); s != "" {
 		if o.Predicate.Label, err = labels.Parse(s); err != nil {
-			return o, false, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+			return o, false, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if s := q.Get("fieldSelector"); s != "" {
 		sel, err := fields.ParseSelector(s)
 		if err != nil {
-			return o, false, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+			return o, false, apierrors.NewBadRequest(err.Error())
 		}
 		for _, req := range sel.Requirements() {
 			if !k.SupportsField(version, req.Field) {
-				return o, false, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+				return o, false, apierrors.NewBadRequest(k.FieldNotSupported(req.Field))
 			}
 		}
 		o.Predicate.Field = sel
@@ -122,6 +122,11 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 		}
 	}
 	o.Continue = q.Get("continue")
+	if s := q.Get("timeoutSeconds"); s != "" {
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			return o, false, apierrors.NewBadRequest("invalid timeoutSeconds " + strconv.Quote(s))
+		}
+	}
 	watch := boolParam(q, "watch")
 	o.AllowBookmarks = boolParam(q, "allowWatchBookmarks")
 	o.SendInitialEvents = boolParam(q, "sendInitialEvents")
@@ -158,15 +163,4 @@ func invalidList(path, value, msg string) error {
 func boolParam(q url.Values, name string) bool {
 	v := q.Get(name)
 	return v == "true" || v == "1"
-}
-
-// dryRun parses ?dryRun=All (the only value upstream accepts).
-func dryRun(q url.Values) (bool, error) {
-	vals := q["dryRun"]
-	for _, v := range vals {
-		if v != metav1.DryRunAll {
-			return false, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %v, supported values: [%s]", v, metav1.DryRunAll))
-		}
-	}
-	return len(vals) > 0, nil
 }

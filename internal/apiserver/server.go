@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -60,6 +62,7 @@ type Server struct {
 	requests     requestMetrics
 	inflight     inflightRequests
 	watchEvents  watchEventMetrics
+	healthPaths  []string // /livez, /livez/ping, ...: for the index
 }
 
 // New returns a server; its health checks fail until MarkStarted.
@@ -92,10 +95,30 @@ func New(cfg Config) *Server {
 		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, apierrors.NewNotFound(schemaGroupResource(""), ""))
-	})
+	s.mux.HandleFunc("/", s.index)
 	return s
+}
+
+// index answers / with the paths served, as kube-apiserver's root does.
+// Any other path not served gets Go's plain-text 404, as there.
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	paths := []string{"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/version"}
+	paths = append(paths, s.healthPaths...)
+	for _, g := range s.servedGroups() {
+		if g.name == "" {
+			continue
+		}
+		paths = append(paths, "/apis/"+g.name)
+		for _, v := range g.versions {
+			paths = append(paths, "/apis/"+g.name+"/"+v)
+		}
+	}
+	slices.Sort(paths)
+	writeJSON(w, http.StatusOK, &metav1.RootPaths{Paths: paths})
 }
 
 // StopWatches ends every watch stream (cleanly, as a server timeout
@@ -241,6 +264,10 @@ func (s *Server) Info() version.Info {
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, errMethodNotAllowed)
+		return
+	}
 	writeJSON(w, http.StatusOK, s.Info())
 }
 

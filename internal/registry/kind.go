@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,6 +44,16 @@ type Kind struct {
 	// ReturnDeletedObject: an immediate delete answers with the deleted
 	// object rather than a Status (ServiceAccount does upstream).
 	ReturnDeletedObject bool
+	// QualifiedFinalizers: each finalizer must be a standard one
+	// (kubernetes, orphan, foregroundDeletion) or qualified by a domain
+	// ("example.com/cleanup"), as core validation requires of most
+	// built-in kinds upstream; Lease, Event, CRDs and custom resources
+	// take any finalizer that is a qualified name.
+	QualifiedFinalizers bool
+	// NoDeleteCollection: the kind has no deletecollection verb, so a
+	// DELETE on its collection is refused rather than deleting every
+	// object (namespaces upstream).
+	NoDeleteCollection bool
 
 	// Typed, for built-in kinds, returns the Go type bodies are decoded
 	// through, which checks field types and drops unknown fields as
@@ -206,11 +217,12 @@ func (k *Kind) Prefix() string {
 }
 
 // SupportsField reports whether a field selector of a request in version
-// may use field f: metadata.name, metadata.namespace for a namespaced
-// kind, and the kind's Fields (as upstream's ConvertFieldLabel accepts
-// them; anything else is 400 "field label not supported: <f>").
+// may use field f, as upstream's field label conversions accept it:
+// metadata.name; metadata.namespace for a namespaced kind, and for a
+// built-in kind with no fields of its own, cluster-scoped too (the
+// default conversion takes both); and the kind's Fields.
 func (k *Kind) SupportsField(version, f string) bool {
-	if f == "metadata.name" || (k.Namespaced && f == "metadata.namespace") {
+	if f == "metadata.name" || (f == "metadata.namespace" && (k.Namespaced || k.metadataFieldsOnly())) {
 		return true
 	}
 	if k.Fields == nil {
@@ -221,4 +233,19 @@ func (k *Kind) SupportsField(version, f string) bool {
 	}
 	_, ok := k.Fields(&unstructured.Unstructured{Object: map[string]any{}})[f]
 	return ok
+}
+
+// metadataFieldsOnly reports whether the kind is a built-in one whose
+// field selectors take only metadata: upstream converts its field labels
+// with the default conversion, not one of the kind's own.
+func (k *Kind) metadataFieldsOnly() bool { return k.Fields == nil && k.Typed != nil }
+
+// FieldNotSupported is the message of the 400 for a field selector on f,
+// which SupportsField refuses: the default conversion's for a built-in
+// kind with no fields of its own, the kind's own conversion's otherwise.
+func (k *Kind) FieldNotSupported(f string) string {
+	if k.metadataFieldsOnly() {
+		return fmt.Sprintf("%q is not a known field selector: only %q, %q", f, "metadata.name", "metadata.namespace")
+	}
+	return "field label not supported: " + f
 }

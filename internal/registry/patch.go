@@ -492,8 +492,8 @@ func (r *Resource) applyCreate(ctx context.Context, k *Kind, version, ns, name s
 	if uid := obj.GetUID(); uid != "" {
 		return nil, apierrors.NewConflict(k.GroupResource(), name, fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
 	}
-	if obj.GetName() != name {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
+	if err := checkURLName(obj.GetName(), name); err != nil {
+		return nil, err
 	}
 	// System fields of the configuration don't survive a create.
 	obj.SetResourceVersion("")

@@ -129,8 +129,8 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 		if want.Spec.Replicas == noReplicas {
 			return nil, emptyReplicas(k)
 		}
-		if want.Name != name {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, name))
+		if err := checkURLName(want.Name, name); err != nil {
+			return nil, err
 		}
 		if want.Spec.Replicas < 0 {
 			return nil, apierrors.NewInvalid(scaleKind, name, field.ErrorList{
@@ -265,8 +265,11 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 			"the apply configuration's apiVersion and kind (%q, %q) do not match the resource (%q, %q)",
 			applied.GetAPIVersion(), applied.GetKind(), "autoscaling/v1", "Scale"))
 	}
-	if applied.GetName() != name {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", applied.GetName(), name))
+	// A configuration may leave the name out: it is the URL's.
+	if n := applied.GetName(); n != "" {
+		if err := checkURLName(n, name); err != nil {
+			return nil, err
+		}
 	}
 	parent := &unstructured.Unstructured{Object: map[string]any{}}
 	parent.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())

@@ -85,11 +85,23 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	return out, enc, err
 }
 
+// checkURLName refuses an object whose name is not the one in the URL,
+// with kube-apiserver's messages for a missing and for another name.
+func checkURLName(objName, name string) error {
+	if objName == "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: name must be provided", name))
+	}
+	if objName != name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objName, name))
+	}
+	return nil
+}
+
 // checkUpdated checks the name, namespace and resourceVersion of an
 // object about to replace ns/name.
 func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unstructured) error {
-	if obj.GetName() != name {
-		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name))
+	if err := checkURLName(obj.GetName(), name); err != nil {
+		return err
 	}
 	if err := r.checkNamespace(k, ns, obj); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"strings"
+
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,7 +24,23 @@ func validateMeta(k *Kind, obj metav1.Object) field.ErrorList {
 	if nameFn == nil {
 		nameFn = metavalidation.NameIsDNSSubdomain
 	}
-	return metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
+	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
+	if k.QualifiedFinalizers {
+		for i, f := range obj.GetFinalizers() {
+			if !strings.Contains(f, "/") && !standardFinalizers[f] {
+				errs = append(errs, field.Invalid(field.NewPath("metadata", "finalizers").Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
+			}
+		}
+	}
+	return errs
+}
+
+// standardFinalizers are the finalizer names Kubernetes itself uses
+// without a domain.
+var standardFinalizers = map[string]bool{
+	"kubernetes":                     true,
+	metav1.FinalizerOrphanDependents: true,
+	metav1.FinalizerDeleteDependents: true,
 }
 
 // The library's limits (k8s.io/apimachinery/pkg/api/validation and

@@ -147,3 +147,27 @@ func TestKubectl(t *testing.T) {
 		}
 	})
 }
+
+// Paths kube-apiserver has no delete on refuse kubectl's raw deletes with
+// its 405, and delete nothing: namespaces have no deletecollection, and
+// there is no deletecollection across all namespaces.
+func TestKubectlRawDeleteWhereThereIsNoDelete(t *testing.T) {
+	s := startServer(t, "--storage", "memory")
+	s.mustKubectl(t, "create", "configmap", "keep", "-n", "default")
+	for _, path := range []string{"/api/v1/namespaces", "/api/v1/configmaps", "/api/v1/namespaces/default/status"} {
+		_, errOut, err := s.kubectl("delete", "--raw", path)
+		if err == nil || !strings.Contains(errOut, "the server does not allow this method on the requested resource") {
+			t.Errorf("kubectl delete --raw %s: %v, stderr %q; want MethodNotAllowed", path, err, errOut)
+		}
+	}
+	if out := s.mustKubectl(t, "get", "configmap", "keep", "-n", "default", "-o", "jsonpath={.metadata.name}"); out != "keep" {
+		t.Errorf("the ConfigMap after the deletes: %q", out)
+	}
+	if out := s.mustKubectl(t, "get", "namespace", "default", "-o", "jsonpath={.status.phase}"); out != "Active" {
+		t.Errorf("the namespace after the deletes: phase %q, want Active", out)
+	}
+	// A group not served: kubectl says NotFound, from Go's plain 404.
+	if _, errOut, err := s.kubectl("get", "--raw", "/apis/nogroup.example/v1"); err == nil || !strings.Contains(errOut, "NotFound") {
+		t.Errorf("get --raw of a group not served: %v, stderr %q", err, errOut)
+	}
+}

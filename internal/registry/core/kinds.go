@@ -23,14 +23,14 @@ func Kinds() []*registry.Kind {
 		Namespace(),
 		{
 			Versions: []string{"v1"}, Kind: "ConfigMap", ListKind: "ConfigMapList", Resource: "configmaps", Singular: "configmap",
-			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true,
+			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true, QualifiedFinalizers: true,
 			Typed:    func() runtime.Object { return &corev1.ConfigMap{} },
 			Validate: validateConfigMap,
 			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers, Counts: dataMembers}},
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
-			Namespaced: true, UnconditionalUpdate: true,
+			Namespaced: true, UnconditionalUpdate: true, QualifiedFinalizers: true,
 			Typed:            func() runtime.Object { return &corev1.Secret{} },
 			PrepareForCreate: normalizeSecret,
 			PrepareForUpdate: func(obj, _ *unstructured.Unstructured) { normalizeSecret(obj) },
@@ -46,7 +46,7 @@ func Kinds() []*registry.Kind {
 		},
 		{
 			Versions: []string{"v1"}, Kind: "ServiceAccount", ListKind: "ServiceAccountList", Resource: "serviceaccounts", Singular: "serviceaccount",
-			ShortNames: []string{"sa"}, Namespaced: true, UnconditionalUpdate: true, ReturnDeletedObject: true,
+			ShortNames: []string{"sa"}, Namespaced: true, UnconditionalUpdate: true, ReturnDeletedObject: true, QualifiedFinalizers: true,
 			Typed: func() runtime.Object { return &corev1.ServiceAccount{} },
 			Columns: []registry.Column{{Name: "Secrets", Type: "string", Reads: []string{"secrets"}, Value: func(o *unstructured.Unstructured) any {
 				s, _ := o.Object["secrets"].([]any)
@@ -86,7 +86,8 @@ func rbac(kind, resource string, namespaced bool, typed func() runtime.Object) *
 	return &registry.Kind{
 		Group: "rbac.authorization.k8s.io", Versions: []string{"v1"}, Kind: kind, ListKind: kind + "List",
 		Resource: resource, Singular: lower(kind), Namespaced: namespaced, UnconditionalUpdate: true,
-		Typed: typed,
+		QualifiedFinalizers: true,
+		Typed:               typed,
 		// RBAC names are path segments upstream (ValidateRBACName).
 		ValidateName: pathSegmentName,
 	}

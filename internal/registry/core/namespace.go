@@ -36,9 +36,10 @@ const labelName = "kubernetes.io/metadata.name"
 func Namespace() *registry.Kind {
 	return &registry.Kind{
 		Versions: []string{"v1"}, Kind: "Namespace", ListKind: "NamespaceList", Resource: "namespaces", Singular: "namespace",
-		ShortNames: []string{"ns"}, Status: true, UnconditionalUpdate: true, Finalize: true,
-		Typed:        func() runtime.Object { return &corev1.Namespace{} },
-		ValidateName: metavalidation.ValidateNamespaceName,
+		ShortNames: []string{"ns"}, Status: true, UnconditionalUpdate: true, Finalize: true, NoDeleteCollection: true,
+		QualifiedFinalizers: true,
+		Typed:               func() runtime.Object { return &corev1.Namespace{} },
+		ValidateName:        metavalidation.ValidateNamespaceName,
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			unstructured.SetNestedField(obj.Object, string(corev1.NamespaceActive), "status", "phase")
 			unstructured.SetNestedStringSlice(obj.Object, []string{finalizerKubernetes}, "spec", "finalizers")

@@ -1,0 +1,102 @@
+package apiserver_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Options and selectors a request gets wrong are refused as a running
+// kube-apiserver v1.37.2 refused the same requests: the code, the reason,
+// the kind of options named, and the message. The options of a write are
+// checked before its body, and a delete with a bad body deletes nothing.
+func TestBadOptionsAreRefusedAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	send := func(method, path, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	const cms = "/api/v1/namespaces/default/configmaps"
+	if w := send(http.MethodPost, cms, `{"metadata":{"name":"keep"}}`); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	invalid := func(kind, causes string) string {
+		return "422 Invalid " + kind + `.meta.k8s.io "" is invalid: ` + causes
+	}
+	const (
+		dryRun     = `dryRun: Unsupported value: ["Nope"]: supported values: "All"`
+		manager    = `fieldManager: Invalid value: "a\nb": invalid character U+000A (at position 1)`
+		validation = `fieldValidation: Unsupported value: "Nope": supported values: "", "Ignore", "Strict", "Warn"`
+		metaOnly   = `400 BadRequest "spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`
+	)
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", cms + "?dryRun=Nope", `{"metadata":{"name":"a"}}`, invalid("CreateOptions", dryRun)},
+		{"POST", cms + "?fieldManager=a%0Ab", `{"metadata":{"name":"a"}}`, invalid("CreateOptions", manager)},
+		{"POST", cms + "?fieldValidation=Nope", `{"metadata":{"name":"a"}}`, invalid("CreateOptions", validation)},
+		{"POST", cms + "?fieldValidation=Nope&dryRun=Nope&fieldManager=a%0Ab", `{not json`,
+			invalid("CreateOptions", "["+manager+", "+dryRun+", "+validation+"]")},
+		{"PUT", cms + "/keep?dryRun=Nope", `{"metadata":{"name":"keep"}}`, invalid("UpdateOptions", dryRun)},
+		{"PUT", cms + "/keep?fieldManager=a%0Ab", `{"metadata":{"name":"keep"}}`, invalid("UpdateOptions", manager)},
+		{"DELETE", cms + "/keep?dryRun=Nope", "", invalid("DeleteOptions", dryRun)},
+		{"DELETE", cms + "?dryRun=Nope", "", invalid("DeleteOptions", dryRun)},
+		{"DELETE", cms + "/keep", `{"kind":"Pod","apiVersion":"v1"}`,
+			`400 BadRequest no kind "Pod" is registered for version "v1" in scheme "pkg/runtime/scheme.go:111"`},
+		{"DELETE", cms + "/keep", `{"kind":"deleteoptions"}`,
+			`400 BadRequest no kind "deleteoptions" is registered for version "meta.k8s.io/v1" in scheme "pkg/runtime/scheme.go:111"`},
+		{"DELETE", cms + "/keep?dryRun=All", `{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1"}`, "200 "},
+
+		{"GET", cms + "?labelSelector=x+in+%28", "", `400 BadRequest unable to parse requirement: found '', expected: ',', ')' or identifier`},
+		{"GET", cms + "?labelSelector=x%3D%3D%3Dy", "", `400 BadRequest unable to parse requirement: found '=', expected: identifier`},
+		{"GET", cms + "?fieldSelector=a%21%21b", "", `400 BadRequest invalid selector: 'a!!b'; can't understand 'a!!b'`},
+		{"GET", cms + "?timeoutSeconds=abc", "", `400 BadRequest invalid timeoutSeconds "abc"`},
+		// Built-in kinds with no fields of their own take the default
+		// field label conversion; kinds with fields take theirs.
+		{"GET", cms + "?fieldSelector=spec.x%3Dy", "", metaOnly},
+		{"GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=spec.x%3Dy", "", metaOnly},
+		{"GET", "/api/v1/namespaces/default/secrets?fieldSelector=spec.x%3Dy", "", "400 BadRequest field label not supported: spec.x"},
+		{"GET", "/api/v1/namespaces?fieldSelector=metadata.namespace%3Dx", "", "400 BadRequest field label not supported: metadata.namespace"},
+		{"GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx", "", "200 "},
+	} {
+		w := send(c.method, c.path, c.body)
+		got := strconv.Itoa(w.Code) + " "
+		if w.Code >= 300 {
+			var st metav1.Status
+			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+				t.Fatalf("%s %s: %d %s", c.method, c.path, w.Code, w.Body)
+			}
+			got += string(st.Reason) + " " + st.Message
+		}
+		if got != c.want {
+			t.Errorf("%s %s %s:\n got %s\nwant %s", c.method, c.path, c.body, got, c.want)
+		}
+	}
+	if w := send(http.MethodGet, cms+"/keep", ""); w.Code != http.StatusOK {
+		t.Errorf("the ConfigMap after the refused deletes: %d %s", w.Code, w.Body)
+	}
+
+	// A cluster-scoped kind's objects have no namespace: an empty one
+	// selects them all, any other none.
+	if w := send(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"metadata":{"name":"r"}}`); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	for selector, want := range map[string]int{"metadata.namespace%3Dx": 0, "metadata.namespace%3D": -1, "metadata.namespace%21%3Dx": -1} {
+		w := send(http.MethodGet, "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector="+selector, "")
+		var list struct{ Items []any }
+		if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", selector, w.Code, w.Body)
+		}
+		if (want == 0) != (len(list.Items) == 0) {
+			t.Errorf("clusterroles with %s: %d items", selector, len(list.Items))
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package apiserver
+
+import (
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// methods is a set of HTTP methods: those kube-apiserver installs on one
+// shape of path. A method outside the set gets 405, and a path with no
+// set at all 404, both before the request is counted in the metrics, as
+// upstream's router answers them before its instrumented handlers.
+type methods uint8
+
+const (
+	mGet methods = 1 << iota
+	mPost
+	mPut
+	mPatch
+	mDelete
+)
+
+// allows reports whether the set holds method. HEAD and OPTIONS are in
+// no set: kube-apiserver answers both with 405 on its resources.
+func (m methods) allows(method string) bool {
+	var bit methods
+	switch method {
+	case http.MethodGet:
+		bit = mGet
+	case http.MethodPost:
+		bit = mPost
+	case http.MethodPut:
+		bit = mPut
+	case http.MethodPatch:
+		bit = mPatch
+	case http.MethodDelete:
+		bit = mDelete
+	}
+	return m&bit != 0
+}
+
+// installed returns the methods served on ri's path for kind k, or 0
+// where kube-apiserver installs no route:
+//   - a collection in a namespace, or of a cluster-scoped kind: GET (list,
+//     watch), POST (create) and DELETE (deletecollection), unless the kind
+//     has no deletecollection;
+//   - a namespaced kind across all namespaces: GET only, so that no
+//     request creates there or deletes everything in every namespace,
+//     and no object of it is addressed outside its namespace;
+//   - an object: GET, PUT, PATCH and DELETE;
+//   - the legacy /watch/ form of either: GET;
+//   - /status and /scale of a kind that has them: GET, PUT and PATCH;
+//     /finalize: PUT. Deleting through a subresource deletes nothing.
+func installed(ri requestInfo, k *registry.Kind) methods {
+	switch {
+	case ri.namespacedCollection && !k.Namespaced:
+		return 0
+	case k.Namespaced && !ri.namespacedCollection:
+		if ri.name != "" {
+			return 0
+		}
+		return mGet
+	case ri.subresource != "":
+		if ri.name == "" || ri.watchPrefix {
+			return 0
+		}
+		switch {
+		case ri.subresource == "status" && k.Status, ri.subresource == "scale" && k.Scale != nil:
+			return mGet | mPut | mPatch
+		case ri.subresource == "finalize" && k.Finalize:
+			return mPut
+		}
+		return 0
+	case ri.watchPrefix:
+		return mGet
+	case ri.name != "":
+		return mGet | mPut | mPatch | mDelete
+	case k.NoDeleteCollection:
+		return mGet | mPost
+	}
+	return mGet | mPost | mDelete
+}
+
+// The answers of kube-apiserver's router where no route matches (a
+// resource, version or subresource it does not serve) or the route has
+// no handler for the method: the same generic Status for every path.
+var (
+	errNoRoute          = apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+	errMethodNotAllowed = apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+)
+
+// noGroup answers a path under /apis/<group>/ for a group not served. No
+// handler of kube-apiserver claims such a path, so its last one answers
+// with Go's plain-text 404, not a Status.
+func noGroup(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
+
+// servesGroup reports whether any served kind is in group.
+func (s *Server) servesGroup(group string) bool {
+	for _, res := range s.cfg.Registry.Resources() {
+		if res.Kind().Group == group {
+			return true
+		}
+	}
+	return false
+}
