@@ -85,11 +85,13 @@ func installed(ri requestInfo, k *registry.Kind) methods {
 }
 
 // The answers of kube-apiserver's router where no route matches (a
-// resource, version or subresource it does not serve) or the route has
-// no handler for the method: the same generic Status for every path.
+// resource, version or subresource it does not serve), the route has no
+// handler for the method, or none consumes the media type of a patch: the
+// same generic Status for every path.
 var (
 	errNoRoute          = apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
 	errMethodNotAllowed = apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+	errUnsupportedPatch = apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 )
 
 // noGroup answers a path under /apis/<group>/ for a group not served. No

@@ -301,7 +301,7 @@ func resourceVersionOf(obj *unstructured.Unstructured) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n < 0 {
 		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", rv))
 	}
 	return n, nil

@@ -12,6 +12,7 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -41,6 +42,11 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	if err := r.checkUpdated(k, ns, name, obj); err != nil {
 		return nil, nil, err
 	}
+	// resourceVersion 0 asks for an unconditional update, as upstream
+	// (the kinds that refuse one refused it above).
+	if want, _ := resourceVersionOf(obj); want == 0 {
+		obj.SetResourceVersion("")
+	}
 	// produce only reads cur (the field manager's live object). It
 	// changes the object it hands on (managedFields, pruning, the status
 	// kept), so each attempt needs obj as it came, and gets a copy; but
@@ -66,6 +72,12 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	}
 	out, enc, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		watch.seen = cur.GetResourceVersion()
+		// A uid in the body is a precondition, checked first, as
+		// upstream takes it from the object sent.
+		if uid := obj.GetUID(); uid != "" && uid != cur.GetUID() {
+			//lint:ignore ST1005 upstream's wording, after "Operation cannot be fulfilled on ...: "
+			return nil, apierrors.NewConflict(k.GroupResource(), name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, cur.GetUID()))
+		}
 		// A stale resourceVersion is a conflict whatever the field
 		// manager makes of the object (update checks it again after), so
 		// the writers that lose a race skip its work.
@@ -111,8 +123,9 @@ func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unst
 		return err
 	}
 	if want == 0 && !k.UnconditionalUpdate {
-		return apierrors.NewInvalid(k.GroupKind(), name, field.ErrorList{
-			field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be specified for an update")})
+		// Upstream names the resource here, not the kind.
+		return apierrors.NewInvalid(schema.GroupKind{Group: k.Group, Kind: k.Resource}, name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), want, "must be specified for an update")})
 	}
 	return nil
 }
