@@ -62,7 +62,7 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMethodNotAllowed)
 		return
 	}
-	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")))
+	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && watchParam(r.URL.Query())))
 	series := s.countRequest(w, r, ri, watch)
 	h := &handler{s: s, res: res, kind: k, ri: ri}
 	if ri.subresource == "scale" {
@@ -109,7 +109,12 @@ type handler struct {
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	opts := metav1.GetOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
+	q := r.URL.Query()
+	if export, _ := strconv.ParseBool(q.Get("export")); export {
+		writeError(w, apierrors.NewBadRequest("the export parameter, deprecated since v1.14, is no longer supported"))
+		return
+	}
+	opts := metav1.GetOptions{ResourceVersion: q.Get("resourceVersion")}
 	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f != formYAML {
 		// The common case, served from the stored JSON as it is (or from
 		// the protobuf form kept with the record, or the stored metadata).

@@ -1,12 +1,14 @@
 package apiserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -97,6 +99,65 @@ func TestBadOptionsAreRefusedAsKubeAPIServer(t *testing.T) {
 		}
 		if (want == 0) != (len(list.Items) == 0) {
 			t.Errorf("clusterroles with %s: %d items", selector, len(list.Items))
+		}
+	}
+}
+
+// The parameters of lists, watches and gets, read as kube-apiserver
+// v1.37.2 read the same requests: any ?watch but false and 0 watches (an
+// empty one too), a negative limit or timeoutSeconds is none, the export
+// parameter is refused, a watch list's resourceVersionMatch is checked
+// before its bookmarks, and a resourceVersion not reached yet is the 504
+// with "Timeout: " before its message.
+func TestListParametersAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	// send bounds each request, so that a watch with the default timeout
+	// ends; a watch is told from a list by its first bytes.
+	send := func(path string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+		return w.Code, w.Body.String()
+	}
+	const cms = "/api/v1/namespaces/default/configmaps"
+	r := httptest.NewRequest(http.MethodPost, cms, strings.NewReader(`{"metadata":{"name":"a"}}`))
+	r.Header.Set("Content-Type", "application/json")
+	if w := httptest.NewRecorder(); func() int { h.ServeHTTP(w, r); return w.Code }() != http.StatusCreated {
+		t.Fatal("create failed")
+	}
+	for _, c := range []struct {
+		query string
+		watch bool
+	}{
+		{"watch=true&timeoutSeconds=1", true},
+		{"watch=True&timeoutSeconds=1", true},
+		{"watch=maybe&timeoutSeconds=1", true},
+		{"watch=&timeoutSeconds=1", true},
+		{"watch=1&timeoutSeconds=-1", true},
+		{"watch=false", false},
+		{"watch=FALSE", false},
+		{"watch=0", false},
+		{"limit=-1", false},
+	} {
+		code, body := send(cms + "?" + c.query)
+		if isWatch := strings.HasPrefix(body, `{"type":"ADDED"`); code != http.StatusOK || isWatch != c.watch || (!c.watch && !strings.Contains(body, `"name":"a"`)) {
+			t.Errorf("?%s: %d %.80s; want a watch: %v", c.query, code, body, c.watch)
+		}
+	}
+	for path, want := range map[string]string{
+		cms + "/a?export=1":     "the export parameter, deprecated since v1.14, is no longer supported",
+		cms + "/a?export=false": "",
+		cms + "?watch=1&sendInitialEvents=true": `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: ` +
+			"sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+		cms + "?resourceVersion=999999999":   "Timeout: Too large resource version: 999999999, current: ",
+		cms + "/a?resourceVersion=999999999": "Timeout: Too large resource version: 999999999, current: ",
+	} {
+		code, body := send(path)
+		var st metav1.Status
+		json.Unmarshal([]byte(body), &st)
+		if want == "" && code != http.StatusOK || want != "" && !strings.HasPrefix(st.Message, want) {
+			t.Errorf("%s: %d %.200s; want %q", path, code, body, want)
 		}
 	}
 }

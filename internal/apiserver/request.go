@@ -117,9 +117,11 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 		return o, false, invalidList("resourceVersionMatch", string(o.ResourceVersionMatch), "supported values: \"Exact\", \"NotOlderThan\"")
 	}
 	if s := q.Get("limit"); s != "" {
-		if o.Limit, err = strconv.ParseInt(s, 10, 64); err != nil || o.Limit < 0 {
+		if o.Limit, err = strconv.ParseInt(s, 10, 64); err != nil {
 			return o, false, apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", s))
 		}
+		o.Limit = max(o.Limit, 0) // a negative limit is none, as upstream
+
 	}
 	o.Continue = q.Get("continue")
 	if s := q.Get("timeoutSeconds"); s != "" {
@@ -127,7 +129,7 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 			return o, false, apierrors.NewBadRequest("invalid timeoutSeconds " + strconv.Quote(s))
 		}
 	}
-	watch := boolParam(q, "watch")
+	watch := watchParam(q)
 	o.AllowBookmarks = boolParam(q, "allowWatchBookmarks")
 	o.SendInitialEvents = boolParam(q, "sendInitialEvents")
 	// The checks of ValidateListOptions upstream.
@@ -144,11 +146,11 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 		if !watch {
 			return o, false, invalidList("sendInitialEvents", q.Get("sendInitialEvents"), "sendInitialEvents is forbidden for list")
 		}
-		if o.SendInitialEvents && !o.AllowBookmarks {
-			return o, false, invalidList("allowWatchBookmarks", "false", "allowWatchBookmarks must be true when sendInitialEvents is true")
-		}
 		if o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
 			return o, false, invalidList("resourceVersionMatch", string(o.ResourceVersionMatch), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+		}
+		if o.SendInitialEvents && !o.AllowBookmarks {
+			return o, false, invalidList("allowWatchBookmarks", "false", "allowWatchBookmarks must be true when sendInitialEvents is true")
 		}
 	}
 	return o, watch, nil
@@ -158,6 +160,20 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 func invalidList(path, value, msg string) error {
 	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "",
 		field.ErrorList{field.Forbidden(field.NewPath(path), msg)})
+}
+
+// watchParam reports whether a list is a watch, by upstream's rule: any
+// value of ?watch but false and 0 (in any case), the empty one too.
+func watchParam(q url.Values) bool {
+	v, ok := q["watch"]
+	if !ok || len(v) == 0 {
+		return false
+	}
+	switch strings.ToLower(v[0]) {
+	case "false", "0":
+		return false
+	}
+	return true
 }
 
 func boolParam(q url.Values, name string) bool {

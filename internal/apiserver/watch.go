@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -50,15 +49,10 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	timeout := h.s.cfg.MinWatchTimeout + time.Duration(rand.Int64N(int64(h.s.cfg.MinWatchTimeout)))
-	if s := q.Get("timeoutSeconds"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, apierrors.NewBadRequest("invalid timeoutSeconds "+strconv.Quote(s)))
-			return
-		}
-		if n > 0 {
-			timeout = time.Duration(n) * time.Second
-		}
+	// listOptions checked that it is a number; 0 or less is none, as
+	// upstream.
+	if n, _ := strconv.ParseInt(q.Get("timeoutSeconds"), 10, 64); n > 0 {
+		timeout = time.Duration(n) * time.Second
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

@@ -70,7 +70,7 @@ func tooLargeResourceVersion(msg string) *apierrors.StatusError {
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusGatewayTimeout,
 		Reason:  metav1.StatusReasonTimeout,
-		Message: msg,
+		Message: "Timeout: " + msg,
 		Details: &metav1.StatusDetails{
 			Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
 			RetryAfterSeconds: 1,
