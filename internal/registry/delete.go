@@ -50,6 +50,11 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
+	if k.RefuseDelete != nil {
+		if err := k.RefuseDelete(name); err != nil {
+			return nil, false, apierrors.NewForbidden(gr, name, err)
+		}
+	}
 	key := r.key(k, ns, name)
 	pre := &storage.Preconditions{}
 	if p := opts.Preconditions; p != nil {

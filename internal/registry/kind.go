@@ -83,8 +83,12 @@ type Kind struct {
 	// namespace's spec.finalizers); Finalize allows the /finalize
 	// subresource that clears them.
 	PrepareForDelete func(obj *unstructured.Unstructured)
-	Pending          func(obj *unstructured.Unstructured) bool
-	Finalize         bool
+	// RefuseDelete, if set, refuses to delete the named object, with a
+	// 403 giving its reason (upstream's NamespaceLifecycle admission
+	// keeps default, kube-system and kube-public).
+	RefuseDelete func(name string) error
+	Pending      func(obj *unstructured.Unstructured) bool
+	Finalize     bool
 
 	// Fields returns the fields a field selector may use, beyond
 	// metadata.name and metadata.namespace.

@@ -166,6 +166,11 @@ func TestKubectlRawDeleteWhereThereIsNoDelete(t *testing.T) {
 	if out := s.mustKubectl(t, "get", "namespace", "default", "-o", "jsonpath={.status.phase}"); out != "Active" {
 		t.Errorf("the namespace after the deletes: phase %q, want Active", out)
 	}
+	// The system namespaces may not be deleted, as upstream's admission
+	// refuses.
+	if _, errOut, err := s.kubectl("delete", "namespace", "kube-system"); err == nil || !strings.Contains(errOut, "this namespace may not be deleted") {
+		t.Errorf("kubectl delete namespace kube-system: %v, stderr %q", err, errOut)
+	}
 	// A group not served: kubectl says NotFound, from Go's plain 404.
 	if _, errOut, err := s.kubectl("get", "--raw", "/apis/nogroup.example/v1"); err == nil || !strings.Contains(errOut, "NotFound") {
 		t.Errorf("get --raw of a group not served: %v, stderr %q", err, errOut)

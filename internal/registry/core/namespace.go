@@ -29,6 +29,10 @@ import (
 // namespace until its content is gone.
 const finalizerKubernetes = "kubernetes"
 
+// immortal are the namespaces upstream's NamespaceLifecycle admission
+// refuses to delete (kube-node-lease is not one).
+var immortal = map[string]bool{metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true}
+
 // labelName is the immutable label upstream puts on every namespace.
 const labelName = "kubernetes.io/metadata.name"
 
@@ -56,6 +60,12 @@ func Namespace() *registry.Kind {
 		},
 		PrepareForDelete: func(obj *unstructured.Unstructured) {
 			unstructured.SetNestedField(obj.Object, string(corev1.NamespaceTerminating), "status", "phase")
+		},
+		RefuseDelete: func(name string) error {
+			if immortal[name] {
+				return errors.New("this namespace may not be deleted")
+			}
+			return nil
 		},
 		Pending: func(obj *unstructured.Unstructured) bool {
 			f, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
