@@ -153,11 +153,12 @@ func TestClientGoDynamic(t *testing.T) {
 		if foo.GetGeneration() != 1 {
 			t.Fatalf("generation %d, want 1", foo.GetGeneration())
 		}
-		// Custom resources refuse updates without a resourceVersion.
+		// Custom resources refuse updates without a resourceVersion, the
+		// error naming the resource, as kube-apiserver's does.
 		noRV := foo.DeepCopy()
 		noRV.SetResourceVersion("")
 		_, err = foos.Update(ctx, noRV, metav1.UpdateOptions{})
-		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.resourceVersion: Invalid value: \"\": must be specified for an update") {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `foos.webapp.my.domain "f" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update`) {
 			t.Fatalf("update without resourceVersion: %v", err)
 		}
 		// Status: the main resource ignores it, /status changes only it
