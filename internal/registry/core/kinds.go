@@ -24,9 +24,10 @@ func Kinds() []*registry.Kind {
 		{
 			Versions: []string{"v1"}, Kind: "ConfigMap", ListKind: "ConfigMapList", Resource: "configmaps", Singular: "configmap",
 			ShortNames: []string{"cm"}, Namespaced: true, UnconditionalUpdate: true, QualifiedFinalizers: true,
-			Typed:    func() runtime.Object { return &corev1.ConfigMap{} },
-			Validate: validateConfigMap,
-			Columns:  []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers, Counts: dataMembers}},
+			Typed:          func() runtime.Object { return &corev1.ConfigMap{} },
+			Validate:       validateConfigMap,
+			ValidateUpdate: validateConfigMapUpdate,
+			Columns:        []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers, Counts: dataMembers}},
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
@@ -35,6 +36,7 @@ func Kinds() []*registry.Kind {
 			PrepareForCreate: normalizeSecret,
 			PrepareForUpdate: func(obj, _ *unstructured.Unstructured) { normalizeSecret(obj) },
 			Validate:         validateSecret,
+			ValidateUpdate:   validateSecretUpdate,
 			Fields: func(obj *unstructured.Unstructured) fields.Set {
 				t, _, _ := unstructured.NestedString(obj.Object, "type")
 				return fields.Set{"type": t}
@@ -72,14 +74,28 @@ func Kinds() []*registry.Kind {
 		{
 			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
 			Namespaced: true, UnconditionalUpdate: true,
-			Typed:   func() runtime.Object { return &coordinationv1.Lease{} },
-			Columns: []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity"), Reads: []string{"spec"}}},
+			Typed:    func() runtime.Object { return &coordinationv1.Lease{} },
+			Validate: validateLease,
+			Columns:  []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity"), Reads: []string{"spec"}}},
 		},
-		rbac("Role", "roles", true, func() runtime.Object { return &rbacv1.Role{} }),
-		rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} }),
-		rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} }),
-		rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }),
+		role(rbac("Role", "roles", true, func() runtime.Object { return &rbacv1.Role{} })),
+		role(rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} })),
+		binding(rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} })),
+		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
 	}
+}
+
+func role(k *registry.Kind) *registry.Kind {
+	k.Validate = validateRules(k.Namespaced)
+	return k
+}
+
+func binding(k *registry.Kind) *registry.Kind {
+	k.PrepareForCreate = defaultBinding
+	k.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultBinding(obj) }
+	k.Validate = validateBinding(k.Namespaced)
+	k.ValidateUpdate = validateBindingUpdate(k.Namespaced)
+	return k
 }
 
 func rbac(kind, resource string, namespaced bool, typed func() runtime.Object) *registry.Kind {
@@ -220,6 +236,7 @@ func validateSecret(obj *unstructured.Unstructured) field.ErrorList {
 			size += base64.StdEncoding.DecodedLen(len(s))
 		}
 	}
+	errs = append(errs, validateSecretType(obj)...)
 	if size > maxDataSize {
 		errs = append(errs, field.TooLong(field.NewPath("data"), "", maxDataSize))
 	}

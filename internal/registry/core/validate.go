@@ -1,0 +1,124 @@
+package core
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The checks of kube-apiserver's core validation that this file adds to
+// the kinds' own: what each Secret type requires, and what an update of
+// an immutable ConfigMap or Secret, or of a Secret's type, may not
+// change. Each was held to a running v1.37.2's answers.
+
+// validateSecretType checks what obj's type requires of its data and
+// annotations. Only presence is required, not content, except that a
+// Docker config must be JSON and an SSH key not empty.
+func validateSecretType(obj *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	data, _ := obj.Object["data"].(map[string]any)
+	dataPath := field.NewPath("data")
+	has := func(key string) bool { _, ok := data[key]; return ok }
+	typ, _ := obj.Object["type"].(string)
+	switch corev1.SecretType(typ) {
+	case corev1.SecretTypeServiceAccountToken:
+		if obj.GetAnnotations()[corev1.ServiceAccountNameKey] == "" {
+			errs = append(errs, field.Required(field.NewPath("metadata", "annotations").Key(corev1.ServiceAccountNameKey), ""))
+		}
+	case corev1.SecretTypeDockercfg, corev1.SecretTypeDockerConfigJson:
+		key := corev1.DockerConfigKey
+		if typ == string(corev1.SecretTypeDockerConfigJson) {
+			key = corev1.DockerConfigJsonKey
+		}
+		if !has(key) {
+			errs = append(errs, field.Required(dataPath.Key(key), ""))
+			break
+		}
+		if err := json.Unmarshal(decoded(data[key]), &map[string]any{}); err != nil {
+			errs = append(errs, field.Invalid(dataPath.Key(key), "<secret contents redacted>", err.Error()))
+		}
+	case corev1.SecretTypeBasicAuth:
+		// Either may be empty, but one must be there.
+		if !has(corev1.BasicAuthUsernameKey) && !has(corev1.BasicAuthPasswordKey) {
+			errs = append(errs, field.Required(dataPath.Key(corev1.BasicAuthUsernameKey), ""),
+				field.Required(dataPath.Key(corev1.BasicAuthPasswordKey), ""))
+		}
+	case corev1.SecretTypeSSHAuth:
+		if len(decoded(data[corev1.SSHAuthPrivateKey])) == 0 {
+			errs = append(errs, field.Required(dataPath.Key(corev1.SSHAuthPrivateKey), ""))
+		}
+	case corev1.SecretTypeTLS:
+		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if !has(key) {
+				errs = append(errs, field.Required(dataPath.Key(key), ""))
+			}
+		}
+	}
+	return errs
+}
+
+// decoded is a data value's bytes (base64 in the stored form).
+func decoded(v any) []byte {
+	s, _ := v.(string)
+	b, _ := base64.StdEncoding.DecodeString(s)
+	return b
+}
+
+// validateConfigMapUpdate checks obj as an update of old: an immutable
+// ConfigMap stays immutable and keeps its data.
+func validateConfigMapUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
+	errs := immutableData(obj, old, "data", "binaryData")
+	return append(errs, validateConfigMap(obj)...)
+}
+
+// validateSecretUpdate checks obj as an update of old: the type never
+// changes, and an immutable Secret stays immutable and keeps its data.
+func validateSecretUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	if typ, was := obj.Object["type"], old.Object["type"]; typ != was {
+		errs = append(errs, field.Invalid(field.NewPath("type"), typ, "field is immutable"))
+	}
+	errs = append(errs, immutableData(obj, old, "data")...)
+	return append(errs, validateSecret(obj)...)
+}
+
+// immutableData refuses an update of an object whose old form has
+// immutable: true and that unsets it or changes any of fields (an absent
+// map and an empty one are the same).
+func immutableData(obj, old *unstructured.Unstructured, fields ...string) field.ErrorList {
+	if was, _ := old.Object["immutable"].(bool); !was {
+		return nil
+	}
+	const msg = "field is immutable when `immutable` is set"
+	var errs field.ErrorList
+	if now, _ := obj.Object["immutable"].(bool); !now {
+		errs = append(errs, field.Forbidden(field.NewPath("immutable"), msg))
+	}
+	for _, f := range fields {
+		a, _ := obj.Object[f].(map[string]any)
+		b, _ := old.Object[f].(map[string]any)
+		if (len(a) != 0 || len(b) != 0) && !reflect.DeepEqual(a, b) {
+			errs = append(errs, field.Forbidden(field.NewPath(f), msg))
+		}
+	}
+	return errs
+}
+
+// validateLease checks a Lease's durations and count, as core validation
+// does (the coordinated leader election fields are not checked).
+func validateLease(obj *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	spec, _ := obj.Object["spec"].(map[string]any)
+	path := field.NewPath("spec")
+	if v, ok := spec["leaseDurationSeconds"].(int64); ok && v <= 0 {
+		errs = append(errs, field.Invalid(path.Child("leaseDurationSeconds"), v, "must be greater than 0"))
+	}
+	if v, ok := spec["leaseTransitions"].(int64); ok && v < 0 {
+		errs = append(errs, field.Invalid(path.Child("leaseTransitions"), v, "must be greater than or equal to 0"))
+	}
+	return errs
+}
