@@ -36,7 +36,7 @@ var builtInObjects = []struct{ path, body string }{
 		"eventTime":"2026-11-26T01:02:03.123456Z","series":{"count":2147483647,"lastObservedTime":"2026-11-26T01:02:04.000001Z"},
 		"action":"Update","related":{"kind":"Secret","name":"s"},"reportingComponent":"rc","reportingInstance":"ri"}`},
 	{"/apis/coordination.k8s.io/v1/namespaces/pb/leases", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},
-		"spec":{"holderIdentity":"pod-1","leaseDurationSeconds":15,"acquireTime":"2026-11-26T01:00:00.000000Z","renewTime":"2026-11-26T01:02:03.999999Z","leaseTransitions":-2147483648}}`},
+		"spec":{"holderIdentity":"pod-1","leaseDurationSeconds":15,"acquireTime":"2026-11-26T01:00:00.000000Z","renewTime":"2026-11-26T01:02:03.999999Z","leaseTransitions":2147483647}}`},
 	{"/apis/rbac.authorization.k8s.io/v1/namespaces/pb/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"},
 		"rules":[{"apiGroups":[""],"resources":["configmaps","secrets"],"verbs":["get","list"],"resourceNames":["cm"]},{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}`},
 	{"/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"pb-agg"},
