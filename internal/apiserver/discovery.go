@@ -150,7 +150,7 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 		writeJSON(w, http.StatusOK, list)
 		return
 	}
-	writeError(w, errNoRoute)
+	s.noRoute(w, r, group)
 }
 
 var (

@@ -35,11 +35,8 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	ri, ok := parsePath(r.URL.Path)
 	switch {
-	case ri.group != "" && !s.servesGroup(ri.group):
-		noGroup(w, r)
-		return
 	case !ok:
-		writeError(w, errNoRoute)
+		s.noRoute(w, r, ri.group)
 		return
 	case ri.groupOnly:
 		s.group(w, r, ri.group)
@@ -50,7 +47,7 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	res, ok := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource)
 	if !ok {
-		writeError(w, errNoRoute)
+		s.noRoute(w, r, ri.group)
 		return
 	}
 	k := res.Kind()

@@ -99,12 +99,19 @@ var (
 // with Go's plain-text 404, not a Status.
 func noGroup(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
 
-// servesGroup reports whether any served kind is in group.
-func (s *Server) servesGroup(group string) bool {
+// noRoute answers a path under /api/ or /apis/<group>/ that names nothing
+// served: the generic 404, or noGroup's where the group is not served.
+// Only such paths pay for looking the group up.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, group string) {
 	for _, res := range s.cfg.Registry.Resources() {
 		if res.Kind().Group == group {
-			return true
+			writeError(w, errNoRoute)
+			return
 		}
 	}
-	return false
+	if group == "" {
+		writeError(w, errNoRoute) // /api/...: the core group's paths
+		return
+	}
+	noGroup(w, r)
 }
