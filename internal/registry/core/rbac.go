@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -81,7 +83,7 @@ func validateBinding(namespaced bool) func(*unstructured.Unstructured) field.Err
 		if ref.APIGroup != rbacv1.GroupName {
 			errs = append(errs, field.NotSupported(refPath.Child("apiGroup"), ref.APIGroup, []string{rbacv1.GroupName}))
 		}
-		if !contains(kinds, ref.Kind) {
+		if !slices.Contains(kinds, ref.Kind) {
 			errs = append(errs, field.NotSupported(refPath.Child("kind"), ref.Kind, kinds))
 		}
 		if ref.Name == "" {
@@ -163,13 +165,4 @@ func strs(v any) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
