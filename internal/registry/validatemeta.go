@@ -27,12 +27,21 @@ func validateMeta(k *Kind, obj metav1.Object) field.ErrorList {
 	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
 	if k.QualifiedFinalizers {
 		for i, f := range obj.GetFinalizers() {
-			if !strings.Contains(f, "/") && !standardFinalizers[f] {
-				errs = append(errs, field.Invalid(field.NewPath("metadata", "finalizers").Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
-			}
+			errs = append(errs, ValidateQualifiedFinalizer(f, field.NewPath("metadata", "finalizers").Index(i))...)
 		}
 	}
 	return errs
+}
+
+// ValidateQualifiedFinalizer refuses a finalizer that is neither one of
+// the standard ones nor qualified by a domain, as core validation does
+// (metadata.finalizers with QualifiedFinalizers, a namespace's
+// spec.finalizers).
+func ValidateQualifiedFinalizer(name string, path *field.Path) field.ErrorList {
+	if strings.Contains(name, "/") || standardFinalizers[name] {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, name, "name is neither a standard finalizer name nor is it fully qualified")}
 }
 
 // standardFinalizers are the finalizer names Kubernetes itself uses

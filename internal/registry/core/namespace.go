@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -28,6 +29,37 @@ import (
 // finalizerKubernetes is the spec.finalizers entry that keeps a deleted
 // namespace until its content is gone.
 const finalizerKubernetes = "kubernetes"
+
+// validateNamespace checks spec.finalizers as upstream: qualified names,
+// and standard or qualified by a domain.
+func validateNamespace(obj *unstructured.Unstructured, indexed bool) field.ErrorList {
+	var errs field.ErrorList
+	spec, _ := obj.Object["spec"].(map[string]any)
+	for i, f := range strs(spec["finalizers"]) {
+		path := field.NewPath("spec", "finalizers")
+		if indexed {
+			path = path.Index(i)
+		}
+		errs = append(errs, metavalidation.ValidateFinalizerName(f, path)...)
+		errs = append(errs, registry.ValidateQualifiedFinalizer(f, path)...)
+	}
+	return errs
+}
+
+// validateNamespacePhase checks an update's status.phase against its
+// deletion, as upstream (whose path names the Go field, "Phase").
+func validateNamespacePhase(obj *unstructured.Unstructured) field.ErrorList {
+	status, _ := obj.Object["status"].(map[string]any)
+	phase, _ := status["phase"].(string)
+	path := field.NewPath("status", "Phase")
+	switch deleting := obj.GetDeletionTimestamp() != nil; {
+	case !deleting && phase != string(corev1.NamespaceActive):
+		return field.ErrorList{field.Invalid(path, phase, "may only be 'Active' if `deletionTimestamp` is empty")}
+	case deleting && phase != string(corev1.NamespaceTerminating):
+		return field.ErrorList{field.Invalid(path, phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
+	}
+	return nil
+}
 
 // immortal are the namespaces upstream's NamespaceLifecycle admission
 // refuses to delete (kube-node-lease is not one).
@@ -44,9 +76,19 @@ func Namespace() *registry.Kind {
 		QualifiedFinalizers: true,
 		Typed:               func() runtime.Object { return &corev1.Namespace{} },
 		ValidateName:        metavalidation.ValidateNamespaceName,
+		// Upstream's create names spec.finalizers, its /finalize each one.
+		Validate: func(obj *unstructured.Unstructured) field.ErrorList { return validateNamespace(obj, false) },
+		ValidateUpdate: func(obj, old *unstructured.Unstructured) field.ErrorList {
+			return append(validateNamespace(obj, true), validateNamespacePhase(obj)...)
+		},
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			unstructured.SetNestedField(obj.Object, string(corev1.NamespaceActive), "status", "phase")
-			unstructured.SetNestedStringSlice(obj.Object, []string{finalizerKubernetes}, "spec", "finalizers")
+			// The client's finalizers stay, with kubernetes after them.
+			f, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+			if !slices.Contains(f, finalizerKubernetes) {
+				f = append(f, finalizerKubernetes)
+			}
+			unstructured.SetNestedStringSlice(obj.Object, f, "spec", "finalizers")
 			setNameLabel(obj)
 		},
 		PrepareForUpdate: func(obj, old *unstructured.Unstructured) {
