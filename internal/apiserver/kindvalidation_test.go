@@ -15,7 +15,7 @@ import (
 // answered the same writes, one after another: what each Secret type
 // requires, immutable ConfigMaps and Secrets and a Secret's type, RBAC
 // rules, roleRefs and subjects (and the groups a binding may leave out),
-// and a Lease's numbers.
+// a Lease's numbers, and an Event's namespaces and reporter.
 func TestKindValidationAsKubeAPIServer(t *testing.T) {
 	h := newInProcess(t)
 	send := func(method, path, ctype, body string) (string, []byte) {
@@ -34,6 +34,7 @@ func TestKindValidationAsKubeAPIServer(t *testing.T) {
 		cms      = "/api/v1/namespaces/default/configmaps"
 		rbac     = "/apis/rbac.authorization.k8s.io/v1/"
 		leases   = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+		evns     = "/api/v1/namespaces/evns/events"
 		fixed    = "Forbidden: field is immutable when `immutable` is set"
 		jsonType = "application/json"
 	)
@@ -94,6 +95,20 @@ func TestKindValidationAsKubeAPIServer(t *testing.T) {
 			invalid("RoleBinding.rbac.authorization.k8s.io", "y6", `roleRef.name: Invalid value: "a/b": may not contain '/'`)},
 		{"POST", leases, `{"metadata":{"name":"l1"},"spec":{"leaseDurationSeconds":0,"leaseTransitions":-1}}`, invalid("Lease.coordination.k8s.io", "l1",
 			"spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0", "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0")},
+
+		// Events: the old form's namespaces agree; the new form names its
+		// reporter, action and reason.
+		{"POST", "/api/v1/namespaces", `{"metadata":{"name":"evns"}}`, "201"},
+		{"POST", evns, `{"metadata":{"name":"ev1"},"involvedObject":{}}`, invalid("Event", "ev1", `involvedObject.namespace: Invalid value: "": does not match event.namespace`)},
+		{"POST", evns, `{"metadata":{"name":"ev2"},"involvedObject":{"namespace":"default"}}`, invalid("Event", "ev2", `involvedObject.namespace: Invalid value: "default": does not match event.namespace`)},
+		{"POST", evns, `{"metadata":{"name":"ev3"},"involvedObject":{"namespace":"evns"}}`, "201"},
+		{"POST", "/api/v1/namespaces/default/events", `{"metadata":{"name":"ev6"},"involvedObject":{}}`, "201"},
+		{"POST", evns, `{"metadata":{"name":"ev4"},"involvedObject":{},"eventTime":"2026-11-26T01:02:03.123456Z"}`, invalid("Event", "ev4",
+			`involvedObject.namespace: Invalid value: "": does not match event.namespace`, "reportingComponent: Required value",
+			`reportingComponent: Invalid value: "": name part must be non-empty`,
+			`reportingComponent: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+			"reportingInstance: Required value", "action: Required value", "reason: Required value")},
+		{"POST", evns, `{"metadata":{"name":"ev5"},"involvedObject":{"namespace":"evns"},"eventTime":"2026-11-26T01:02:03.123456Z","reportingComponent":"a","reportingInstance":"b","action":"c","reason":"d"}`, "201"},
 	} {
 		method, ctype := c.method, jsonType
 		if method == "MERGE" {

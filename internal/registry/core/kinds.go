@@ -58,8 +58,9 @@ func Kinds() []*registry.Kind {
 		{
 			Versions: []string{"v1"}, Kind: "Event", ListKind: "EventList", Resource: "events", Singular: "event",
 			ShortNames: []string{"ev"}, Namespaced: true, UnconditionalUpdate: true,
-			Typed:  func() runtime.Object { return &corev1.Event{} },
-			Fields: eventFields,
+			Typed:    func() runtime.Object { return &corev1.Event{} },
+			Validate: validateEvent,
+			Fields:   eventFields,
 			Columns: []registry.Column{
 				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
 				{Name: "Reason", Type: "string", Value: str("reason"), Reads: []string{"reason"}},

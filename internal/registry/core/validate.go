@@ -6,7 +6,9 @@ import (
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -119,6 +121,40 @@ func validateLease(obj *unstructured.Unstructured) field.ErrorList {
 	}
 	if v, ok := spec["leaseTransitions"].(int64); ok && v < 0 {
 		errs = append(errs, field.Invalid(path.Child("leaseTransitions"), v, "must be greater than or equal to 0"))
+	}
+	return errs
+}
+
+// validateEvent checks a v1 Event as upstream's legacy event validation
+// does: an event of the old form (no eventTime) is in its object's
+// namespace, or, for an object without one, in default; one of the new
+// form (eventTime set) also names its reporter, action and reason.
+func validateEvent(obj *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	ns := obj.GetNamespace()
+	involved, _ := obj.Object["involvedObject"].(map[string]any)
+	objNS, _ := involved["namespace"].(string)
+	mismatch := field.Invalid(field.NewPath("involvedObject", "namespace"), objNS, "does not match event.namespace")
+	if eventTime, _ := obj.Object["eventTime"].(string); eventTime == "" {
+		if objNS == "" && ns != "" && ns != metav1.NamespaceDefault || objNS != "" && objNS != ns {
+			errs = append(errs, mismatch)
+		}
+		return errs
+	}
+	if objNS == "" && ns != metav1.NamespaceDefault && ns != metav1.NamespaceSystem {
+		errs = append(errs, mismatch)
+	}
+	str := func(name string) string { s, _ := obj.Object[name].(string); return s }
+	if str("reportingComponent") == "" {
+		errs = append(errs, field.Required(field.NewPath("reportingComponent"), ""))
+	}
+	for _, msg := range validation.IsQualifiedName(str("reportingComponent")) {
+		errs = append(errs, field.Invalid(field.NewPath("reportingComponent"), str("reportingComponent"), msg))
+	}
+	for _, name := range []string{"reportingInstance", "action", "reason"} {
+		if str(name) == "" {
+			errs = append(errs, field.Required(field.NewPath(name), ""))
+		}
 	}
 	return errs
 }
