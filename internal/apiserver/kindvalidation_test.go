@@ -3,12 +3,8 @@ package apiserver_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The built-in kinds' own checks answer as kube-apiserver v1.37.2
@@ -19,15 +15,7 @@ import (
 func TestKindValidationAsKubeAPIServer(t *testing.T) {
 	h := newInProcess(t)
 	send := func(method, path, ctype, body string) (string, []byte) {
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set("Content-Type", ctype)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		var st metav1.Status
-		if w.Code >= 300 {
-			json.Unmarshal(w.Body.Bytes(), &st)
-		}
-		return strings.TrimSpace(strconv.Itoa(w.Code) + " " + st.Message), w.Body.Bytes()
+		return statusLine(h, method, path, ctype, body)
 	}
 	const (
 		secrets  = "/api/v1/namespaces/default/secrets"

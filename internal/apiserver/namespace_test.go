@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,15 +45,7 @@ func TestTheSystemNamespacesMayNotBeDeleted(t *testing.T) {
 func TestNamespaceFinalizersAndPhaseAsKubeAPIServer(t *testing.T) {
 	h := newInProcess(t)
 	send := func(method, path, body string) (string, []byte) {
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		var st metav1.Status
-		if w.Code >= 300 {
-			json.Unmarshal(w.Body.Bytes(), &st)
-		}
-		return strings.TrimSpace(strconv.Itoa(w.Code) + " " + st.Message), w.Body.Bytes()
+		return statusLine(h, method, path, "application/json", body)
 	}
 	const (
 		unqualified = `Invalid value: "nodomain": name is neither a standard finalizer name nor is it fully qualified`

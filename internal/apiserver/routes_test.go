@@ -153,6 +153,20 @@ func TestRoutesAnswerAsKubeAPIServer(t *testing.T) {
 	}
 }
 
+// statusLine sends a request and sums its answer up as "<code> <message>",
+// the message being the Status's when it failed; it returns the body too.
+func statusLine(h http.Handler, method, path, ctype, body string) (string, []byte) {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Header.Set("Content-Type", ctype)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var st metav1.Status
+	if w.Code >= 300 {
+		json.Unmarshal(w.Body.Bytes(), &st)
+	}
+	return strings.TrimSpace(strconv.Itoa(w.Code) + " " + st.Message), w.Body.Bytes()
+}
+
 // answer sums a response up: its code, then the Status's reason and
 // message, the kind of anything else in JSON, or the text.
 func answer(w *httptest.ResponseRecorder) string {
