@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -18,6 +20,16 @@ import (
 func writeError(w http.ResponseWriter, err error) {
 	st := statusOf(err)
 	writeJSON(w, int(st.Code), st)
+}
+
+// errNoConversion answers a request in a version other than the storage
+// version of a custom resource whose CRD asks for a conversion webhook.
+// kplane calls no webhook, so the request fails as kube-apiserver's fails
+// when the webhook cannot be reached (500), and nothing is read or written
+// in another version's shape.
+func errNoConversion(k *registry.Kind, version string) error {
+	return apierrors.NewInternalError(fmt.Errorf("conversion webhook for %s failed: kplane does not call conversion webhooks; use the storage version, %s",
+		k.GroupVersionKind(version), k.StorageVersion()))
 }
 
 func statusOf(err error) *metav1.Status {

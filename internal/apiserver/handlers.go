@@ -61,6 +61,10 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && watchParam(r.URL.Query())))
 	series := s.countRequest(w, r, ri, watch)
+	if k.WebhookConversion && ri.version != k.StorageVersion() {
+		writeError(w, errNoConversion(k, ri.version))
+		return
+	}
 	h := &handler{s: s, res: res, kind: k, ri: ri}
 	if ri.subresource == "scale" {
 		h.scale(w, r)

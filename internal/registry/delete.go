@@ -127,6 +127,12 @@ func (r *Resource) prepareDelete(k *Kind, cur *unstructured.Unstructured, opts *
 	if k.PrepareForDelete != nil {
 		k.PrepareForDelete(next)
 	}
+	if k.MarkDeleting != nil && next.GetDeletionTimestamp() == nil && len(next.GetFinalizers()) > 0 {
+		now := metav1.NewTime(r.reg.Now().Truncate(1e9))
+		next.SetDeletionTimestamp(&now)
+		k.MarkDeleting(next)
+		return next
+	}
 	if fins, changed := gcFinalizers(next.GetFinalizers(), opts); changed {
 		next.SetFinalizers(fins)
 	}

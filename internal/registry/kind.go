@@ -87,6 +87,13 @@ type Kind struct {
 	// 403 giving its reason (upstream's NamespaceLifecycle admission
 	// keeps default, kube-system and kube-public).
 	RefuseDelete func(name string) error
+	// MarkDeleting, if set, marks an object's first deletion in place of
+	// the generic marking: the registry sets the deletionTimestamp and
+	// nothing else (no grace period, no generation bump, no garbage
+	// collector finalizers), then MarkDeleting may record it (upstream's
+	// CRD storage marks a CRD so, with a Terminating condition).
+	// PrepareForDelete runs first and must leave a finalizer.
+	MarkDeleting func(obj *unstructured.Unstructured)
 	Pending      func(obj *unstructured.Unstructured) bool
 	Finalize     bool
 
@@ -107,6 +114,12 @@ type Kind struct {
 	// it so a CRD change applies to the next request). It must not change
 	// obj, which is also the answer.
 	Written func(ctx context.Context, obj *unstructured.Unstructured)
+
+	// WebhookConversion marks a custom resource whose CRD converts
+	// between versions with a webhook. kplane calls none: only requests in
+	// the storage version are served (the others fail as upstream's do
+	// when the webhook cannot be reached), and objects are read as stored.
+	WebhookConversion bool
 
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
 	// over these paths of the object.

@@ -12,12 +12,10 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -39,33 +37,37 @@ func Kind() *registry.Kind {
 		Resource: "customresourcedefinitions", Singular: "customresourcedefinition",
 		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
 		Status: true, Generation: true,
-		Typed:          func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
-		Validate:       validate,
-		ValidateUpdate: validateUpdate,
+		Typed:            func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+		PrepareForCreate: prepareForCreate,
+		PrepareForUpdate: prepareForUpdate,
+		Validate:         validate,
+		ValidateUpdate:   validateUpdate,
 		PrepareForDelete: func(obj *unstructured.Unstructured) {
 			fins := obj.GetFinalizers()
 			if !sets.New(fins...).Has(cleanupFinalizer) {
 				obj.SetFinalizers(append(fins, cleanupFinalizer))
 			}
 		},
+		MarkDeleting: markDeleting,
 		Columns: []registry.Column{{Name: "Created At", Type: "date", Reads: []string{"metadata"}, Value: func(o *unstructured.Unstructured) any {
 			return o.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
 		}}},
 	}
 }
 
-// validateUpdate checks an update as validate does, unless it leaves the
-// spec as it was (a status write: the CRD controller's, once per CRD;
-// a label or finalizer change): validate reads only the spec and the
-// name, which cannot change, so the stored spec passes as it is, as
-// upstream's update validation lets unchanged fields pass (and its
-// status strategy validates only the status). A whole check compiles
-// every version's schema and CEL rules.
-func validateUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
-	if equality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
-		return nil
+// markDeleting records a CRD's first deletion as upstream's CRD storage
+// does: a Terminating condition, until the controller starts deleting its
+// objects.
+func markDeleting(obj *unstructured.Unstructured) {
+	crd, err := decode(obj)
+	if err != nil {
+		return
 	}
-	return validate(obj)
+	setCondition(&crd.Status, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
+		"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon")
+	if st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&crd.Status); err == nil {
+		obj.Object["status"] = st
+	}
 }
 
 // decode reads a stored CRD.
@@ -79,83 +81,6 @@ func decode(obj *unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefi
 		return nil, err
 	}
 	return crd, nil
-}
-
-// validate checks what kplane relies on to serve a CRD: its name, names,
-// scope and versions, with upstream's field paths.
-func validate(obj *unstructured.Unstructured) field.ErrorList {
-	crd, err := decode(obj)
-	if err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
-	}
-	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	s := crd.Spec
-	if want := s.Names.Plural + "." + s.Group; crd.Name != want {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), crd.Name, "must be spec.names.plural+\".\"+spec.group"))
-	}
-	if s.Group == "" {
-		errs = append(errs, field.Required(spec.Child("group"), ""))
-	} else if msgs := validation.IsDNS1123Subdomain(s.Group); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(spec.Child("group"), s.Group, strings.Join(msgs, ",")))
-	} else if len(strings.Split(s.Group, ".")) < 2 {
-		errs = append(errs, field.Invalid(spec.Child("group"), s.Group, "should be a domain with at least one dot"))
-	}
-	names := spec.Child("names")
-	for _, n := range []struct {
-		path, value string
-		required    bool
-	}{{"plural", s.Names.Plural, true}, {"singular", s.Names.Singular, false}, {"listKind", s.Names.ListKind, false}, {"kind", s.Names.Kind, true}} {
-		if n.value == "" {
-			if n.required {
-				errs = append(errs, field.Required(names.Child(n.path), ""))
-			}
-			continue
-		}
-		if n.path == "kind" || n.path == "listKind" {
-			if msgs := validation.IsDNS1035Label(strings.ToLower(n.value)); len(msgs) > 0 {
-				errs = append(errs, field.Invalid(names.Child(n.path), n.value, strings.Join(msgs, ",")))
-			}
-		} else if msgs := validation.IsDNS1035Label(n.value); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(names.Child(n.path), n.value, strings.Join(msgs, ",")))
-		}
-	}
-	if s.Scope != apiextensionsv1.NamespaceScoped && s.Scope != apiextensionsv1.ClusterScoped {
-		errs = append(errs, field.NotSupported(spec.Child("scope"), s.Scope, []string{string(apiextensionsv1.ClusterScoped), string(apiextensionsv1.NamespaceScoped)}))
-	}
-	if len(s.Versions) == 0 {
-		errs = append(errs, field.Required(spec.Child("versions"), "must have exactly one version marked as storage version"))
-	}
-	storage, seen := 0, sets.New[string]()
-	for i, v := range s.Versions {
-		p := spec.Child("versions").Index(i)
-		if v.Storage {
-			storage++
-		}
-		if seen.Has(v.Name) {
-			errs = append(errs, field.Invalid(p.Child("name"), v.Name, "must appear only once"))
-		}
-		seen.Insert(v.Name)
-		if msgs := validation.IsDNS1035Label(v.Name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(p.Child("name"), v.Name, strings.Join(msgs, ",")))
-		}
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-			errs = append(errs, field.Required(p.Child("schema", "openAPIV3Schema"), "schemas are required"))
-		} else {
-			sp := p.Child("schema", "openAPIV3Schema")
-			schemaErrs := schema.ValidateCRD(v.Schema.OpenAPIV3Schema, sp)
-			errs = append(errs, schemaErrs...)
-			if len(schemaErrs) == 0 {
-				_, celErrs := cel.Compile(v.Schema.OpenAPIV3Schema, sp)
-				errs = append(errs, celErrs...)
-			}
-		}
-		errs = append(errs, validateSelectableFields(&s.Versions[i], p)...)
-	}
-	if len(s.Versions) > 0 && storage != 1 {
-		errs = append(errs, field.Invalid(spec.Child("versions"), s.Versions, "must have exactly one version marked as storage version"))
-	}
-	return errs
 }
 
 // resourceKind is the registry Kind serving crd's resource.
@@ -216,6 +141,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 			return nil
 		}
 	}
+	k.WebhookConversion = s.Conversion != nil && s.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	k.TypeConverter = typeConverter(crd, k.Schemas)
 	k.Fields, k.VersionFields = selectableFields(crd)
 	if storageVersion != nil {

@@ -103,7 +103,7 @@ func TestSelectableFieldsValidation(t *testing.T) {
 			[]string{p + `: Too many: 9: must have at most 8 items`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			errs := validate(toUnstructured(t, shirtCRD(t, c.fields)))
+			errs := validateNew(toUnstructured(t, shirtCRD(t, c.fields)))
 			var got []string
 			for _, e := range errs {
 				got = append(got, e.Error())

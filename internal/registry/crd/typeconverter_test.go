@@ -82,7 +82,7 @@ func gearKind(t *testing.T, edit func(string) string) *registry.Kind {
 	if err := yaml.UnmarshalStrict([]byte(doc), &crd); err != nil {
 		t.Fatal(err)
 	}
-	if errs := validate(toUnstructured(t, &crd)); len(errs) > 0 {
+	if errs := validateNew(toUnstructured(t, &crd)); len(errs) > 0 {
 		t.Fatalf("test CRD invalid: %v", errs)
 	}
 	return resourceKind(&crd)

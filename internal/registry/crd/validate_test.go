@@ -6,6 +6,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -145,4 +146,10 @@ spec:
 	if errs := validateUpdate(next, old); len(errs) == 0 {
 		t.Error("an update of the spec passed unchecked")
 	}
+}
+
+// validateNew checks obj as a create does: defaulted first.
+func validateNew(obj *unstructured.Unstructured) field.ErrorList {
+	prepareForCreate(obj)
+	return validate(obj)
 }

@@ -1,6 +1,7 @@
 package cel
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -454,23 +455,15 @@ func hasRules(s *apiextensionsv1.JSONSchemaProps) bool {
 }
 
 // ruleValue renders a rule as the bad value of a field error the way
-// kube-apiserver's errors show it: its internal ValidationRule type cannot be
-// marshalled to JSON, so field.Error falls back to %#v.
+// kube-apiserver's errors show it: the JSON of its internal ValidationRule
+// type, whose fields have no JSON names.
 type ruleValue apiextensionsv1.ValidationRule
 
 func (r ruleValue) MarshalJSON() ([]byte, error) {
-	return nil, fmt.Errorf("rendered with String")
-}
-
-func (r ruleValue) String() string {
-	reason := "(*apiextensions.FieldValueErrorReason)(nil)"
-	if r.Reason != nil {
-		reason = fmt.Sprintf("(*apiextensions.FieldValueErrorReason)(%p)", r.Reason)
-	}
-	opt := "(*bool)(nil)"
-	if r.OptionalOldSelf != nil {
-		opt = fmt.Sprintf("(*bool)(%p)", r.OptionalOldSelf)
-	}
-	return fmt.Sprintf("apiextensions.ValidationRule{Rule:%q, Message:%q, MessageExpression:%q, Reason:%s, FieldPath:%q, OptionalOldSelf:%s}",
-		r.Rule, r.Message, r.MessageExpression, reason, r.FieldPath, opt)
+	return json.Marshal(struct {
+		Rule, Message, MessageExpression string
+		Reason                           *apiextensionsv1.FieldValueErrorReason
+		FieldPath                        string
+		OptionalOldSelf                  *bool
+	}{r.Rule, r.Message, r.MessageExpression, r.Reason, r.FieldPath, r.OptionalOldSelf})
 }

@@ -32,17 +32,17 @@ properties:
 `)
 	// Path: <schema>.properties[spec].x-kubernetes-validations[i].rule, as
 	// ValidateCustomResourceDefinitionOpenAPISchema builds it. The value is
-	// the internal ValidationRule printed with %#v (it refuses JSON), the
+	// the internal ValidationRule as JSON (its fields have no JSON names), the
 	// detail "compilation failed: " + cel-go's issues (compileRule in
 	// apiextensions-apiserver pkg/apiserver/schema/cel/compilation.go).
 	want := []string{
-		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.nope == 1", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'nope'
+		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.nope == 1","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:5: undefined field 'nope'
  | self.nope == 1
  | ....^`,
 		// "cel expression must evaluate to a bool" (compileRule upstream).
-		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.x", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: cel expression must evaluate to a bool`,
+		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Invalid value: {"Rule":"self.x","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: cel expression must evaluate to a bool`,
 		// "messageExpression must evaluate to a string" (compileRule upstream).
-		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:"self.x > 0", Message:"", MessageExpression:"self.x", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: messageExpression must evaluate to a string`,
+		`spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].messageExpression: Invalid value: {"Rule":"self.x \u003e 0","Message":"","MessageExpression":"self.x","Reason":null,"FieldPath":"","OptionalOldSelf":null}: messageExpression must evaluate to a string`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n got  %q\n want %q", got, want)

@@ -2,6 +2,7 @@ package cel
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -199,7 +200,8 @@ properties:
 func TestLibraryCompileErrors(t *testing.T) {
 	const p = `spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[v].x-kubernetes-validations[0].rule: `
 	rv := func(rule string) string {
-		return `Invalid value: apiextensions.ValidationRule{Rule:"` + rule + `", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: `
+		r, _ := json.Marshal(rule)
+		return `Invalid value: {"Rule":` + string(r) + `,"Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: `
 	}
 	tests := []struct {
 		name, rule string
