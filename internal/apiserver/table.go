@@ -3,6 +3,7 @@ package apiserver
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,15 +26,17 @@ type tableOf struct {
 	k       *registry.Kind
 	include string
 	now     time.Time
-	age     bool // AGE is added: no column of the kind's is a date
+	cols    []registry.Column // the kind's, after NAME unless one is the name
 }
 
 func (s *Server) tableFor(k *registry.Kind, r *http.Request) *tableOf {
-	t := &tableOf{k: k, include: r.URL.Query().Get("includeObject"), now: s.cfg.Registry.Now(), age: true}
-	for _, c := range k.Columns {
-		if c.Name == "Age" || c.Type == "date" {
-			t.age = false
-		}
+	return newTable(k, r.URL.Query().Get("includeObject"), s.cfg.Registry.Now())
+}
+
+func newTable(k *registry.Kind, include string, now time.Time) *tableOf {
+	t := &tableOf{k: k, include: include, now: now, cols: k.Columns}
+	if !slices.ContainsFunc(k.Columns, func(c registry.Column) bool { return c.Cell == registry.CellName }) {
+		t.cols = append([]registry.Column{registry.NameColumn}, k.Columns...)
 	}
 	return t
 }
@@ -121,19 +124,10 @@ func (t *tableOf) write(b []byte, lm metav1.ListMeta, n int, row func(i int) (ta
 }
 
 func (t *tableOf) columns() []metav1.TableColumnDefinition {
-	defs := []metav1.TableColumnDefinition{{
-		Name: "Name", Type: "string", Format: "name",
-		Description: "Name must be unique within a namespace. Cannot be updated.",
-	}}
-	for _, c := range t.k.Columns {
-		defs = append(defs, metav1.TableColumnDefinition{
-			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority})
-	}
-	if t.age {
-		defs = append(defs, metav1.TableColumnDefinition{
-			Name: "Age", Type: "string",
-			Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
-		})
+	defs := make([]metav1.TableColumnDefinition, len(t.cols))
+	for i, c := range t.cols {
+		defs[i] = metav1.TableColumnDefinition{
+			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority}
 	}
 	return defs
 }
@@ -144,20 +138,26 @@ func (t *tableOf) appendRow(b []byte, tr tableRow) ([]byte, error) {
 	obj := tr.obj
 	name, created := tr.nameAndCreated()
 	b = append(b, `{"cells":[`...)
-	b = storage.AppendString(b, name)
-	for _, c := range t.k.Columns {
-		v, err := cell(c, tr)
-		if err == nil {
+	for i, c := range t.cols {
+		if i > 0 {
 			b = append(b, ',')
-			b, err = storage.AppendJSON(b, v)
 		}
-		if err != nil {
-			return nil, err
+		switch c.Cell {
+		case registry.CellName:
+			b = storage.AppendString(b, name)
+		case registry.CellAge:
+			b = storage.AppendString(b, humanAge(t.now, created))
+		case registry.CellCreated:
+			b = storage.AppendString(b, created.UTC().Format(time.RFC3339))
+		default:
+			v, err := cell(c, tr)
+			if err == nil {
+				b, err = storage.AppendJSON(b, v)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
-	}
-	if t.age {
-		b = append(b, ',')
-		b = storage.AppendString(b, humanAge(t.now, created))
 	}
 	b = append(b, `],"object":`...)
 	var err error

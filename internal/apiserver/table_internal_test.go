@@ -52,7 +52,7 @@ func TestPartialOfRecordsNotPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := &tableOf{k: cm, now: time.Date(2026, 11, 23, 10, 0, 10, 0, time.UTC), age: true}
+	tbl := newTable(cm, "", time.Date(2026, 11, 23, 10, 0, 10, 0, time.UTC))
 	out, err := tbl.write(nil, recordsMeta(&storage.RecordList{ResourceVersion: 7}), 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
 	if err != nil {
 		t.Fatal(err)

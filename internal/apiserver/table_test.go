@@ -21,12 +21,13 @@ const (
 	asMeta     = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
 )
 
-// gizmos have printer columns reading spec, status and metadata.
+// gizmos have printer columns reading spec, status and metadata, and an
+// AGE column of their own (a CRD that declares columns gets no other).
 const gizmoCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"gizmos.test.kplane.dev"},
 "spec":{"group":"test.kplane.dev","scope":"Namespaced","names":{"plural":"gizmos","singular":"gizmo","kind":"Gizmo","listKind":"GizmoList"},
 "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
 "additionalPrinterColumns":[{"name":"Replicas","type":"integer","jsonPath":".spec.replicas"},{"name":"Phase","type":"string","jsonPath":".status.phase"},
-{"name":"Team","type":"string","jsonPath":".metadata.labels.team"}],
+{"name":"Team","type":"string","jsonPath":".metadata.labels.team"},{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}],
 "schema":{"openAPIV3Schema":{"type":"object","properties":{
 "spec":{"type":"object","properties":{"replicas":{"type":"integer"},"payload":{"type":"string"}}},
 "status":{"type":"object","properties":{"phase":{"type":"string"}}}}}}}]}}`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,8 +106,9 @@ type Kind struct {
 	// declares selectableFields per version (and its OpenAPI definition
 	// lists them). Nil allows all of them in every version.
 	VersionFields map[string][]string
-	// Columns are the Table columns after NAME; AGE is added last unless a
-	// column already reports it.
+	// Columns are the Table columns, as upstream's printer for the kind
+	// has them; a NAME column (CellName) comes first unless one of them
+	// is the name.
 	Columns []Column
 
 	// Written, if set, is called after every stored create or update of
@@ -162,6 +164,9 @@ type Column struct {
 	Format      string
 	Description string
 	Priority    int32
+	// Cell, if set, is a cell the table writes itself from the object's
+	// name or creationTimestamp; Value and Reads are then unused.
+	Cell Cell
 	// Value returns the cell; nil renders as <none> by kubectl.
 	Value func(obj *unstructured.Unstructured) any
 	// Reads are the top-level members of the object Value reads. A list's
@@ -177,11 +182,31 @@ type Column struct {
 	Counts []string
 }
 
+// Cell is a table cell written from the row's name or creationTimestamp.
+type Cell int
+
+const (
+	CellValue   Cell = iota // Column.Value's
+	CellName                // the object's name
+	CellAge                 // the time since its creation, as "3d4h"
+	CellCreated             // its creationTimestamp, in RFC 3339 (UTC)
+)
+
+// NameColumn and AgeColumn are the NAME and AGE columns of upstream's
+// printers, with their descriptions (ObjectMeta's documentation).
+var (
+	NameColumn = Column{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"], Cell: CellName}
+	AgeColumn  = Column{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], Cell: CellAge}
+	// CreatedColumn is the date column of upstream's default table (kinds
+	// without a printer of their own).
+	CreatedColumn = Column{Name: "Created At", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], Cell: CellCreated}
+)
+
 // TableMembers are the top-level members the kind's columns read
 // (Column.Reads), all of them when a column reads the whole object.
 func (k *Kind) TableMembers() (members []string, all bool) {
 	for _, c := range k.Columns {
-		if c.Counts != nil {
+		if c.Counts != nil || c.Cell != CellValue {
 			continue
 		}
 		if c.Reads == nil {

@@ -27,7 +27,7 @@ func Kinds() []*registry.Kind {
 			Typed:          func() runtime.Object { return &corev1.ConfigMap{} },
 			Validate:       validateConfigMap,
 			ValidateUpdate: validateConfigMapUpdate,
-			Columns:        []registry.Column{{Name: "Data", Type: "integer", Description: "Number of keys", Value: dataCount, Reads: dataMembers, Counts: dataMembers}},
+			Columns:        configMapColumns,
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
@@ -41,19 +41,13 @@ func Kinds() []*registry.Kind {
 				t, _, _ := unstructured.NestedString(obj.Object, "type")
 				return fields.Set{"type": t}
 			},
-			Columns: []registry.Column{
-				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
-				{Name: "Data", Type: "integer", Value: dataCount, Reads: dataMembers, Counts: dataMembers},
-			},
+			Columns: secretColumns,
 		},
 		{
 			Versions: []string{"v1"}, Kind: "ServiceAccount", ListKind: "ServiceAccountList", Resource: "serviceaccounts", Singular: "serviceaccount",
 			ShortNames: []string{"sa"}, Namespaced: true, UnconditionalUpdate: true, ReturnDeletedObject: true, QualifiedFinalizers: true,
-			Typed: func() runtime.Object { return &corev1.ServiceAccount{} },
-			Columns: []registry.Column{{Name: "Secrets", Type: "string", Reads: []string{"secrets"}, Value: func(o *unstructured.Unstructured) any {
-				s, _ := o.Object["secrets"].([]any)
-				return int64(len(s))
-			}}},
+			Typed:   func() runtime.Object { return &corev1.ServiceAccount{} },
+			Columns: serviceAccountColumns,
 		},
 		{
 			Versions: []string{"v1"}, Kind: "Event", ListKind: "EventList", Resource: "events", Singular: "event",
@@ -61,23 +55,14 @@ func Kinds() []*registry.Kind {
 			Typed:    func() runtime.Object { return &corev1.Event{} },
 			Validate: validateEvent,
 			Fields:   eventFields,
-			Columns: []registry.Column{
-				{Name: "Type", Type: "string", Value: str("type"), Reads: []string{"type"}},
-				{Name: "Reason", Type: "string", Value: str("reason"), Reads: []string{"reason"}},
-				{Name: "Object", Type: "string", Reads: []string{"involvedObject"}, Value: func(o *unstructured.Unstructured) any {
-					k, _, _ := unstructured.NestedString(o.Object, "involvedObject", "kind")
-					n, _, _ := unstructured.NestedString(o.Object, "involvedObject", "name")
-					return fmt.Sprintf("%s/%s", lower(k), n)
-				}},
-				{Name: "Message", Type: "string", Value: str("message"), Reads: []string{"message"}},
-			},
+			Columns:  eventColumns(),
 		},
 		{
 			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
 			Namespaced: true, UnconditionalUpdate: true,
 			Typed:    func() runtime.Object { return &coordinationv1.Lease{} },
 			Validate: validateLease,
-			Columns:  []registry.Column{{Name: "Holder", Type: "string", Value: str("spec", "holderIdentity"), Reads: []string{"spec"}}},
+			Columns:  leaseColumns,
 		},
 		role(rbac("Role", "roles", true, func() runtime.Object { return &rbacv1.Role{} })),
 		role(rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} })),
@@ -88,6 +73,7 @@ func Kinds() []*registry.Kind {
 
 func role(k *registry.Kind) *registry.Kind {
 	k.Validate = validateRules(k.Namespaced)
+	k.Columns = roleColumns
 	return k
 }
 
@@ -96,6 +82,7 @@ func binding(k *registry.Kind) *registry.Kind {
 	k.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultBinding(obj) }
 	k.Validate = validateBinding(k.Namespaced)
 	k.ValidateUpdate = validateBindingUpdate(k.Namespaced)
+	k.Columns = bindingColumns(k.Kind)
 	return k
 }
 

@@ -117,7 +117,7 @@ func Namespace() *registry.Kind {
 			p, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
 			return fields.Set{"status.phase": p}
 		},
-		Columns: []registry.Column{{Name: "Status", Type: "string", Description: "The status of the namespace", Value: str("status", "phase"), Reads: []string{"status"}}},
+		Columns: namespaceColumns,
 	}
 }
 

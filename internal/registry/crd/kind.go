@@ -9,12 +9,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -49,9 +47,7 @@ func Kind() *registry.Kind {
 			}
 		},
 		MarkDeleting: markDeleting,
-		Columns: []registry.Column{{Name: "Created At", Type: "date", Reads: []string{"metadata"}, Value: func(o *unstructured.Unstructured) any {
-			return o.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z")
-		}}},
+		Columns:      crdColumns,
 	}
 }
 
@@ -152,7 +148,11 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 				k.Scale.LabelSelector = *sub.Scale.LabelSelectorPath
 			}
 		}
-		for _, c := range storageVersion.AdditionalPrinterColumns {
+		columns := storageVersion.AdditionalPrinterColumns
+		if len(columns) == 0 {
+			columns = []apiextensionsv1.CustomResourceColumnDefinition{ageColumn}
+		}
+		for _, c := range columns {
 			k.Columns = append(k.Columns, printerColumn(c))
 		}
 	}
@@ -349,30 +349,3 @@ func openAPISchema(p *apiextensionsv1.JSONSchemaProps) *spec.Schema {
 }
 
 // printerColumn turns an additionalPrinterColumn into a Table column.
-func printerColumn(c apiextensionsv1.CustomResourceColumnDefinition) registry.Column {
-	path := parseJSONPath(c.JSONPath)
-	reads := []string{"metadata"} // a path that names no member reads nothing
-	if len(path) > 0 {
-		reads = path[:1]
-	}
-	return registry.Column{
-		Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority, Reads: reads,
-		Value: func(o *unstructured.Unstructured) any {
-			v, ok := path.get(o.Object)
-			if !ok {
-				return nil
-			}
-			if c.Type == "date" {
-				// A date prints as its age, as upstream's table converter
-				// does ("12s", "3d4h"); a value that isn't a timestamp
-				// prints as it is.
-				if s, ok := v.(string); ok {
-					if t, err := time.Parse(time.RFC3339, s); err == nil {
-						return duration.HumanDuration(time.Since(t))
-					}
-				}
-			}
-			return v
-		},
-	}
-}

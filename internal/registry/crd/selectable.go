@@ -146,7 +146,7 @@ func selectableFields(crd *apiextensionsv1.CustomResourceDefinition) (fieldsOf f
 		for _, sf := range v.SelectableFields {
 			name := strings.TrimPrefix(sf.JSONPath, ".")
 			names = append(names, name)
-			paths[name] = parseJSONPath(sf.JSONPath)
+			paths[name], _ = parseJSONPath(sf.JSONPath) // validated: a dotted path
 		}
 		byVersion[v.Name] = names
 	}
@@ -157,7 +157,7 @@ func selectableFields(crd *apiextensionsv1.CustomResourceDefinition) (fieldsOf f
 		set := make(fields.Set, len(paths))
 		for name, p := range paths {
 			set[name] = ""
-			if v, ok := p.get(obj.Object); ok && v != nil {
+			if v, ok := p.first(obj.Object); ok && v != nil {
 				set[name] = fmt.Sprint(v)
 			}
 		}
