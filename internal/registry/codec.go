@@ -22,6 +22,14 @@ import (
 // duplicate fields come back as strict errors, for the caller to refuse
 // or warn about according to the request's fieldValidation.
 func Decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
+	obj, strict, err = decode(k, data)
+	if err == nil && k.Default != nil {
+		k.Default(obj)
+	}
+	return obj, strict, err
+}
+
+func decode(k *Kind, data []byte) (obj *unstructured.Unstructured, strict []error, err error) {
 	if k.Typed != nil {
 		if m, ok := plainDecode(goType(k), data); ok {
 			return &unstructured.Unstructured{Object: m}, nil, nil
@@ -52,7 +60,11 @@ func DecodeTyped(k *Kind, obj runtime.Object) (*unstructured.Unstructured, bool)
 	if !ok {
 		return nil, false
 	}
-	return &unstructured.Unstructured{Object: m}, true
+	out := &unstructured.Unstructured{Object: m}
+	if k.Default != nil {
+		k.Default(out)
+	}
+	return out, true
 }
 
 // goTypes caches each kind's Go type (Typed makes an object to show it).

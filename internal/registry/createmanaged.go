@@ -105,10 +105,35 @@ func (m *kindManager) create(k *Kind, version string, obj *unstructured.Unstruct
 	return out, entries, known
 }
 
-// emptyOf is the live object of a create: an empty object of version.
+// emptyOf is the live object of a create: an empty object of version,
+// as upstream's create compares with: for a built-in kind, its Go type's
+// zero value, whose struct fields are there (a Lease's spec, a binding's
+// roleRef), so that the creator does not own them as added, only what it
+// set in them; for a custom resource, nothing.
 func emptyOf(k *Kind, version string) *unstructured.Unstructured {
-	live, _ := creater{}.New(k.GroupVersionKind(version))
-	return live.(*unstructured.Unstructured)
+	live := &unstructured.Unstructured{Object: map[string]any{}}
+	if k.Typed != nil {
+		live.Object = runtime.DeepCopyJSON(zeroOf(k))
+	}
+	live.SetGroupVersionKind(k.GroupVersionKind(version))
+	return live
+}
+
+// zeros caches each Go type's zero value as unstructured (shared: copy
+// it).
+var zeros sync.Map // reflect.Type → map[string]any
+
+func zeroOf(k *Kind) map[string]any {
+	t := goType(k)
+	if z, ok := zeros.Load(t); ok {
+		return z.(map[string]any)
+	}
+	z, err := runtime.DefaultUnstructuredConverter.ToUnstructured(k.Typed())
+	if err != nil {
+		z = map[string]any{}
+	}
+	zeros.Store(t, z)
+	return z
 }
 
 // write puts c into obj's metadata as the field manager would have put it

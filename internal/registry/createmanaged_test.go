@@ -131,8 +131,7 @@ func TestCreateMemoMatchesTheFieldManager(t *testing.T) {
 				}
 				before := time.Now().UTC().Truncate(time.Second)
 				got, entries, known := km.create(tc.kind, "v1", obj, manager)
-				live, _ := creater{}.New(tc.kind.GroupVersionKind("v1"))
-				want := km.fm.UpdateNoErrors(live, &unstructured.Unstructured{Object: runtime.DeepCopyJSON(o)}, manager).(*unstructured.Unstructured)
+				want := km.fm.UpdateNoErrors(emptyOf(tc.kind, "v1"), &unstructured.Unstructured{Object: runtime.DeepCopyJSON(o)}, manager).(*unstructured.Unstructured)
 				if !known {
 					t.Fatalf("object %d: entries not known", i)
 				}

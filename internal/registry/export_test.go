@@ -8,7 +8,11 @@ import (
 
 // DecodeFull is Decode without the one-pass decode of plain bodies.
 func DecodeFull(k *Kind, data []byte) (*unstructured.Unstructured, []error, error) {
-	return decodeFull(k, data)
+	obj, strict, err := decodeFull(k, data)
+	if err == nil && k.Default != nil {
+		k.Default(obj)
+	}
+	return obj, strict, err
 }
 
 // PlainDecode is the one-pass decode of a body of k's Go type.

@@ -65,6 +65,14 @@ type Kind struct {
 	// deduces a schema from each object, where every list is atomic.
 	TypeConverter managedfields.TypeConverter
 
+	// Default sets the defaults (and conversions) upstream's decoding
+	// applies to every object a request sends: Decode and DecodeTyped run
+	// it, before the field manager sees the object, so that a create or
+	// update owns the defaulted fields as upstream's does (an apply's
+	// configuration owns only what it sets). PrepareForCreate and
+	// PrepareForUpdate should run it too, for objects kplane writes
+	// itself.
+	Default func(obj *unstructured.Unstructured)
 	// PrepareForCreate and PrepareForUpdate normalize an object before
 	// validation (set defaults, reset fields users may not set).
 	PrepareForCreate func(obj *unstructured.Unstructured)

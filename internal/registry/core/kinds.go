@@ -33,6 +33,7 @@ func Kinds() []*registry.Kind {
 			Versions: []string{"v1"}, Kind: "Secret", ListKind: "SecretList", Resource: "secrets", Singular: "secret",
 			Namespaced: true, UnconditionalUpdate: true, QualifiedFinalizers: true,
 			Typed:            func() runtime.Object { return &corev1.Secret{} },
+			Default:          normalizeSecret,
 			PrepareForCreate: normalizeSecret,
 			PrepareForUpdate: func(obj, _ *unstructured.Unstructured) { normalizeSecret(obj) },
 			Validate:         validateSecret,
@@ -78,6 +79,7 @@ func role(k *registry.Kind) *registry.Kind {
 }
 
 func binding(k *registry.Kind) *registry.Kind {
+	k.Default = defaultBinding
 	k.PrepareForCreate = defaultBinding
 	k.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultBinding(obj) }
 	k.Validate = validateBinding(k.Namespaced)

@@ -81,6 +81,13 @@ func Namespace() *registry.Kind {
 		ValidateUpdate: func(obj, old *unstructured.Unstructured) field.ErrorList {
 			return append(validateNamespace(obj, true), validateNamespacePhase(obj)...)
 		},
+		// The name label is a default (the creator owns it, as upstream's),
+		// set again once a generated name is known.
+		Default: func(obj *unstructured.Unstructured) {
+			if obj.GetName() != "" {
+				setNameLabel(obj)
+			}
+		},
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			unstructured.SetNestedField(obj.Object, string(corev1.NamespaceActive), "status", "phase")
 			// The client's finalizers stay, with kubernetes after them.

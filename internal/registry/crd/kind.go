@@ -36,6 +36,7 @@ func Kind() *registry.Kind {
 		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
 		Status: true, Generation: true,
 		Typed:            func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+		Default:          setDefaults,
 		PrepareForCreate: prepareForCreate,
 		PrepareForUpdate: prepareForUpdate,
 		Validate:         validate,
