@@ -186,8 +186,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 				})
 				return
 			case formTable:
-				members, all := h.kind.TableMembers()
-				writeTable(w, h.s.tableFor(h.kind, r), recordsMeta(recs), len(recs.Items), func(i int) (tableRow, error) {
+				members, all := h.kind.TableMembers(h.ri.version)
+				writeTable(w, h.s.tableFor(h.kind, h.ri.version, r), recordsMeta(recs), len(recs.Items), func(i int) (tableRow, error) {
 					return recordRow(recs.Items[i], members, all)
 				})
 				return

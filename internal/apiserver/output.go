@@ -191,7 +191,7 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 	}
 	switch f {
 	case formTable:
-		t := s.tableFor(k, r)
+		t := s.tableFor(k, v, r)
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) {
 			return t.write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return tableRow{obj: obj}, nil }, 0, nil)
 		})
@@ -278,7 +278,7 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 	}
 	switch f {
 	case formTable:
-		writeTable(w, s.tableFor(k, r), listMeta(list), len(list.Items), func(i int) (tableRow, error) {
+		writeTable(w, s.tableFor(k, v, r), listMeta(list), len(list.Items), func(i int) (tableRow, error) {
 			return tableRow{obj: &list.Items[i]}, nil
 		})
 	case formMetadata:

@@ -29,14 +29,16 @@ type tableOf struct {
 	cols    []registry.Column // the kind's, after NAME unless one is the name
 }
 
-func (s *Server) tableFor(k *registry.Kind, r *http.Request) *tableOf {
-	return newTable(k, r.URL.Query().Get("includeObject"), s.cfg.Registry.Now())
+func (s *Server) tableFor(k *registry.Kind, v string, r *http.Request) *tableOf {
+	return newTable(k, v, r.URL.Query().Get("includeObject"), s.cfg.Registry.Now())
 }
 
-func newTable(k *registry.Kind, include string, now time.Time) *tableOf {
-	t := &tableOf{k: k, include: include, now: now, cols: k.Columns}
-	if !slices.ContainsFunc(k.Columns, func(c registry.Column) bool { return c.Cell == registry.CellName }) {
-		t.cols = append([]registry.Column{registry.NameColumn}, k.Columns...)
+// newTable writes version v's table of kind k.
+func newTable(k *registry.Kind, v, include string, now time.Time) *tableOf {
+	cols := k.ColumnsOf(v)
+	t := &tableOf{k: k, include: include, now: now, cols: cols}
+	if !slices.ContainsFunc(cols, func(c registry.Column) bool { return c.Cell == registry.CellName }) {
+		t.cols = append([]registry.Column{registry.NameColumn}, cols...)
 	}
 	return t
 }

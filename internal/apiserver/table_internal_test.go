@@ -47,12 +47,12 @@ func TestPartialOfRecordsNotPlain(t *testing.T) {
 		t.Fatalf("PartialObjectMetadata: %s, %v\nwant %s", got, err, want)
 	}
 
-	members, all := cm.TableMembers()
+	members, all := cm.TableMembers("v1")
 	row, err := recordRow(rec, members, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := newTable(cm, "", time.Date(2026, 11, 23, 10, 0, 10, 0, time.UTC))
+	tbl := newTable(cm, "v1", "", time.Date(2026, 11, 23, 10, 0, 10, 0, time.UTC))
 	out, err := tbl.write(nil, recordsMeta(&storage.RecordList{ResourceVersion: 7}), 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
 	if err != nil {
 		t.Fatal(err)

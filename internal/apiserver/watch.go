@@ -270,7 +270,7 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 							return nil, err
 						}
 					}
-					return h.s.tableFor(h.kind, r).write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
+					return h.s.tableFor(h.kind, h.ri.version, r).write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
 				})
 			}
 		}

@@ -118,6 +118,10 @@ type Kind struct {
 	// has them; a NAME column (CellName) comes first unless one of them
 	// is the name.
 	Columns []Column
+	// VersionColumns are the columns of the versions whose columns are
+	// not Columns (a custom resource's versions may declare their own
+	// additionalPrinterColumns); nil: Columns for every version.
+	VersionColumns map[string][]Column
 
 	// Written, if set, is called after every stored create or update of
 	// the kind, before the client gets its answer (the CRD controller uses
@@ -210,10 +214,18 @@ var (
 	CreatedColumn = Column{Name: "Created At", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], Cell: CellCreated}
 )
 
-// TableMembers are the top-level members the kind's columns read
+// ColumnsOf are version v's Table columns.
+func (k *Kind) ColumnsOf(v string) []Column {
+	if c, ok := k.VersionColumns[v]; ok {
+		return c
+	}
+	return k.Columns
+}
+
+// TableMembers are the top-level members version v's columns read
 // (Column.Reads), all of them when a column reads the whole object.
-func (k *Kind) TableMembers() (members []string, all bool) {
-	for _, c := range k.Columns {
+func (k *Kind) TableMembers(v string) (members []string, all bool) {
+	for _, c := range k.ColumnsOf(v) {
 		if c.Counts != nil || c.Cell != CellValue {
 			continue
 		}

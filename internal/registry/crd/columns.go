@@ -71,6 +71,20 @@ var crdColumns = []registry.Column{
 var ageColumn = apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
 	Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}
 
+// versionColumns are a version's Table columns: its
+// additionalPrinterColumns, or AGE.
+func versionColumns(v *apiextensionsv1.CustomResourceDefinitionVersion) []registry.Column {
+	defs := v.AdditionalPrinterColumns
+	if len(defs) == 0 {
+		defs = []apiextensionsv1.CustomResourceColumnDefinition{ageColumn}
+	}
+	cols := make([]registry.Column, len(defs))
+	for i, c := range defs {
+		cols[i] = printerColumn(c)
+	}
+	return cols
+}
+
 // printerColumn is a version's additionalPrinterColumn, with upstream's
 // cells: the first value the JSONPath finds; a string column prints it as
 // text, the other types take a value of their type (an integer column a

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -149,12 +150,15 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 				k.Scale.LabelSelector = *sub.Scale.LabelSelectorPath
 			}
 		}
-		columns := storageVersion.AdditionalPrinterColumns
-		if len(columns) == 0 {
-			columns = []apiextensionsv1.CustomResourceColumnDefinition{ageColumn}
-		}
-		for _, c := range columns {
-			k.Columns = append(k.Columns, printerColumn(c))
+		k.Columns = versionColumns(storageVersion)
+		for i := range s.Versions {
+			v := &s.Versions[i]
+			if v.Served && v != storageVersion && !equality.Semantic.DeepEqual(v.AdditionalPrinterColumns, storageVersion.AdditionalPrinterColumns) {
+				if k.VersionColumns == nil {
+					k.VersionColumns = map[string][]registry.Column{}
+				}
+				k.VersionColumns[v.Name] = versionColumns(v)
+			}
 		}
 	}
 	return k
