@@ -158,10 +158,17 @@ var (
 	statusVerbs = []string{"get", "patch", "update"}
 )
 
+// customVerbs are a custom resource's verbs, in the order
+// apiextensions-apiserver's discovery lists them.
+var customVerbs = []string{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
 // verbsOf returns the verbs of k's main resource.
 func verbsOf(k *registry.Kind) []string {
 	if k.NoDeleteCollection {
 		return slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return v == "deletecollection" })
+	}
+	if k.Typed == nil {
+		return customVerbs
 	}
 	return verbs
 }
@@ -169,7 +176,7 @@ func verbsOf(k *registry.Kind) []string {
 // storageVersionHash identifies the storage version, as upstream's
 // discovery does, so that clients can tell when it changes.
 func storageVersionHash(k *registry.Kind) string {
-	sum := sha256.Sum256([]byte(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String() + "/" + k.Kind))
+	sum := sha256.Sum256([]byte(k.Group + "/" + k.StorageVersion() + "/" + k.Kind))
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 
@@ -205,19 +212,23 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 			vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 			for _, k := range g.byVer[v] {
 				gvk := k.GroupVersionKind(v)
+				// Upstream's built-in resources name their own group and
+				// version by leaving them out; custom resources name them.
+				kind := &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+				if k.Typed != nil {
+					kind = &metav1.GroupVersionKind{Kind: gvk.Kind}
+				}
 				scope := apidiscoveryv2.ScopeCluster
 				if k.Namespaced {
 					scope = apidiscoveryv2.ScopeNamespace
 				}
 				rd := apidiscoveryv2.APIResourceDiscovery{
 					Resource: k.Resource, SingularResource: k.Singular, Scope: scope, Verbs: verbsOf(k),
-					ShortNames: k.ShortNames, Categories: k.Categories,
-					ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+					ShortNames: k.ShortNames, Categories: k.Categories, ResponseKind: kind,
 				}
 				if k.Status {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-						Subresource: "status", Verbs: statusVerbs,
-						ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+						Subresource: "status", Verbs: statusVerbs, ResponseKind: kind,
 					})
 				}
 				if k.Scale != nil {
@@ -228,8 +239,14 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 				}
 				if k.Finalize {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-						Subresource: "finalize", Verbs: []string{"update"},
-						ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+						Subresource: "finalize", Verbs: []string{"update"}, ResponseKind: kind,
+					})
+				}
+				if k.Typed != nil {
+					// Upstream lists a built-in kind's subresources by
+					// name, a custom resource's status before scale.
+					slices.SortFunc(rd.Subresources, func(a, b apidiscoveryv2.APISubresourceDiscovery) int {
+						return strings.Compare(a.Subresource, b.Subresource)
 					})
 				}
 				vd.Resources = append(vd.Resources, rd)

@@ -1,0 +1,96 @@
+package apiserver_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Discovery says what kube-apiserver v1.37.2's says, in the details a
+// client can read: the storage version hashes (sha256 of
+// group/version/kind, the core group's empty), a custom resource's verbs
+// in apiextensions' order, and in the aggregated form a built-in kind's
+// responseKind without its group and version and its subresources by
+// name.
+func TestDiscoveryAsKubeAPIServer(t *testing.T) {
+	_, h := newCustomResourcesHandler(t, gizmoCRD)
+	get := func(path, accept string, into any) {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), into) != nil {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+	}
+	hashes := map[string]string{ // kube-apiserver v1.37.2's
+		"/api/v1 configmaps": "qFsyl6wFWjQ=", "/api/v1 events": "r2yiGXH7wu8=", "/api/v1 namespaces": "Q3oi5N2YM8M=",
+		"/api/v1 secrets": "S6u1pOWzb84=", "/api/v1 serviceaccounts": "pbx9ZvyFpBE=",
+		"/apis/coordination.k8s.io/v1 leases": "gqkMMb/YqFM=", "/apis/rbac.authorization.k8s.io/v1 clusterrolebindings": "48tpQ8gZHFc=",
+		"/apis/rbac.authorization.k8s.io/v1 roles": "7FuwZcIIItM=",
+	}
+	for key, want := range hashes {
+		var path, name string
+		for i := range key {
+			if key[i] == ' ' {
+				path, name = key[:i], key[i+1:]
+			}
+		}
+		var list metav1.APIResourceList
+		get(path, "application/json", &list)
+		found := false
+		for _, r := range list.APIResources {
+			if r.Name == name {
+				found = true
+				if r.StorageVersionHash != want {
+					t.Errorf("%s: storageVersionHash %s, want %s", key, r.StorageVersionHash, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: not listed", key)
+		}
+	}
+	var gizmos metav1.APIResourceList
+	get("/apis/test.kplane.dev/v1", "application/json", &gizmos)
+	if want := []string{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}; len(gizmos.APIResources) == 0 ||
+		!reflect.DeepEqual([]string(gizmos.APIResources[0].Verbs), want) {
+		t.Errorf("custom resource verbs %v, want %v", gizmos.APIResources, want)
+	}
+
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	get("/api", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", &agg)
+	for _, r := range agg.Items[0].Versions[0].Resources {
+		if *r.ResponseKind != (metav1.GroupVersionKind{Kind: r.ResponseKind.Kind}) {
+			t.Errorf("%s: responseKind %v, want the kind alone", r.Resource, r.ResponseKind)
+		}
+		if r.Resource == "namespaces" {
+			var subs []string
+			for _, s := range r.Subresources {
+				subs = append(subs, s.Subresource)
+				if *s.ResponseKind != (metav1.GroupVersionKind{Kind: "Namespace"}) {
+					t.Errorf("namespaces/%s: responseKind %v", s.Subresource, s.ResponseKind)
+				}
+			}
+			if !reflect.DeepEqual(subs, []string{"finalize", "status"}) {
+				t.Errorf("namespaces' subresources %v, want [finalize status]", subs)
+			}
+		}
+	}
+	get("/apis", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", &agg)
+	for _, g := range agg.Items {
+		if g.Name != "test.kplane.dev" {
+			continue
+		}
+		r := g.Versions[0].Resources[0]
+		if want := (metav1.GroupVersionKind{Group: "test.kplane.dev", Version: "v1", Kind: "Gizmo"}); *r.ResponseKind != want {
+			t.Errorf("gizmos: responseKind %v, want %v", r.ResponseKind, want)
+		}
+	}
+}
