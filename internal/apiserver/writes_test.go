@@ -138,3 +138,32 @@ func TestUpdatePreconditionsAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// A strategic merge patch whose result does not fit the kind, or has
+// fields Strict refuses, is a 422 naming the patch as Go prints its map,
+// with the converter's or the strict decoder's words, as kube-apiserver
+// v1.37.2 answered.
+func TestStrategicMergeErrorsAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	if line, _ := statusLine(h, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", "application/json",
+		`{"metadata":{"name":"smp"},"secrets":[{"name":"a"}]}`); line != "201" {
+		t.Fatal(line)
+	}
+	if line, _ := statusLine(h, http.MethodPost, "/api/v1/namespaces/default/configmaps", "application/json",
+		`{"metadata":{"name":"smp"},"data":{"a":"b"}}`); line != "201" {
+		t.Fatal(line)
+	}
+	const smp = "application/strategic-merge-patch+json"
+	for _, c := range []struct{ path, body, want string }{
+		{"/api/v1/namespaces/default/serviceaccounts/smp", `{"secrets":{"name":"b"}}`,
+			`422  "" is invalid: patch: Invalid value: "map[secrets:map[name:b]]": cannot restore slice from map`},
+		{"/api/v1/namespaces/default/configmaps/smp?fieldValidation=Strict", `{"bogus":1}`,
+			`422  "" is invalid: patch: Invalid value: "map[bogus:1]": strict decoding error: unknown field "bogus"`},
+		{"/api/v1/namespaces/default/configmaps/smp?fieldValidation=Strict", `{"data":{"a":"b","a":"c"}}`,
+			`422  "" is invalid: patch: Invalid value: "map[data:map[a:c]]": strict decoding error: duplicate field "data.a"`},
+	} {
+		if got, _ := statusLine(h, http.MethodPatch, c.path, smp, c.body); got != c.want {
+			t.Errorf("%s %s:\n got  %s\n want %s", c.path, c.body, got, c.want)
+		}
+	}
+}

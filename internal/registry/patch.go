@@ -220,6 +220,7 @@ func (r *Resource) applyPatch(k *Kind, version string, cur *unstructured.Unstruc
 // object's JSON by the patch libraries, the result decoded as a body is.
 func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
 	var patched []byte
+	var smp map[string]any // a strategic merge's result
 	switch p.typ {
 	case types.JSONPatchType:
 		curJSON, err := storage.AppendJSON(nil, cur.Object)
@@ -245,6 +246,7 @@ func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opt
 		if err != nil {
 			return nil, nil, strategicPatchError(err)
 		}
+		smp = m
 		// The same bytes as encoding/json's Marshal (a test in storage
 		// holds the two equal), at several times its speed. The result
 		// is a strategicpatch.JSONMap: as itself, a type AppendJSON does
@@ -255,10 +257,22 @@ func applyPatchFull(k *Kind, cur *unstructured.Unstructured, p *parsedPatch, opt
 	}
 	obj, resultErrs, err := Decode(k, patched)
 	if err != nil {
+		if smp != nil {
+			// Upstream converts a strategic merge's result to the Go
+			// type, and names the patch (as Go prints its map) with the
+			// converter's error; the other patches name their result.
+			if cerr := runtime.DefaultUnstructuredConverter.FromUnstructured(smp, k.Typed()); cerr != nil {
+				err = cerr
+			}
+			return nil, nil, invalidPatch(fmt.Sprintf("%v", p.fields), err)
+		}
 		return nil, nil, invalidPatch(string(patched), err)
 	}
 	strict := append(append([]error(nil), p.strict...), resultErrs...)
 	if len(strict) > 0 && opts.Strict {
+		if smp != nil {
+			return nil, nil, invalidPatch(fmt.Sprintf("%v", p.fields), strictError(strict))
+		}
 		return nil, nil, invalidPatch(string(patched), strictError(strict))
 	}
 	return obj, strict, nil
