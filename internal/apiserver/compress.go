@@ -32,7 +32,7 @@ var gzipWriters = sync.Pool{New: func() any {
 // remote clients only: a list of 10,000 ConfigMaps goes from 14.6 MB to
 // about a tenth of that.
 func compressed(w http.ResponseWriter, r *http.Request) (out http.ResponseWriter, done func()) {
-	if !acceptsGzip(r) || isLoopback(r.RemoteAddr) {
+	if !acceptsGzip(r) || isLoopback(r.RemoteAddr) || prettyRequested(r) {
 		return w, func() {}
 	}
 	cw := &compressWriter{ResponseWriter: w}

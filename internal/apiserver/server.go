@@ -118,7 +118,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.Sort(paths)
-	writeJSON(w, http.StatusOK, &metav1.RootPaths{Paths: paths})
+	indentedJSON(w, &metav1.RootPaths{Paths: paths})
 }
 
 // StopWatches ends every watch stream (cleanly, as a server timeout
@@ -168,7 +168,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.inflight.add(kind, -1, time.Now())
 		}
 	}()
-	s.mux.ServeHTTP(sw, r)
+	if pretty := apiPath(r.URL.Path) && !isWatch(r) && prettyRequested(r); pretty {
+		pw := &prettyWriter{ResponseWriter: sw}
+		s.mux.ServeHTTP(pw, r)
+		pw.finish()
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
 	end := time.Now()
 	if sw.series != nil {
 		sw.series.observe(sw.code, end.Sub(start))
@@ -268,7 +274,7 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMethodNotAllowed)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Info())
+	indentedJSON(w, s.Info())
 }
 
 // requestContext bounds a non-watch request.
