@@ -418,7 +418,8 @@ func buildOpenAPI(kinds []*registry.Kind, prev *openAPIDocs, gitVersion string, 
 	// Upstream lists DeleteOptions and WatchEvent under every built-in
 	// group version, the core one always.
 	typed := map[schema.GroupVersionKind]runtime.Object{
-		metav1.SchemeGroupVersion.WithKind("Status"):       &metav1.Status{},
+		// Status, as upstream registers it: in the core group.
+		{Version: "v1", Kind: "Status"}:                    &metav1.Status{},
 		{Version: "v1", Kind: "DeleteOptions"}:             &metav1.DeleteOptions{},
 		{Version: "v1", Kind: "WatchEvent"}:                &metav1.WatchEvent{},
 		autoscalingv1.SchemeGroupVersion.WithKind("Scale"): &autoscalingv1.Scale{},
@@ -544,6 +545,9 @@ func buildOpenAPI(kinds []*registry.Kind, prev *openAPIDocs, gitVersion string, 
 		schemas := map[string]*spec.Schema{}
 		for _, name := range reachable(paths, defsV3) {
 			schemas[name] = util.WrapRefs(defsV3[name])
+			if name == defDeleteOptions || name == defWatchEvent {
+				schemas[name] = gvksFor(schemas[name], gv.group)
+			}
 		}
 		d, err := newOpenAPIDoc(map[string]any{
 			"openapi": "3.0.0", "info": info, "paths": paths,
@@ -586,6 +590,25 @@ func builtIn(kinds []*registry.Kind) []*registry.Kind {
 		}
 	}
 	return out
+}
+
+// gvksFor is a copy of def (DeleteOptions, WatchEvent: every group's)
+// whose x-kubernetes-group-version-kind names only the core group and
+// group, as upstream's document of a group version names them.
+func gvksFor(def *spec.Schema, group string) *spec.Schema {
+	out := *def
+	out.Extensions = spec.Extensions{}
+	for k, v := range def.Extensions {
+		out.Extensions[k] = v
+	}
+	var keep []any
+	for _, gvk := range gvksOf(def) {
+		if gvk.Group == "" || gvk.Group == group {
+			keep = append(keep, map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind})
+		}
+	}
+	out.Extensions["x-kubernetes-group-version-kind"] = keep
+	return &out
 }
 
 // gvksOf reads a definition's x-kubernetes-group-version-kind.

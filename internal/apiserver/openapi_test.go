@@ -472,3 +472,54 @@ func TestOpenAPIGzip(t *testing.T) {
 		t.Errorf("through Go's transport: uncompressed by it %v, %d paths, %v", resp.Uncompressed, len(doc.Paths.Paths), err)
 	}
 }
+
+// The built-in kinds' schemas in the v3 documents say what
+// kube-apiserver v1.37.2's say where kplane used to differ: an +enum
+// field's values and their documentation (a namespace's phase), the
+// List kinds' items unmarked, Status in the core group, and DeleteOptions
+// and WatchEvent naming the core group and the document's own.
+func TestOpenAPIV3SchemasAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	schemas := func(path string) map[string]map[string]any {
+		var doc struct {
+			Components struct{ Schemas map[string]map[string]any }
+		}
+		if err := json.Unmarshal(get(t, h, path).Body.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Components.Schemas
+	}
+	prop := func(s map[string]map[string]any, def, name string) map[string]any {
+		p, _ := s[def]["properties"].(map[string]any)[name].(map[string]any)
+		return p
+	}
+	gvks := func(s map[string]map[string]any, def string) string {
+		b, _ := json.Marshal(s[def]["x-kubernetes-group-version-kind"])
+		return string(b)
+	}
+	core := schemas("/openapi/v3/api/v1")
+	phase := prop(core, "io.k8s.api.core.v1.NamespaceStatus", "phase")
+	if b, _ := json.Marshal(phase["enum"]); string(b) != `["Active","Terminating"]` ||
+		!strings.HasSuffix(phase["description"].(string), "\n\nPossible enum values:\n - `\"Active\"` means the namespace is available for use in the system\n - `\"Terminating\"` means the namespace is undergoing graceful termination") {
+		t.Errorf("NamespaceStatus.phase: %v", phase)
+	}
+	if items := prop(core, "io.k8s.api.core.v1.ConfigMapList", "items"); items["x-kubernetes-list-type"] != nil {
+		t.Errorf("ConfigMapList.items: %v", items)
+	}
+	if got := gvks(core, "io.k8s.apimachinery.pkg.apis.meta.v1.Status"); got != `[{"group":"","kind":"Status","version":"v1"}]` {
+		t.Errorf("Status: %s", got)
+	}
+	if got := gvks(core, "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"); got != `[{"group":"","kind":"DeleteOptions","version":"v1"}]` {
+		t.Errorf("DeleteOptions in the core document: %s", got)
+	}
+	leases := schemas("/openapi/v3/apis/coordination.k8s.io/v1")
+	if got := gvks(leases, "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"); got !=
+		`[{"group":"","kind":"WatchEvent","version":"v1"},{"group":"coordination.k8s.io","kind":"WatchEvent","version":"v1"}]` {
+		t.Errorf("WatchEvent in coordination.k8s.io/v1: %s", got)
+	}
+	crds := schemas("/openapi/v3/apis/apiextensions.k8s.io/v1")
+	reason := prop(crds, "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule", "reason")
+	if b, _ := json.Marshal(reason["enum"]); string(b) != `["FieldValueDuplicate","FieldValueForbidden","FieldValueInvalid","FieldValueRequired"]` {
+		t.Errorf("ValidationRule.reason: %v", reason["enum"])
+	}
+}

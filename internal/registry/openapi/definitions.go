@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -113,8 +114,10 @@ const (
 	extPatchMergeKey = "x-kubernetes-patch-merge-key"
 
 	listAtomic = "atomic" // also the map type of an atomic struct
-	listSet    = "set"
-	listMap    = "map"
+	// listUnmarked, as a marker's list type: no x-kubernetes-list-type.
+	listUnmarked = "-"
+	listSet      = "set"
+	listMap      = "map"
 )
 
 // builder accumulates definitions. Each named struct type (and each type
@@ -204,6 +207,11 @@ func (b *builder) fields(s *spec.Schema, t reflect.Type, doc docs, def string) e
 		}
 		omit := hasOpt(opts, "omitempty") || hasOpt(opts, "omitzero")
 		m := fieldMarkers[def][name]
+		if name == "items" && isListKind(t) {
+			// A List kind's items carry no marker upstream, and are
+			// published unmarked (schemaconv reads them as atomic).
+			m.listType = listUnmarked
+		}
 		prop, err := b.property(f, doc.fields[name], omit, m)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
@@ -229,6 +237,12 @@ func (b *builder) property(f reflect.StructField, desc string, omit bool, m mark
 		return s, err
 	}
 	s.Description = desc
+	if len(m.enum) > 0 {
+		s.Enum = m.enum
+		if desc != "" {
+			s.Description += m.enumDoc
+		}
+	}
 	if m.hasDefault {
 		s.Default = m.def
 	} else if d, ok := zeroDefault(f.Type, omit); ok {
@@ -259,6 +273,9 @@ func listSemantics(s *spec.Schema, f reflect.StructField, m marker) {
 		s.AddExtension(extPatchMergeKey, key)
 	}
 	listType, keys := m.listType, m.listMapKeys
+	if listType == listUnmarked {
+		return
+	}
 	if listType == "" {
 		switch {
 		case hasOpt(strategy, "merge") && key != "":
@@ -386,6 +403,16 @@ func zeroDefault(t reflect.Type, omit bool) (any, bool) {
 func hasOpt(opts, want string) bool {
 	for opt := range strings.SplitSeq(opts, ",") {
 		if opt == want {
+			return true
+		}
+	}
+	return false
+}
+
+// isListKind reports whether t is a List kind: a struct with ListMeta.
+func isListKind(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if t.Field(i).Type == reflect.TypeFor[metav1.ListMeta]() {
 			return true
 		}
 	}

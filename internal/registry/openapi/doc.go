@@ -76,14 +76,15 @@
 //
 // # Deviations from upstream
 //
-//   - A list with no marker at all is marked atomic explicitly (upstream
-//     leaves it unmarked; schemaconv reads both as atomic): the items of
-//     the List kinds. A list with a merge patch strategy and no +listType
-//     gets the list type schemaconv would infer from the strategy.
-//   - Markers other than those in the table are not seen: no enum values
-//     (+enum) nor the "Possible enum values" text openapi-gen appends to
-//     descriptions, no validation markers (+k8s:..., x-kubernetes-validations),
-//     no unions.
+//   - A list with a merge patch strategy and no +listType gets the list
+//     type schemaconv would infer from the strategy. (A list with no
+//     marker at all, the items of the List kinds, is left unmarked, as
+//     upstream publishes it; schemaconv reads it as atomic.)
+//   - Markers other than those in the table are not seen: enum values
+//     (+enum, with the "Possible enum values" text openapi-gen appends to
+//     descriptions) only where the table lists them (a namespace's phase,
+//     a CRD rule's reason: every enum of the served kinds), no validation
+//     markers (+k8s:..., x-kubernetes-validations), no unions.
 //   - A $ref property carries its description and default beside the
 //     $ref, the v2 form. kube-apiserver's v3 documents wrap such refs in
 //     allOf; a v3 publisher does the same with kube-openapi's

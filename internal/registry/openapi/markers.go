@@ -11,6 +11,12 @@ type marker struct {
 	required    bool     // +required on a field whose JSON tag omits empty values
 	hasDefault  bool     // +default
 	def         any
+	// enum: the values of an +enum type, published as the field's enum;
+	// enumDoc is the "Possible enum values" text openapi-gen appends to
+	// its description (the values' own documentation), if the type's
+	// description does not have it.
+	enum    []any
+	enumDoc string
 }
 
 // fieldMarkers are the markers of the kinds kplane serves that their Go
@@ -21,6 +27,14 @@ var fieldMarkers = map[string]map[string]marker{
 	"io.k8s.api.core.v1.Event": {
 		"reportingComponent": {optional: true},
 		"reportingInstance":  {optional: true},
+	},
+	"io.k8s.api.core.v1.NamespaceStatus": {
+		"phase": {optional: true, enum: []any{"Active", "Terminating"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"Active\"` means the namespace is available for use in the system\n" +
+			" - `\"Terminating\"` means the namespace is undergoing graceful termination"},
+	},
+	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule": {
+		"reason": {optional: true, enum: []any{"FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"}},
 	},
 	"io.k8s.api.core.v1.LocalObjectReference": {
 		"name": {hasDefault: true, def: ""},

@@ -191,8 +191,11 @@ func (s sourceStruct) check(name string, def any) []string {
 			add("%s required = %v, upstream %v", f.json, !required, required)
 		}
 		if f.list {
-			want, keys := first(f.markers["listType"]), f.markers["listMapKey"]
-			if want == "" {
+			var want any
+			keys := f.markers["listMapKey"]
+			if lt := first(f.markers["listType"]); lt != "" {
+				want = lt
+			} else {
 				strategy, key := f.tag.Get("patchStrategy"), f.tag.Get("patchMergeKey")
 				switch {
 				case hasOpt(strategy, "merge") && key != "":
@@ -200,7 +203,7 @@ func (s sourceStruct) check(name string, def any) []string {
 				case hasOpt(strategy, "merge"):
 					want = "set"
 				default:
-					want = "atomic"
+					want = nil // unmarked, as upstream publishes it
 				}
 			}
 			if prop[extListType] != want {
