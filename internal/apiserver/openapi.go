@@ -760,8 +760,12 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 	// op builds one operation. body is the request body's schema (nil for
 	// none); codes are the success codes, each answered with resp.
 	op := func(verb, action, sub string, body, resp map[string]any, codes []string, params ...map[string]any) map[string]any {
+		id := verb + opID + namespaced + k.Kind + sub
+		if verb == "deletecollection" {
+			id = "delete" + opID + "Collection" + namespaced + k.Kind + sub // upstream's form
+		}
 		o := map[string]any{
-			"operationId":                     verb + opID + namespaced + k.Kind + sub,
+			"operationId":                     id,
 			"description":                     operationDescription(verb, sub, k.Kind),
 			"tags":                            []string{strings.ToLower(opID[:1]) + opID[1:]},
 			"x-kubernetes-action":             action,

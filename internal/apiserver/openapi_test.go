@@ -523,3 +523,17 @@ func TestOpenAPIV3SchemasAsKubeAPIServer(t *testing.T) {
 		t.Errorf("ValidationRule.reason: %v", reason["enum"])
 	}
 }
+
+// A collection delete's operation ID is upstream's
+// (deleteCoordinationV1CollectionNamespacedLease).
+func TestOpenAPIDeleteCollectionOperationID(t *testing.T) {
+	h := newInProcess(t)
+	var doc struct{ Paths map[string]map[string]any }
+	if err := json.Unmarshal(get(t, h, "/openapi/v3/apis/coordination.k8s.io/v1").Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	del, _ := doc.Paths["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"]["delete"].(map[string]any)
+	if del["operationId"] != "deleteCoordinationV1CollectionNamespacedLease" {
+		t.Errorf("operationId %v", del["operationId"])
+	}
+}
