@@ -97,6 +97,14 @@ func TestKindValidationAsKubeAPIServer(t *testing.T) {
 			`reportingComponent: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
 			"reportingInstance: Required value", "action: Required value", "reason: Required value")},
 		{"POST", evns, `{"metadata":{"name":"ev5"},"involvedObject":{"namespace":"evns"},"eventTime":"2026-11-26T01:02:03.123456Z","reportingComponent":"a","reportingInstance":"b","action":"c","reason":"d"}`, "201"},
+		{"POST", evns, `{"metadata":{"name":"ev7"},"involvedObject":{"namespace":"evns"},"eventTime":"2026-11-26T01:02:03.123456Z","reportingComponent":"a",` +
+			`"reportingInstance":"` + strings.Repeat("i", 129) + `","action":"` + strings.Repeat("a", 129) + `","reason":"` + strings.Repeat("r", 129) +
+			`","message":"` + strings.Repeat("m", 1025) + `"}`, invalid("Event", "ev7",
+			`reportingInstance: Invalid value: "": can have at most 128 characters`, `action: Invalid value: "": can have at most 128 characters`,
+			`reason: Invalid value: "": can have at most 128 characters`, `message: Invalid value: "": can have at most 1024 characters`)},
+		{"POST", evns, `{"metadata":{"name":"ev8"},"involvedObject":{"namespace":"evns"},"eventTime":"2026-11-26T01:02:03.123456Z","reportingComponent":"a",` +
+			`"reportingInstance":"` + strings.Repeat("i", 128) + `","action":"` + strings.Repeat("a", 128) + `","reason":"` + strings.Repeat("r", 128) +
+			`","message":"` + strings.Repeat("m", 1024) + `"}`, "201"},
 	} {
 		method, ctype := c.method, jsonType
 		if method == "MERGE" {

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,9 +152,18 @@ func validateEvent(obj *unstructured.Unstructured) field.ErrorList {
 	for _, msg := range validation.IsQualifiedName(str("reportingComponent")) {
 		errs = append(errs, field.Invalid(field.NewPath("reportingComponent"), str("reportingComponent"), msg))
 	}
-	for _, name := range []string{"reportingInstance", "action", "reason"} {
-		if str(name) == "" {
-			errs = append(errs, field.Required(field.NewPath(name), ""))
+	// Each required, and within upstream's limits (its message shows no
+	// value).
+	for _, f := range []struct {
+		name     string
+		required bool
+		limit    int
+	}{{"reportingInstance", true, 128}, {"action", true, 128}, {"reason", true, 128}, {"message", false, 1024}} {
+		if f.required && str(f.name) == "" {
+			errs = append(errs, field.Required(field.NewPath(f.name), ""))
+		}
+		if len(str(f.name)) > f.limit {
+			errs = append(errs, field.Invalid(field.NewPath(f.name), "", fmt.Sprintf("can have at most %d characters", f.limit)))
 		}
 	}
 	return errs
