@@ -128,3 +128,24 @@ func TestKindValidationAsKubeAPIServer(t *testing.T) {
 		t.Errorf("defaults: %s %s", got, body)
 	}
 }
+
+// A Lease's coordinated leader election fields are dropped, as
+// kube-apiserver v1.37.2 drops them with CoordinatedLeaderElection off
+// (its default): on create, and on update unless the Lease has them.
+func TestLeaseElectionFieldsAreDropped(t *testing.T) {
+	h := newInProcess(t)
+	const leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+	for _, c := range []struct{ method, path, ctype, body string }{
+		{http.MethodPost, leases, "application/json", `{"metadata":{"name":"l1"},"spec":{"holderIdentity":"a","strategy":"Bogus","preferredHolder":"x"}}`},
+		{http.MethodPatch, leases + "/l1", "application/merge-patch+json", `{"spec":{"strategy":"OldestEmulationVersion","preferredHolder":"x"}}`},
+	} {
+		line, body := statusLine(h, c.method, c.path, c.ctype, c.body)
+		var lease struct{ Spec map[string]any }
+		if err := json.Unmarshal(body, &lease); err != nil || !strings.HasPrefix(line, "20") {
+			t.Fatalf("%s %s: %s", c.method, c.path, line)
+		}
+		if _, ok := lease.Spec["strategy"]; ok || lease.Spec["preferredHolder"] != nil || lease.Spec["holderIdentity"] != "a" {
+			t.Errorf("%s %s: spec %v", c.method, c.path, lease.Spec)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -50,5 +51,29 @@ func TestPathSegmentName(t *testing.T) {
 				t.Errorf("%q, prefix %v: %q, want %q", name, prefix, got, want)
 			}
 		}
+	}
+}
+
+// A Lease stored with coordinated leader election's fields keeps them on
+// update, and they are checked as upstream's ValidateLeaseSpec checks
+// them (its path for the strategy repeats "strategy").
+func TestLeaseElectionFieldsOfAStoredLease(t *testing.T) {
+	old := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"strategy": "OldestEmulationVersion", "preferredHolder": "x"}}}
+	next := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"strategy": "Bogus", "preferredHolder": "x"}}}
+	dropLeaseElectionFields(next, old)
+	var got []string
+	for _, e := range validateLease(next) {
+		got = append(got, e.Error())
+	}
+	if want := []string{`spec.strategy.strategy: Unsupported value: "Bogus": supported values: "OldestEmulationVersion"`}; !reflect.DeepEqual(got, want) {
+		t.Errorf("errors %q, want %q", got, want)
+	}
+	unstructured.SetNestedField(next.Object, "example.com/mine", "spec", "strategy")
+	if errs := validateLease(next); len(errs) != 0 {
+		t.Errorf("a qualified strategy: %v", errs)
+	}
+	unstructured.RemoveNestedField(next.Object, "spec", "strategy")
+	if errs := validateLease(next); len(errs) != 1 || errs[0].Error() != "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined" {
+		t.Errorf("a holder without a strategy: %v", errs)
 	}
 }

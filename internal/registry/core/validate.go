@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,7 +124,42 @@ func validateLease(obj *unstructured.Unstructured) field.ErrorList {
 	if v, ok := spec["leaseTransitions"].(int64); ok && v < 0 {
 		errs = append(errs, field.Invalid(path.Child("leaseTransitions"), v, "must be greater than or equal to 0"))
 	}
+	// Coordinated leader election's fields (kept only where a stored
+	// Lease had them: dropLeaseElectionFields).
+	strategy, hasStrategy := spec["strategy"].(string)
+	if hasStrategy {
+		sp := path.Child("strategy").Child("strategy") // upstream's path, doubled
+		if !strings.Contains(strategy, "/") {
+			if strategy != "OldestEmulationVersion" {
+				errs = append(errs, field.NotSupported(sp, strategy, []string{"OldestEmulationVersion"}))
+			}
+		} else {
+			for _, msg := range validation.IsQualifiedName(strategy) {
+				errs = append(errs, field.Invalid(sp, strategy, msg))
+			}
+		}
+	}
+	if h, _ := spec["preferredHolder"].(string); h != "" && strategy == "" {
+		errs = append(errs, field.Forbidden(path.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
+	}
 	return errs
+}
+
+// dropLeaseElectionFields drops a Lease's coordinated leader election
+// fields (spec.strategy, spec.preferredHolder) that the stored Lease (old;
+// nil on create) does not have, as upstream does with its
+// CoordinatedLeaderElection feature off, its default.
+func dropLeaseElectionFields(obj, old *unstructured.Unstructured) {
+	spec, _ := obj.Object["spec"].(map[string]any)
+	var oldSpec map[string]any
+	if old != nil {
+		oldSpec, _ = old.Object["spec"].(map[string]any)
+	}
+	for _, f := range []string{"strategy", "preferredHolder"} {
+		if _, had := oldSpec[f]; !had {
+			delete(spec, f)
+		}
+	}
 }
 
 // validateEvent checks a v1 Event as upstream's legacy event validation
