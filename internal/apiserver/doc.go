@@ -29,7 +29,9 @@
 // the record, the stored metadata), lists in pieces through pooled
 // buffers, gzip-compressed from 128 KiB for remote clients that take
 // gzip; only YAML and objects that must be presented in another version
-// go through a decode.
+// go through a decode. A request that asks for it (?pretty, or curl, Wget
+// or a browser) gets its JSON indented, as upstream's pretty serializer
+// writes it (pretty.go); watches never.
 //
 // PATCH takes the four upstream patch media types (strategic merge only
 // for built-in kinds) and the PatchOptions query; the registry applies
