@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -113,6 +114,18 @@ func addStoredVersion(obj *unstructured.Unstructured) {
 // unchanged fields pass. A whole check compiles every version's schema and
 // CEL rules.
 func validateUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
+	if equality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
+		// Without decoding the CRDs (their schemas are most of them).
+		var names apiextensionsv1.CustomResourceDefinitionNames
+		if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "acceptedNames"); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &names); err != nil {
+				return field.ErrorList{field.Invalid(field.NewPath("status", "acceptedNames"), "", err.Error())}
+			}
+		}
+		errs := validateNames(&names, field.NewPath("status", "acceptedNames"))
+		group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+		return append(errs, validateApprovalUpdate(group, obj.GetAnnotations(), old.GetAnnotations())...)
+	}
 	crd, err := decode(obj)
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
@@ -120,10 +133,6 @@ func validateUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
 	prev, err := decode(old)
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
-	}
-	if equality.Semantic.DeepEqual(obj.Object["spec"], old.Object["spec"]) {
-		errs := validateNames(&crd.Status.AcceptedNames, field.NewPath("status", "acceptedNames"))
-		return append(errs, validateApproval(crd, prev)...)
 	}
 	return validateCRD(crd, prev)
 }
@@ -153,7 +162,11 @@ func validateCRD(crd, old *apiextensionsv1.CustomResourceDefinition) field.Error
 	}
 	errs = append(errs, validateNames(&crd.Status.AcceptedNames, field.NewPath("status", "acceptedNames"))...)
 	errs = append(errs, validateStoredVersions(crd.Status.StoredVersions, crd.Spec.Versions, field.NewPath("status", "storedVersions"))...)
-	errs = append(errs, validateApproval(crd, old)...)
+	if old == nil {
+		errs = append(errs, validateApproval(crd.Spec.Group, crd.Annotations)...)
+	} else {
+		errs = append(errs, validateApprovalUpdate(crd.Spec.Group, crd.Annotations, old.Annotations)...)
+	}
 	if crd.Spec.PreserveUnknownFields && (old == nil || !old.Spec.PreserveUnknownFields) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "preserveUnknownFields"), true, "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"))
 	}
@@ -587,29 +600,33 @@ func validateStoredVersions(stored []string, versions []apiextensionsv1.CustomRe
 	return errs
 }
 
-// validateApproval requires a CRD in a protected group to carry the API
-// review's approval annotation: a URL, or a reason starting with
-// "unapproved". An update that leaves the approval's state as it was
-// passes.
-func validateApproval(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
-	g := crd.Spec.Group
-	if g != "k8s.io" && !strings.HasSuffix(g, ".k8s.io") && g != "kubernetes.io" && !strings.HasSuffix(g, ".kubernetes.io") {
+// validateApproval requires a CRD in a protected group (k8s.io,
+// kubernetes.io) to carry the API review's approval annotation: a URL, or
+// a reason starting with "unapproved".
+func validateApproval(group string, annotations map[string]string) field.ErrorList {
+	if group != "k8s.io" && !strings.HasSuffix(group, ".k8s.io") && group != "kubernetes.io" && !strings.HasSuffix(group, ".kubernetes.io") {
 		return nil
 	}
-	state, reason := approvalState(crd.Annotations)
-	if old != nil {
-		if was, _ := approvalState(old.Annotations); was == state {
-			return nil
-		}
-	}
+	state, reason := approvalState(annotations)
 	p := field.NewPath("metadata", "annotations").Key(approvalAnnotation)
 	switch state {
 	case approvalMissing:
 		return field.ErrorList{field.Required(p, reason)}
 	case approvalInvalid:
-		return field.ErrorList{field.Invalid(p, crd.Annotations[approvalAnnotation], reason)}
+		return field.ErrorList{field.Invalid(p, annotations[approvalAnnotation], reason)}
 	}
 	return nil
+}
+
+// validateApprovalUpdate is validateApproval, but an update that leaves
+// the approval's state as it was passes (upstream lets a CRD approved
+// under older rules keep its annotation).
+func validateApprovalUpdate(group string, annotations, old map[string]string) field.ErrorList {
+	now, _ := approvalState(annotations)
+	if was, _ := approvalState(old); now == was {
+		return nil
+	}
+	return validateApproval(group, annotations)
 }
 
 type approval int
