@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -36,12 +37,7 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 		"/apis/rbac.authorization.k8s.io/v1 roles": "7FuwZcIIItM=",
 	}
 	for key, want := range hashes {
-		var path, name string
-		for i := range key {
-			if key[i] == ' ' {
-				path, name = key[:i], key[i+1:]
-			}
-		}
+		path, name, _ := strings.Cut(key, " ")
 		var list metav1.APIResourceList
 		get(path, "application/json", &list)
 		found := false
