@@ -174,8 +174,12 @@ func verbsOf(k *registry.Kind) []string {
 }
 
 // storageVersionHash identifies the storage version, as upstream's
-// discovery does, so that clients can tell when it changes.
+// discovery does, so that clients can tell when it changes (a guest's is
+// its host's, as its objects are stored so).
 func storageVersionHash(k *registry.Kind) string {
+	if k.IsGuest() {
+		k = k.Cohabit.Host // stored as its host
+	}
 	sum := sha256.Sum256([]byte(k.Group + "/" + k.StorageVersion() + "/" + k.Kind))
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }

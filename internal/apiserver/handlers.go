@@ -275,12 +275,16 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wo.Subresource = h.ri.subresource
-	out, enc, err := h.res.UpdateEncoded(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
+	out, enc, created, err := h.res.UpdateOrCreateEncoded(ctx, h.ri.version, h.ri.namespace, h.ri.name, obj, wo)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusOK, out, enc)
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, code, out, enc)
 }
 
 // objectWrite reads a create or update request: its options, then its

@@ -75,8 +75,9 @@ func (s *Server) writeCacheMetrics(b *bytes.Buffer) {
 	}
 	var all []resource
 	for _, r := range s.cfg.Registry.Resources() {
-		k := r.Kind()
-		all = append(all, resource{k.Group, k.Resource, r.CacheStats()})
+		if k := r.Kind(); !k.IsGuest() { // its host's cache holds its objects
+			all = append(all, resource{k.Group, k.Resource, r.CacheStats()})
+		}
 	}
 	// family writes one metric for every resource (those whose cache has
 	// loaded, if ready), labelled by labels.

@@ -193,7 +193,8 @@ func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *r
 	case formTable:
 		t := s.tableFor(k, v, r)
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) {
-			return t.write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return tableRow{obj: obj}, nil }, 0, nil)
+			// A single object's table has its resourceVersion, as upstream's.
+			return t.write(b, metav1.ListMeta{ResourceVersion: obj.GetResourceVersion()}, 1, func(int) (tableRow, error) { return tableRow{obj: obj}, nil }, 0, nil)
 		})
 	case formMetadata:
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return appendPartial(b, nil, 0, obj) })

@@ -133,7 +133,8 @@ func TestTableAndMetadataFromRecords(t *testing.T) {
 			for _, it := range list.Items {
 				name := it["metadata"].(map[string]any)["name"].(string)
 				sameJSON(t, name+" as metadata", get(k.path+"/"+name, asMeta), marshal(t, partialOf(t, it)), nil)
-				want := tableOf(t, metav1.ListMeta{}, k.columns, []map[string]any{it}, k.cells, "")
+				rv := it["metadata"].(map[string]any)["resourceVersion"].(string)
+				want := tableOf(t, metav1.ListMeta{ResourceVersion: rv}, k.columns, []map[string]any{it}, k.cells, "")
 				sameJSON(t, name+" as Table", get(k.path+"/"+name, asTable), want, ages)
 			}
 		}
@@ -200,7 +201,8 @@ func TestTableAndMetadataFromRecords(t *testing.T) {
 			return []byte(`{"type":"` + ev.Type + `","object":` + string(obj) + `}`)
 		}
 		sameJSON(t, fmt.Sprintf("event %d as metadata", i), line(asMeta), event(marshal(t, partialOf(t, ev.Object))), nil)
-		want := tableOf(t, metav1.ListMeta{}, kinds[0].columns, []map[string]any{ev.Object}, kinds[0].cells, "")
+		rv := ev.Object["metadata"].(map[string]any)["resourceVersion"].(string)
+		want := tableOf(t, metav1.ListMeta{ResourceVersion: rv}, kinds[0].columns, []map[string]any{ev.Object}, kinds[0].cells, "")
 		sameJSON(t, fmt.Sprintf("event %d as Table", i), line(asTable), event(want), func(v any) { ages(v.(map[string]any)["object"]) })
 	}
 }

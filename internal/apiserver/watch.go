@@ -270,7 +270,8 @@ func (h *handler) frame(buf *bytes.Buffer, r *http.Request, f form, gv string, e
 							return nil, err
 						}
 					}
-					return h.s.tableFor(h.kind, h.ri.version, r).write(b, metav1.ListMeta{}, 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
+					lm := metav1.ListMeta{ResourceVersion: row.obj.GetResourceVersion()} // the event's object's, as upstream's
+					return h.s.tableFor(h.kind, h.ri.version, r).write(b, lm, 1, func(int) (tableRow, error) { return row, nil }, 0, nil)
 				})
 			}
 		}

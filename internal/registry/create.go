@@ -127,7 +127,17 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	obj.SetCreationTimestamp(now)
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetAPIVersion(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String())
+	if k.IsGuest() {
+		// Stored in its host's shape, which the checks below see.
+		obj = k.Cohabit.ToHost(obj)
+		if mv, ok := meta.(metaView); ok {
+			meta = metaView{obj, mv.managed}
+		} else {
+			meta = obj
+		}
+	} else {
+		obj.SetAPIVersion(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String())
+	}
 	if k.Generation {
 		obj.SetGeneration(1)
 	} else {
@@ -139,7 +149,11 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if k.PrepareForCreate != nil {
 		k.PrepareForCreate(obj)
 	}
-	errs := validateMeta(k, meta)
+	var errs field.ErrorList
+	if k.ValidateFirst != nil {
+		errs = k.ValidateFirst(obj)
+	}
+	errs = append(errs, validateMeta(k, meta)...)
 	if k.Validate != nil {
 		errs = append(errs, k.Validate(obj)...)
 	}
@@ -147,7 +161,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		errs = append(errs, s.Validate(ctx, obj.Object, nil)...)
 	}
 	if len(errs) > 0 {
-		return nil, nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+		return nil, nil, apierrors.NewInvalid(k.invalidKind(), obj.GetName(), errs)
 	}
 	if k.Namespaced {
 		if err := r.reg.admitNamespace(ctx, ns); err != nil {
@@ -164,7 +178,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if k.Written != nil {
 		k.Written(ctx, out)
 	}
-	if version != k.StorageVersion() {
+	if !k.storedAs(version) {
 		enc = nil
 	}
 	return convert(k, version, out), enc, nil

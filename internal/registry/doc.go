@@ -9,7 +9,8 @@
 //   - update is an optimistic-concurrency write: a stale resourceVersion is
 //     409 Conflict with the upstream message, an unset one is allowed only
 //     for kinds that allow unconditional updates (422 otherwise), an
-//     update that changes nothing writes nothing;
+//     update that changes nothing writes nothing; a PUT of a missing
+//     object creates it where the kind allows that;
 //   - the status subresource splits writes between the main resource and
 //     /status;
 //   - patch applies a JSON, merge, strategic merge patch or a server-side
@@ -28,7 +29,9 @@
 //
 // Kinds are described by Kind values (the per-kind strategy). Built-in
 // kinds live in registry/core; kinds defined by CustomResourceDefinitions
-// are added and removed at run time by registry/crd.
+// are added and removed at run time by registry/crd. A kind may be served
+// over another's objects in a group of its own (Cohabit: events.k8s.io
+// Events over core Events), converted on the way in and out.
 //
 // The registry does not speak HTTP (package apiserver does). A custom
 // resource's schema (validation, defaults, pruning, CEL rules) comes from

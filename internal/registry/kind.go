@@ -42,6 +42,9 @@ type Kind struct {
 	// (last write wins). Upstream allows it for most built-in kinds and
 	// refuses it for custom resources.
 	UnconditionalUpdate bool
+	// CreateOnUpdate: a PUT of an object that does not exist creates it
+	// (upstream allows it for Leases, Events and RBAC objects).
+	CreateOnUpdate bool
 	// ReturnDeletedObject: an immediate delete answers with the deleted
 	// object rather than a Status (ServiceAccount does upstream).
 	ReturnDeletedObject bool
@@ -81,6 +84,10 @@ type Kind struct {
 	// checked by the registry.
 	Validate       func(obj *unstructured.Unstructured) field.ErrorList
 	ValidateUpdate func(obj, old *unstructured.Unstructured) field.ErrorList
+	// ValidateFirst, if set, checks fields whose errors upstream lists
+	// before the metadata's (which come first otherwise), on creates and
+	// updates both.
+	ValidateFirst func(obj *unstructured.Unstructured) field.ErrorList
 	// ValidateName checks metadata.name (nil: a DNS subdomain, the
 	// default upstream). prefix is true for a generateName prefix.
 	ValidateName func(name string, prefix bool) []string
@@ -148,7 +155,44 @@ type Kind struct {
 	// Built-in kinds are described by package openapi instead, and have
 	// none.
 	OpenAPI func(v string) *spec.Schema
+
+	// Cohabit, if set, links the kind with another that serves the same
+	// objects in a group of its own (see Cohabit). Both kinds name it.
+	Cohabit *Cohabit
 }
+
+// Cohabit serves the objects of one kind (Host) also as a kind of another
+// group (Guest), as upstream serves core Events also as events.k8s.io
+// Events: the two are one resource in storage, with two shapes. The guest
+// has no storage or watch cache of its own. It reads the host's objects,
+// converted, and writes its own converted back, so a write through either
+// kind is seen through both. Each kind has one version. The guest's hooks
+// (Validate, Fields, Columns' cells) see objects in the host's shape, as
+// stored; its field manager and patches see its own.
+type Cohabit struct {
+	Host, Guest *Kind
+	// ToHost and ToGuest convert an object of one kind into the other's
+	// shape, as a new object: they must not change obj, and fields they
+	// do not know are dropped.
+	ToHost, ToGuest func(obj *unstructured.Unstructured) *unstructured.Unstructured
+}
+
+// IsGuest reports whether k is the guest of a Cohabit: a kind with no
+// objects of its own (controllers that visit every object skip it).
+func (k *Kind) IsGuest() bool { return k.Cohabit != nil && k.Cohabit.Guest == k }
+
+// invalidKind is the kind a 422 names: a guest's checks are its host's,
+// as upstream's strategy is shared, and name the host's kind.
+func (k *Kind) invalidKind() schema.GroupKind {
+	if k.IsGuest() {
+		return k.Cohabit.Host.GroupKind()
+	}
+	return k.GroupKind()
+}
+
+// storedAs reports whether version v's objects are the stored ones, as
+// they are: the storage version of a kind that is no guest.
+func (k *Kind) storedAs(v string) bool { return v == k.StorageVersion() && !k.IsGuest() }
 
 // ScalePaths locate a scalable object's replicas, as a CRD's
 // subresources.scale does: JSON paths such as ".spec.replicas".
@@ -270,8 +314,11 @@ func (k *Kind) Serves(v string) bool {
 
 // Prefix is the storage prefix of the kind's objects: "/<resource>/" for
 // the core group, "/<group>/<resource>/" otherwise, as kube-apiserver lays
-// out etcd (under --etcd-prefix).
+// out etcd (under --etcd-prefix); a guest's is its host's.
 func (k *Kind) Prefix() string {
+	if k.IsGuest() {
+		return k.Cohabit.Host.Prefix()
+	}
 	if k.Group == "" {
 		return "/" + k.Resource + "/"
 	}

@@ -439,7 +439,11 @@ func managedFieldsEntryMap(e *metav1.ManagedFieldsEntry) (map[string]any, bool) 
 }
 
 // relabel converts between the versions of a kind, which differ only in
-// apiVersion (conversion strategy None).
+// apiVersion (conversion strategy None). It cannot convert to another
+// group: the managers of an object's fields who wrote it through the
+// other kind of a Cohabit are dropped by a write through this one (the
+// field manager drops those of versions it cannot convert to, with a
+// "not registered" error), as upstream drops them.
 type relabel struct{}
 
 func (relabel) Convert(in, out, _ any) error {
@@ -464,7 +468,7 @@ func (relabel) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner
 	from := u.GroupVersionKind()
 	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
 	if !ok {
-		return nil, fmt.Errorf("%v is not a version of %v", target, from)
+		return nil, runtime.NewNotRegisteredGVKErrForTarget("kplane", from, target)
 	}
 	if gvk == from {
 		return u, nil

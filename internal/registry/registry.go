@@ -62,7 +62,9 @@ func (r *Registry) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.mu.ctx = ctx
 	for _, res := range r.mu.resources {
-		r.startLocked(res)
+		if !res.hosted {
+			r.startLocked(res)
+		}
 	}
 	r.mu.Unlock()
 	<-ctx.Done()
@@ -97,13 +99,22 @@ func (r *Registry) Add(k *Kind) error {
 		r.signal()
 		return nil
 	}
-	cc := r.cfg.Cache
-	cc.Store, cc.Prefix, cc.Key, cc.Logger = r.cfg.Store, k.Prefix(), nil, r.cfg.Logger
 	res := &Resource{reg: r, store: r.cfg.Store}
-	res.cache = watchcache.New(cc)
+	if k.IsGuest() {
+		// The host's objects, through the host's cache.
+		host, ok := r.mu.resources[k.Cohabit.Host.GroupResource()]
+		if !ok {
+			return fmt.Errorf("registry: %s serves the objects of %s, which is not served", gr, k.Cohabit.Host.GroupResource())
+		}
+		res.cache, res.hosted = host.cache, true
+	} else {
+		cc := r.cfg.Cache
+		cc.Store, cc.Prefix, cc.Key, cc.Logger = r.cfg.Store, k.Prefix(), nil, r.cfg.Logger
+		res.cache = watchcache.New(cc)
+	}
 	res.setKind(k)
 	r.mu.resources[gr] = res
-	if r.mu.ctx != nil {
+	if r.mu.ctx != nil && !res.hosted {
 		r.startLocked(res)
 	}
 	r.signal()

@@ -25,6 +25,9 @@ type Resource struct {
 	cache *watchcache.Cache
 	kind  atomic.Pointer[Kind]
 	stop  func() // ends the cache; guarded by reg.mu
+	// hosted: the cache is the host's (the kind is a Cohabit's guest),
+	// which runs it.
+	hosted bool
 
 	managers fieldManagers
 }
@@ -56,14 +59,18 @@ func (r *Resource) scope(k *Kind, ns string) string {
 	return k.Prefix()
 }
 
-// convert returns obj as version v of its kind. Versions of a kind differ
-// only in apiVersion (conversion strategy None), so this is a relabel; it
+// convert returns obj, as stored, as version v of its kind. Versions of a
+// kind differ only in apiVersion (conversion strategy None), so this is a
+// relabel; a guest's objects are converted from its host's shape. It
 // copies only when the label changes, as objects from the cache are
 // shared.
 func convert(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	want := k.GroupVersionKind(v).GroupVersion().String()
 	if obj.GetAPIVersion() == want {
 		return obj
+	}
+	if k.IsGuest() {
+		return k.Cohabit.ToGuest(obj)
 	}
 	out := obj.DeepCopy()
 	out.SetAPIVersion(want)
@@ -242,7 +249,7 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		opts.ResourceVersion = strconv.FormatInt(rev, 10)
 	}
 	opts.Predicate.Fields = r.fieldSet(k)
-	asStored := version == k.StorageVersion() && defaulter(k, version) == nil
+	asStored := k.storedAs(version) && defaulter(k, version) == nil
 	w, err := r.cache.Watch(ctx, r.scope(k, ns), storage.WatchOptions{
 		ResourceVersion:   opts.ResourceVersion,
 		Recursive:         true,

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,6 +98,46 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 	return out, enc, err
 }
 
+// UpdateOrCreateEncoded is UpdateEncoded for a PUT: where the kind allows
+// it (Kind.CreateOnUpdate), an object that does not exist is created
+// (created is then true), as upstream's update does; the resourceVersion
+// sent is ignored then, as upstream ignores it.
+func (r *Resource) UpdateOrCreateEncoded(ctx context.Context, version, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (out *unstructured.Unstructured, enc *storage.Encoded, created bool, err error) {
+	k := r.Kind()
+	if !k.CreateOnUpdate || opts.Subresource != "" {
+		out, enc, err = r.UpdateEncoded(ctx, version, ns, name, obj, opts)
+		return out, enc, false, err
+	}
+	sent := obj.DeepCopy() // the update may change obj
+	if want, _ := resourceVersionOf(obj); want == 0 && !k.UnconditionalUpdate {
+		// Upstream refuses an update without a resourceVersion only once
+		// it finds the object: one that does not exist is created.
+		if _, err := r.Get(ctx, version, ns, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			obj = sent.DeepCopy()
+			out, enc, err = r.CreateEncoded(ctx, version, ns, obj, opts)
+			if !apierrors.IsAlreadyExists(err) {
+				return out, enc, err == nil, err
+			}
+		}
+		out, enc, err = r.UpdateEncoded(ctx, version, ns, name, sent, opts)
+		return out, enc, false, err
+	}
+	for attempt := 1; ; attempt++ {
+		out, enc, err = r.UpdateEncoded(ctx, version, ns, name, obj, opts)
+		if !apierrors.IsNotFound(err) || attempt == 3 {
+			return out, enc, false, err
+		}
+		obj = sent.DeepCopy()
+		obj.SetResourceVersion("")
+		out, enc, err = r.CreateEncoded(ctx, version, ns, obj, opts)
+		if !apierrors.IsAlreadyExists(err) {
+			return out, enc, err == nil, err
+		}
+		// Created since by another writer: update it after all.
+		obj = sent.DeepCopy()
+	}
+}
+
 // checkURLName refuses an object whose name is not the one in the URL,
 // with kube-apiserver's messages for a missing and for another name.
 func checkURLName(objName, name string) error {
@@ -169,11 +210,14 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		if err := opts.prune(k, version, obj); err != nil {
 			return nil, err
 		}
+		if k.IsGuest() {
+			obj = k.Cohabit.ToHost(obj) // prepared and checked as stored
+		}
 		next, err := r.prepareUpdate(k, obj, stored, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {
 				if errs := s.Validate(ctx, convert(k, version, next).Object, convert(k, version, stored).Object); len(errs) > 0 {
-					err = apierrors.NewInvalid(k.GroupKind(), name, errs)
+					err = apierrors.NewInvalid(k.invalidKind(), name, errs)
 				}
 			}
 		}
@@ -210,7 +254,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	} else if k.Written != nil {
 		k.Written(ctx, out)
 	}
-	if version != k.StorageVersion() {
+	if !k.storedAs(version) {
 		enc = nil
 	}
 	return convert(k, version, out), enc, nil
@@ -291,7 +335,11 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		next.SetGeneration(cur.GetGeneration() + 1)
 	}
 	path := field.NewPath("metadata")
-	errs := validateMetaUpdate(k, next, cur)
+	var errs field.ErrorList
+	if k.ValidateFirst != nil {
+		errs = k.ValidateFirst(next)
+	}
+	errs = append(errs, validateMetaUpdate(k, next, cur)...)
 	if cur.GetDeletionTimestamp() != nil {
 		errs = append(errs, metavalidation.ValidateNoNewFinalizers(next.GetFinalizers(), cur.GetFinalizers(), path.Child("finalizers"))...)
 	}
@@ -301,7 +349,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		errs = append(errs, k.Validate(next)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(k.GroupKind(), next.GetName(), errs)
+		return nil, apierrors.NewInvalid(k.invalidKind(), next.GetName(), errs)
 	}
 	return next, nil
 }

@@ -9,10 +9,13 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -257,4 +260,96 @@ func settled(t *testing.T, counters *controller.Counters) {
 		}
 		return c.Reconciles > 0 && time.Since(since) > time.Second, fmt.Sprintf("%+v", c)
 	})
+}
+
+// TestEventRecorders: controller-runtime's two event recorders against
+// kplane. GetEventRecorder writes through events.k8s.io/v1 (client-go's
+// tools/events: a create, then a strategic merge patch of the series when
+// the event repeats); GetEventRecorderFor through core/v1. Each event is
+// read through both APIs, by a client-go informer on the new one, and by
+// kubectl.
+func TestEventRecorders(t *testing.T) {
+	s := startServer(t)
+	cs := kubernetes.NewForConfigOrDie(s.config())
+	cm, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "recorded"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An informer on events.k8s.io/v1 sees every event, whichever API
+	// wrote it.
+	seen := make(chan *eventsv1.Event, 16)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("default"))
+	if _, err := factory.Events().V1().Events().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { seen <- o.(*eventsv1.Event) },
+		UpdateFunc: func(_, o any) { seen <- o.(*eventsv1.Event) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ictx, stop := context.WithCancel(ctx)
+	defer stop()
+	factory.Start(ictx.Done())
+	sctx, cancel := context.WithTimeout(ictx, 30*time.Second)
+	defer cancel()
+	for typ, ok := range factory.WaitForCacheSync(sctx.Done()) {
+		if !ok {
+			t.Fatalf("the informer of %v never synced", typ)
+		}
+	}
+
+	mgr := startManager(t, s, ctrl.Options{}, nil)
+	mgr.GetEventRecorder("kplane-e2e").Eventf(cm, nil, corev1.EventTypeNormal, "Synced", "Reconcile", "synced %s", cm.Name)
+	var core corev1.Event
+	eventually(t, 30*time.Second, "the new API's event, read through core/v1", func() (bool, string) {
+		list, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reportingComponent=kplane-e2e"})
+		if err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprint(err, list)
+		}
+		core = list.Items[0]
+		return true, ""
+	})
+	if core.InvolvedObject.Name != "recorded" || core.InvolvedObject.Kind != "ConfigMap" || core.Message != "synced recorded" ||
+		core.Action != "Reconcile" || core.Reason != "Synced" || core.EventTime.IsZero() || core.Series != nil {
+		t.Fatalf("core/v1 view of the event: %+v", core)
+	}
+	// The same event again: client-go patches a series in.
+	mgr.GetEventRecorder("kplane-e2e").Eventf(cm, nil, corev1.EventTypeNormal, "Synced", "Reconcile", "synced %s", cm.Name)
+	eventually(t, 30*time.Second, "the series", func() (bool, string) {
+		ev, err := cs.EventsV1().Events("default").Get(ctx, core.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ev.Series != nil && ev.Series.Count == 2 && ev.Regarding.Name == "recorded" && ev.Note == "synced recorded", fmt.Sprintf("%+v", ev)
+	})
+
+	// The deprecated recorder: core/v1, read through events.k8s.io/v1.
+	//lint:ignore SA1019 the deprecated recorder is the one of most operators today
+	mgr.GetEventRecorderFor("kplane-legacy").Eventf(cm, corev1.EventTypeWarning, "Failed", "failed %s", cm.Name)
+	eventually(t, 30*time.Second, "the core event, read through events.k8s.io/v1", func() (bool, string) {
+		list, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=Failed,regarding.name=recorded"})
+		if err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprint(err, list)
+		}
+		ev := list.Items[0]
+		return ev.Note == "failed recorded" && ev.DeprecatedSource.Component == "kplane-legacy" && ev.DeprecatedCount == 1, fmt.Sprintf("%+v", ev)
+	})
+
+	// The informer saw both, with the series.
+	names := map[string]bool{}
+	series := false
+	timeout := time.After(30 * time.Second)
+	for !series || len(names) < 2 {
+		select {
+		case ev := <-seen:
+			names[ev.Name] = true
+			series = series || ev.Series != nil && ev.Series.Count == 2
+		case <-timeout:
+			t.Fatalf("informer: saw %v, series %v", names, series)
+		}
+	}
+
+	// kubectl lists both, through core/v1.
+	out := s.mustKubectl(t, "get", "events", "-n", "default", "-o", "custom-columns=REASON:.reason,OBJECT:.involvedObject.name,COUNT:.series.count", "--sort-by=.reason")
+	if want := "REASON   OBJECT     COUNT\nFailed   recorded   <none>\nSynced   recorded   2\n"; out != want {
+		t.Fatalf("kubectl get events:\n%s\nwant\n%s", out, want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,11 @@ var builtInObjects = []struct{ path, body string }{
 		"firstTimestamp":"2026-11-26T01:02:03Z","lastTimestamp":"2026-11-26T01:02:03.750+02:00","count":-3,"type":"Warning",
 		"eventTime":"2026-11-26T01:02:03.123456Z","series":{"count":2147483647,"lastObservedTime":"2026-11-26T01:02:04.000001Z"},
 		"action":"Update","related":{"kind":"Secret","name":"s"},"reportingComponent":"rc","reportingInstance":"ri"}`},
+	// Served over the core Events: its list has both, converted.
+	{"/apis/events.k8s.io/v1/namespaces/pb/events", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e2"},
+		"eventTime":"2026-11-26T01:02:03.123456Z","series":{"count":3,"lastObservedTime":"2026-11-26T01:02:05.000001Z"},
+		"reportingController":"example.com/c","reportingInstance":"i","action":"Update","reason":"Changed",
+		"regarding":{"kind":"ConfigMap","namespace":"pb","name":"cm","uid":"{{cm}}"},"related":{"kind":"Secret","name":"s"},"note":"日本語","type":"Normal"}`},
 	{"/apis/coordination.k8s.io/v1/namespaces/pb/leases", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},
 		"spec":{"holderIdentity":"pod-1","leaseDurationSeconds":15,"acquireTime":"2026-11-26T01:00:00.000000Z","renewTime":"2026-11-26T01:02:03.999999Z","leaseTransitions":2147483647}}`},
 	{"/apis/rbac.authorization.k8s.io/v1/namespaces/pb/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"},
@@ -73,7 +79,7 @@ var builtInObjects = []struct{ path, body string }{
 func TestProtobufMatchesJSONForEveryBuiltInKind(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,17 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// Kinds returns the built-in kinds, fresh values each call.
+// Kinds returns the built-in kinds, fresh values each call. A Cohabit's
+// host comes before its guest.
 func Kinds() []*registry.Kind {
+	events := &registry.Kind{
+		Versions: []string{"v1"}, Kind: "Event", ListKind: "EventList", Resource: "events", Singular: "event",
+		ShortNames: []string{"ev"}, Namespaced: true, UnconditionalUpdate: true, CreateOnUpdate: true,
+		Typed:    func() runtime.Object { return &corev1.Event{} },
+		Validate: validateEvent,
+		Fields:   eventFields,
+		Columns:  eventColumns(),
+	}
 	return []*registry.Kind{
 		Namespace(),
 		{
@@ -50,17 +59,13 @@ func Kinds() []*registry.Kind {
 			Typed:   func() runtime.Object { return &corev1.ServiceAccount{} },
 			Columns: serviceAccountColumns,
 		},
-		{
-			Versions: []string{"v1"}, Kind: "Event", ListKind: "EventList", Resource: "events", Singular: "event",
-			ShortNames: []string{"ev"}, Namespaced: true, UnconditionalUpdate: true,
-			Typed:    func() runtime.Object { return &corev1.Event{} },
-			Validate: validateEvent,
-			Fields:   eventFields,
-			Columns:  eventColumns(),
-		},
+		events,
+		eventsV1(events),
 		{
 			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
-			Namespaced: true, UnconditionalUpdate: true,
+			// Upstream's Lease strategy refuses an update without a
+			// resourceVersion, but creates on update.
+			Namespaced: true, CreateOnUpdate: true,
 			Typed:            func() runtime.Object { return &coordinationv1.Lease{} },
 			Validate:         validateLease,
 			PrepareForCreate: func(obj *unstructured.Unstructured) { dropLeaseElectionFields(obj, nil) },
@@ -94,8 +99,8 @@ func rbac(kind, resource string, namespaced bool, typed func() runtime.Object) *
 	return &registry.Kind{
 		Group: "rbac.authorization.k8s.io", Versions: []string{"v1"}, Kind: kind, ListKind: kind + "List",
 		Resource: resource, Singular: lower(kind), Namespaced: namespaced, UnconditionalUpdate: true,
-		QualifiedFinalizers: true,
-		Typed:               typed,
+		QualifiedFinalizers: true, CreateOnUpdate: true,
+		Typed: typed,
 		// RBAC names are path segments upstream (ValidateRBACName).
 		ValidateName: pathSegmentName,
 	}

@@ -134,11 +134,11 @@ func validateBinding(namespaced bool) func(*unstructured.Unstructured) field.Err
 func validateBindingUpdate(namespaced bool) func(obj, old *unstructured.Unstructured) field.ErrorList {
 	validate := validateBinding(namespaced)
 	return func(obj, old *unstructured.Unstructured) field.ErrorList {
-		var errs field.ErrorList
+		errs := validate(obj) // first, as upstream lists them
 		if ref := roleRefOf(obj); ref != roleRefOf(old) {
 			errs = append(errs, field.Invalid(field.NewPath("roleRef"), ref, "field is immutable"))
 		}
-		return append(errs, validate(obj)...)
+		return errs
 	}
 }
 

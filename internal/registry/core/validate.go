@@ -167,6 +167,12 @@ func dropLeaseElectionFields(obj, old *unstructured.Unstructured) {
 // namespace, or, for an object without one, in default; one of the new
 // form (eventTime set) also names its reporter, action and reason.
 func validateEvent(obj *unstructured.Unstructured) field.ErrorList {
+	return legacyEventErrors(obj, "reportingComponent")
+}
+
+// legacyEventErrors are validateEvent's errors, the reporting component
+// named reporter: upstream names the field as the request's version does.
+func legacyEventErrors(obj *unstructured.Unstructured, reporter string) field.ErrorList {
 	var errs field.ErrorList
 	ns := obj.GetNamespace()
 	involved, _ := obj.Object["involvedObject"].(map[string]any)
@@ -183,10 +189,10 @@ func validateEvent(obj *unstructured.Unstructured) field.ErrorList {
 	}
 	str := func(name string) string { s, _ := obj.Object[name].(string); return s }
 	if str("reportingComponent") == "" {
-		errs = append(errs, field.Required(field.NewPath("reportingComponent"), ""))
+		errs = append(errs, field.Required(field.NewPath(reporter), ""))
 	}
 	for _, msg := range validation.IsQualifiedName(str("reportingComponent")) {
-		errs = append(errs, field.Invalid(field.NewPath("reportingComponent"), str("reportingComponent"), msg))
+		errs = append(errs, field.Invalid(field.NewPath(reporter), str("reportingComponent"), msg))
 	}
 	// Each required, and within upstream's limits (its message shows no
 	// value).

@@ -191,7 +191,9 @@ func (c *Collector) waitSynced(ctx context.Context, monitors map[schema.GroupRes
 func (c *Collector) resync(ctx context.Context, monitors map[schema.GroupResource]*monitor) {
 	current := map[schema.GroupResource]*registry.Resource{}
 	for _, res := range c.cfg.Registry.Resources() {
-		current[res.Kind().GroupResource()] = res
+		if !res.Kind().IsGuest() { // its objects are its host's
+			current[res.Kind().GroupResource()] = res
+		}
 	}
 	changed := false
 	for gr, m := range monitors {

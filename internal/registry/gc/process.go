@@ -275,7 +275,7 @@ func (c *Collector) liveDependents(ctx context.Context, owner identity) ([]liveD
 	var out []liveDependent
 	for _, res := range c.cfg.Registry.Resources() {
 		k := res.Kind()
-		if owner.namespace() != "" && !k.Namespaced {
+		if owner.namespace() != "" && !k.Namespaced || k.IsGuest() {
 			continue
 		}
 		list, err := res.List(ctx, k.StorageVersion(), owner.namespace(), registry.ListOptions{})

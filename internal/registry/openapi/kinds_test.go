@@ -3,6 +3,7 @@ package openapi
 import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,29 +21,31 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	rbac := rbacv1.SchemeGroupVersion.WithKind
 	apiextensions := apiextensionsv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
-		core("Namespace"):                             &corev1.Namespace{},
-		core("NamespaceList"):                         &corev1.NamespaceList{},
-		core("ConfigMap"):                             &corev1.ConfigMap{},
-		core("ConfigMapList"):                         &corev1.ConfigMapList{},
-		core("Secret"):                                &corev1.Secret{},
-		core("SecretList"):                            &corev1.SecretList{},
-		core("ServiceAccount"):                        &corev1.ServiceAccount{},
-		core("ServiceAccountList"):                    &corev1.ServiceAccountList{},
-		core("Event"):                                 &corev1.Event{},
-		core("EventList"):                             &corev1.EventList{},
-		core("Status"):                                &metav1.Status{},
-		coordination("Lease"):                         &coordinationv1.Lease{},
-		coordination("LeaseList"):                     &coordinationv1.LeaseList{},
-		rbac("Role"):                                  &rbacv1.Role{},
-		rbac("RoleList"):                              &rbacv1.RoleList{},
-		rbac("ClusterRole"):                           &rbacv1.ClusterRole{},
-		rbac("ClusterRoleList"):                       &rbacv1.ClusterRoleList{},
-		rbac("RoleBinding"):                           &rbacv1.RoleBinding{},
-		rbac("RoleBindingList"):                       &rbacv1.RoleBindingList{},
-		rbac("ClusterRoleBinding"):                    &rbacv1.ClusterRoleBinding{},
-		rbac("ClusterRoleBindingList"):                &rbacv1.ClusterRoleBindingList{},
-		apiextensions("CustomResourceDefinition"):     &apiextensionsv1.CustomResourceDefinition{},
-		apiextensions("CustomResourceDefinitionList"): &apiextensionsv1.CustomResourceDefinitionList{},
+		core("Namespace"):                                 &corev1.Namespace{},
+		core("NamespaceList"):                             &corev1.NamespaceList{},
+		core("ConfigMap"):                                 &corev1.ConfigMap{},
+		core("ConfigMapList"):                             &corev1.ConfigMapList{},
+		core("Secret"):                                    &corev1.Secret{},
+		core("SecretList"):                                &corev1.SecretList{},
+		core("ServiceAccount"):                            &corev1.ServiceAccount{},
+		core("ServiceAccountList"):                        &corev1.ServiceAccountList{},
+		core("Event"):                                     &corev1.Event{},
+		core("EventList"):                                 &corev1.EventList{},
+		eventsv1.SchemeGroupVersion.WithKind("Event"):     &eventsv1.Event{},
+		eventsv1.SchemeGroupVersion.WithKind("EventList"): &eventsv1.EventList{},
+		core("Status"):                                    &metav1.Status{},
+		coordination("Lease"):                             &coordinationv1.Lease{},
+		coordination("LeaseList"):                         &coordinationv1.LeaseList{},
+		rbac("Role"):                                      &rbacv1.Role{},
+		rbac("RoleList"):                                  &rbacv1.RoleList{},
+		rbac("ClusterRole"):                               &rbacv1.ClusterRole{},
+		rbac("ClusterRoleList"):                           &rbacv1.ClusterRoleList{},
+		rbac("RoleBinding"):                               &rbacv1.RoleBinding{},
+		rbac("RoleBindingList"):                           &rbacv1.RoleBindingList{},
+		rbac("ClusterRoleBinding"):                        &rbacv1.ClusterRoleBinding{},
+		rbac("ClusterRoleBindingList"):                    &rbacv1.ClusterRoleBindingList{},
+		apiextensions("CustomResourceDefinition"):         &apiextensionsv1.CustomResourceDefinition{},
+		apiextensions("CustomResourceDefinitionList"):     &apiextensionsv1.CustomResourceDefinitionList{},
 	}
 }
 

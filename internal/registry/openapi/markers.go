@@ -28,6 +28,9 @@ var fieldMarkers = map[string]map[string]marker{
 		"reportingComponent": {optional: true},
 		"reportingInstance":  {optional: true},
 	},
+	"io.k8s.api.events.v1.Event": {
+		"metadata": {optional: true},
+	},
 	"io.k8s.api.core.v1.NamespaceStatus": {
 		"phase": {optional: true, enum: []any{"Active", "Terminating"}, enumDoc: "\n\nPossible enum values:\n" +
 			" - `\"Active\"` means the namespace is available for use in the system\n" +
