@@ -164,6 +164,9 @@ var customVerbs = []string{"delete", "deletecollection", "get", "list", "patch",
 
 // verbsOf returns the verbs of k's main resource.
 func verbsOf(k *registry.Kind) []string {
+	if k.Review != nil {
+		return []string{"create"}
+	}
 	if k.NoDeleteCollection {
 		return slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return v == "deletecollection" })
 	}
@@ -187,8 +190,11 @@ func storageVersionHash(k *registry.Kind) string {
 func apiResources(k *registry.Kind) []metav1.APIResource {
 	out := []metav1.APIResource{{
 		Name: k.Resource, SingularName: k.Singular, Namespaced: k.Namespaced, Kind: k.Kind,
-		Verbs: verbsOf(k), ShortNames: k.ShortNames, Categories: k.Categories, StorageVersionHash: storageVersionHash(k),
+		Verbs: verbsOf(k), ShortNames: k.ShortNames, Categories: k.Categories,
 	}}
+	if k.Review == nil { // a review is never stored
+		out[0].StorageVersionHash = storageVersionHash(k)
+	}
 	if k.Status {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
 	}

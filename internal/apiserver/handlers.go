@@ -258,6 +258,9 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if h.kind.Review != nil {
+		ctx = registry.WithUser(ctx, requestUser(r)) // the review may be about who asks
+	}
 	out, enc, err := h.res.CreateEncoded(ctx, h.ri.version, h.ri.namespace, obj, wo)
 	if err != nil {
 		writeError(w, err)

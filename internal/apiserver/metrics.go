@@ -75,7 +75,7 @@ func (s *Server) writeCacheMetrics(b *bytes.Buffer) {
 	}
 	var all []resource
 	for _, r := range s.cfg.Registry.Resources() {
-		if k := r.Kind(); !k.IsGuest() { // its host's cache holds its objects
+		if k := r.Kind(); k.OwnsObjects() { // a guest's host's cache holds its objects
 			all = append(all, resource{k.Group, k.Resource, r.CacheStats()})
 		}
 	}

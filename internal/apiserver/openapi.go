@@ -850,6 +850,15 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 		o["description"] = desc
 		return streams(o, v3)
 	}
+	if k.Review != nil {
+		// A review is created and answered, never stored: its collection
+		// takes creates, and that is all.
+		paths["/"+gv.path()+"/"+k.Resource] = map[string]any{
+			"post":       op("create", "post", "", obj, obj, []string{"200", "201", "202"}, write...),
+			"parameters": pathParams(false),
+		}
+		return
+	}
 	watchRoot := "/" + gv.path() + "/watch/"
 	// A built-in kind's list also answers as a watch stream
 	// (?watch=true), which upstream lists among what it produces; a

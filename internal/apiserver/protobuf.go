@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -42,7 +44,7 @@ import (
 // server nobody has asked for protobuf or OpenAPI yet does not hold it.
 var protoScheme = sync.OnceValue(func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // a broken scheme is a programming error
 		}
@@ -74,7 +76,8 @@ func protoCapable(k *registry.Kind, v string) bool {
 		return false
 	}
 	gvk := k.GroupVersionKind(v)
-	return protoScheme().Recognizes(gvk) && protoScheme().Recognizes(gvk.GroupVersion().WithKind(k.ListKind))
+	// A review has no list.
+	return protoScheme().Recognizes(gvk) && (k.Review != nil || protoScheme().Recognizes(gvk.GroupVersion().WithKind(k.ListKind)))
 }
 
 // typedFromJSON decodes an object's JSON into version v of kind k's Go

@@ -53,8 +53,16 @@ func (m methods) allows(method string) bool {
 //   - an object: GET, PUT, PATCH and DELETE;
 //   - the legacy /watch/ form of either: GET;
 //   - /status and /scale of a kind that has them: GET, PUT and PATCH;
-//     /finalize: PUT. Deleting through a subresource deletes nothing.
+//     /finalize: PUT. Deleting through a subresource deletes nothing;
+//   - a review's collection (Kind.Review): POST only.
 func installed(ri requestInfo, k *registry.Kind) methods {
+	if k.Review != nil {
+		// A review's collection takes creates; nothing else is there.
+		if ri.name == "" && ri.subresource == "" && !ri.watchPrefix && ri.namespacedCollection == k.Namespaced {
+			return mPost
+		}
+		return 0
+	}
 	switch {
 	case ri.namespacedCollection && !k.Namespaced:
 		return 0

@@ -97,6 +97,10 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 // not: a dry run, another version than the stored one).
 func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, *storage.Encoded, error) {
 	k := r.Kind()
+	if k.Review != nil {
+		out, err := r.review(ctx, k, version, obj, opts)
+		return out, nil, err
+	}
 	if err := r.checkNamespace(k, ns, obj); err != nil {
 		return nil, nil, err
 	}
@@ -182,6 +186,23 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		enc = nil
 	}
 	return convert(k, version, out), enc, nil
+}
+
+// review answers the create of a Review kind's object: the field
+// manager records the sender's fields, then Review answers. Nothing is
+// stored.
+func (r *Resource) review(ctx context.Context, k *Kind, version string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	m, err := r.kindManager(k, version, "")
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	// What upstream's create handler wipes from every object sent.
+	for _, f := range []string{"creationTimestamp", "uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+	obj, _, _ = m.create(k, version, obj, opts.FieldManager)
+	obj.SetGroupVersionKind(k.GroupVersionKind(version))
+	return k.Review(ctx, obj)
 }
 
 // checkNamespace makes obj's namespace agree with the request's, as

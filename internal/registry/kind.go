@@ -159,7 +159,19 @@ type Kind struct {
 	// Cohabit, if set, links the kind with another that serves the same
 	// objects in a group of its own (see Cohabit). Both kinds name it.
 	Cohabit *Cohabit
+
+	// Review, if set, makes the kind one that is never stored: its only
+	// verb is create, which answers what Review makes of the object sent
+	// (after the field manager has recorded the sender's fields, as
+	// upstream's create does), as upstream's access and identity reviews
+	// are. The requester is in ctx (UserFrom).
+	Review func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
+
+// OwnsObjects reports whether the kind has objects of its own, stored
+// under its prefix: not a Cohabit's guest, whose objects are its host's,
+// nor a Review kind. Controllers that visit every object skip the others.
+func (k *Kind) OwnsObjects() bool { return k.Review == nil && !k.IsGuest() }
 
 // Cohabit serves the objects of one kind (Host) also as a kind of another
 // group (Guest), as upstream serves core Events also as events.k8s.io

@@ -100,14 +100,17 @@ func (r *Registry) Add(k *Kind) error {
 		return nil
 	}
 	res := &Resource{reg: r, store: r.cfg.Store}
-	if k.IsGuest() {
+	switch {
+	case k.Review != nil:
+		res.hosted = true // no objects, no cache
+	case k.IsGuest():
 		// The host's objects, through the host's cache.
 		host, ok := r.mu.resources[k.Cohabit.Host.GroupResource()]
 		if !ok {
 			return fmt.Errorf("registry: %s serves the objects of %s, which is not served", gr, k.Cohabit.Host.GroupResource())
 		}
 		res.cache, res.hosted = host.cache, true
-	} else {
+	default:
 		cc := r.cfg.Cache
 		cc.Store, cc.Prefix, cc.Key, cc.Logger = r.cfg.Store, k.Prefix(), nil, r.cfg.Logger
 		res.cache = watchcache.New(cc)

@@ -26,7 +26,7 @@ type Resource struct {
 	kind  atomic.Pointer[Kind]
 	stop  func() // ends the cache; guarded by reg.mu
 	// hosted: the cache is the host's (the kind is a Cohabit's guest),
-	// which runs it.
+	// which runs it, or there is none (a Review kind).
 	hosted bool
 
 	managers fieldManagers
@@ -36,8 +36,14 @@ func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }
 
 // CacheStats returns the figures of the resource's watch cache: how many
 // objects are stored (once it has loaded them), its revision, the writes
-// it has taken in and the watchers it ended as too slow.
-func (r *Resource) CacheStats() watchcache.Stats { return r.cache.Stats() }
+// it has taken in and the watchers it ended as too slow. A kind that owns
+// no objects (Kind.OwnsObjects) has none of its own.
+func (r *Resource) CacheStats() watchcache.Stats {
+	if r.cache == nil {
+		return watchcache.Stats{}
+	}
+	return r.cache.Stats()
+}
 
 // Kind describes the resource. It may change (a CRD was updated): read it
 // once per request.

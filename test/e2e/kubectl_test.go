@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +176,39 @@ func TestKubectlRawDeleteWhereThereIsNoDelete(t *testing.T) {
 	// A group not served: kubectl says NotFound, from Go's plain 404.
 	if _, errOut, err := s.kubectl("get", "--raw", "/apis/nogroup.example/v1"); err == nil || !strings.Contains(errOut, "NotFound") {
 		t.Errorf("get --raw of a group not served: %v, stderr %q", err, errOut)
+	}
+}
+
+// TestKubectlAuth: kubectl auth asks kplane's reviews. kplane authorizes
+// every authenticated request, so every question is a yes, the rules list
+// everything, and whoami names the client certificate's user and groups.
+func TestKubectlAuth(t *testing.T) {
+	s := startServer(t)
+	for _, q := range [][]string{{"create", "configmaps"}, {"delete", "namespaces", "--all-namespaces"}, {"get", "/healthz"}, {"create", "foos.webapp.my.domain", "-n", "other"}} {
+		if out := s.mustKubectl(t, append([]string{"auth", "can-i"}, q...)...); out != "yes\n" {
+			t.Errorf("kubectl auth can-i %v: %q", q, out)
+		}
+	}
+	if out := s.mustKubectl(t, "auth", "can-i", "--list"); !regexp.MustCompile(`(?m)^\*\.\*\s+\[\]\s+\[\]\s+\[\*\]$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s+\[\*\]\s+\[\]\s+\[\*\]$`).MatchString(out) {
+		t.Errorf("kubectl auth can-i --list:\n%s", out)
+	}
+	var who struct {
+		Kind   string
+		Status struct {
+			UserInfo struct {
+				Username string
+				Groups   []string
+				Extra    map[string][]string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(s.mustKubectl(t, "auth", "whoami", "-o", "json")), &who); err != nil {
+		t.Fatal(err)
+	}
+	u := who.Status.UserInfo
+	if who.Kind != "SelfSubjectReview" || u.Username != "kplane-admin" || strings.Join(u.Groups, ",") != "system:masters,system:authenticated" ||
+		!regexp.MustCompile(`^X509SHA256=[0-9a-f]{64}$`).MatchString(strings.Join(u.Extra["authentication.kubernetes.io/credential-id"], ",")) {
+		t.Errorf("kubectl auth whoami: %+v", who)
 	}
 }

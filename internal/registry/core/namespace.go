@@ -264,7 +264,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
 	background := metav1.DeletePropagationBackground
 	for _, res := range c.Registry.Resources() {
 		k := res.Kind()
-		if !k.Namespaced || k.IsGuest() { // a guest's objects go with its host's
+		if !k.Namespaced || !k.OwnsObjects() { // a guest's objects go with its host's
 			continue
 		}
 		v := k.StorageVersion()

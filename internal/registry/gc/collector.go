@@ -191,7 +191,7 @@ func (c *Collector) waitSynced(ctx context.Context, monitors map[schema.GroupRes
 func (c *Collector) resync(ctx context.Context, monitors map[schema.GroupResource]*monitor) {
 	current := map[schema.GroupResource]*registry.Resource{}
 	for _, res := range c.cfg.Registry.Resources() {
-		if !res.Kind().IsGuest() { // its objects are its host's
+		if res.Kind().OwnsObjects() { // a guest's objects are its host's; a review has none
 			current[res.Kind().GroupResource()] = res
 		}
 	}

@@ -193,7 +193,7 @@ func (c *Collector) resolve(apiVersion, kind string) (*registry.Resource, error)
 		return nil, fmt.Errorf("%w: apiVersion %q: %v", errUnknownKind, apiVersion, err)
 	}
 	for _, res := range c.cfg.Registry.Resources() {
-		if k := res.Kind(); k.Group == gv.Group && k.Kind == kind && k.Serves(gv.Version) {
+		if k := res.Kind(); k.Review == nil && k.Group == gv.Group && k.Kind == kind && k.Serves(gv.Version) {
 			return res, nil
 		}
 	}
@@ -275,7 +275,7 @@ func (c *Collector) liveDependents(ctx context.Context, owner identity) ([]liveD
 	var out []liveDependent
 	for _, res := range c.cfg.Registry.Resources() {
 		k := res.Kind()
-		if owner.namespace() != "" && !k.Namespaced || k.IsGuest() {
+		if owner.namespace() != "" && !k.Namespaced || !k.OwnsObjects() {
 			continue
 		}
 		list, err := res.List(ctx, k.StorageVersion(), owner.namespace(), registry.ListOptions{})
