@@ -328,8 +328,8 @@ func (k *Kind) Serves(v string) bool {
 // the core group, "/<group>/<resource>/" otherwise, as kube-apiserver lays
 // out etcd (under --etcd-prefix); a guest's is its host's.
 func (k *Kind) Prefix() string {
-	if k.IsGuest() {
-		return k.Cohabit.Host.Prefix()
+	if k.Cohabit != nil && k.Cohabit.Guest == k {
+		k = k.Cohabit.Host // not a call: Prefix stays inlined into the key's concatenation
 	}
 	if k.Group == "" {
 		return "/" + k.Resource + "/"
