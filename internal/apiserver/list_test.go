@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/kplane-dev/kplane/internal/apiserver"
 )
 
@@ -338,5 +340,36 @@ func TestListsWhileOthersAbort(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A custom resource's list always has metadata.continue, empty on the
+// last page, as upstream's (an UnstructuredList); a built-in kind's has
+// none there (its ListMeta omits an empty one). From the stored bytes and
+// from decoded objects (YAML) alike.
+func TestCustomResourceListsHaveContinue(t *testing.T) {
+	do, h := newCustomResourcesHandler(t, gizmoCRD)
+	for _, name := range []string{"a", "b"} {
+		if w := do(http.MethodPost, "/apis/test.kplane.dev/v1/namespaces/default/gizmos", `{"apiVersion":"test.kplane.dev/v1","kind":"Gizmo","metadata":{"name":"`+name+`"}}`); w.Code != http.StatusCreated {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+	for _, c := range []struct {
+		path, accept string
+		want         bool
+	}{
+		{"/apis/test.kplane.dev/v1/namespaces/default/gizmos", "application/json", true},
+		{"/apis/test.kplane.dev/v1/namespaces/default/gizmos?limit=1", "application/json", true},
+		{"/apis/test.kplane.dev/v1/namespaces/default/gizmos", "application/yaml", true},
+		{"/api/v1/namespaces", "application/json", false},
+	} {
+		w := get(t, h, c.path, "Accept", c.accept)
+		var list struct{ Metadata map[string]any }
+		if err := yaml.Unmarshal(w.Body.Bytes(), &list); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.path, w.Code, w.Body)
+		}
+		if _, has := list.Metadata["continue"]; has != c.want {
+			t.Errorf("%s as %s: metadata %v", c.path, c.accept, list.Metadata)
+		}
 	}
 }

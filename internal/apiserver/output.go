@@ -318,6 +318,10 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.K
 				delete(list.Items[i].Object, "apiVersion")
 				delete(list.Items[i].Object, "kind")
 			}
+		} else if list.GetContinue() == "" {
+			// As RecordList.WriteJSON: a custom resource's list always
+			// has a continue.
+			unstructured.SetNestedField(list.Object, "", "metadata", "continue")
 		}
 		write(w, f, http.StatusOK, list)
 	}

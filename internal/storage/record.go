@@ -950,7 +950,9 @@ func (l *RecordList) decode(metadataOnly bool) (*unstructured.UnstructuredList, 
 // AppendJSON appends the list as apiVersion and kind: the bytes AppendList
 // gives for the decoded list, written from the records' JSON. With
 // bareItems, the items go without their apiVersion and kind
-// (AppendItemJSON), as a built-in kind's list does upstream.
+// (AppendItemJSON), as a built-in kind's list does upstream; without, the
+// metadata always has a continue (empty on the last page), as a custom
+// resource's list does upstream.
 func (l *RecordList) AppendJSON(b []byte, apiVersion, kind string, bareItems bool) ([]byte, error) {
 	return l.WriteJSON(b, apiVersion, kind, bareItems, 0, nil)
 }
@@ -987,7 +989,9 @@ func (l *RecordList) WriteJSON(b []byte, apiVersion, kind string, bareItems bool
 	b = append(b, `],"kind":`...)
 	b = appendString(b, kind)
 	b = append(b, `,"metadata":{`...)
-	if l.Continue != "" {
+	if l.Continue != "" || !bareItems {
+		// A custom resource's list (its items not bare) is upstream's
+		// UnstructuredList, which always has a continue, empty at the end.
 		b = append(b, `"continue":`...)
 		b = appendString(b, l.Continue)
 		b = append(b, ',')
