@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("registry", reg.Run)
 	goRun("crd-controller", crds.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
+	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	collector, err := gc.New(gc.Config{Registry: reg, Logger: log})
 	if err != nil {
 		return err

@@ -1,0 +1,145 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// NamespaceDefaults keeps in every active namespace the ServiceAccount
+// "default", as kube-controller-manager's service account controller
+// does: made for every namespace, and made again when deleted. Tools and
+// test frameworks that wait for a namespace's default ServiceAccount
+// before they use it find it as in a cluster.
+type NamespaceDefaults struct {
+	Registry *registry.Registry
+	Logger   *slog.Logger
+	// Retry is how long a failed watch waits before it starts again.
+	// Default 1 s.
+	Retry time.Duration
+}
+
+// fieldManager is the manager of the ServiceAccounts NamespaceDefaults
+// writes, as upstream's are written by kube-controller-manager.
+const fieldManager = "kube-controller-manager"
+
+// Run works until ctx ends: it watches namespaces and their default
+// ServiceAccounts, and makes those missing.
+func (c *NamespaceDefaults) Run(ctx context.Context) error {
+	if c.Retry == 0 {
+		c.Retry = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	get := func(resource string) *registry.Resource {
+		res, _ := c.Registry.Get(schema.GroupResource{Resource: resource})
+		return res
+	}
+	namespaces, accounts := get("namespaces"), get("serviceaccounts")
+	if namespaces == nil || accounts == nil {
+		<-ctx.Done()
+		return nil
+	}
+	for ctx.Err() == nil {
+		if err := c.follow(ctx, namespaces, accounts); err != nil && ctx.Err() == nil {
+			c.Logger.Warn("namespace defaults: watch", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(c.Retry):
+			}
+		}
+	}
+	return nil
+}
+
+// follow watches the namespaces and the default ServiceAccounts until a
+// watch ends. The namespaces' initial events make every namespace's
+// account once.
+func (c *NamespaceDefaults) follow(ctx context.Context, namespaces, accounts *registry.Resource) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	nsw, err := namespaces.Watch(wctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer nsw.Stop()
+	opts := registry.ListOptions{}
+	opts.Predicate.Field = fields.OneTermEqualSelector("metadata.name", "default")
+	saw, err := accounts.Watch(wctx, "v1", "", opts)
+	if err != nil {
+		return err
+	}
+	defer saw.Stop()
+	active := map[string]bool{}
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok = <-nsw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return watchEnded(ev)
+			}
+			obj, isObj := ev.Object.(metav1.Object)
+			if !isObj || ev.Type == watch.Bookmark {
+				continue
+			}
+			ns := obj.GetName()
+			if ev.Type == watch.Deleted || obj.GetDeletionTimestamp() != nil {
+				delete(active, ns)
+				continue
+			}
+			if !active[ns] {
+				active[ns] = true
+				c.ensureAccount(ctx, accounts, ns)
+			}
+		case ev, ok = <-saw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return watchEnded(ev)
+			}
+			if obj, isObj := ev.Object.(metav1.Object); isObj && ev.Type == watch.Deleted && active[obj.GetNamespace()] {
+				c.ensureAccount(ctx, accounts, obj.GetNamespace())
+			}
+		}
+	}
+}
+
+func watchEnded(ev watch.Event) error {
+	if st, ok := ev.Object.(*metav1.Status); ok {
+		return apierrors.FromObject(st)
+	}
+	return errWatchEnded
+}
+
+var errWatchEnded = errors.New("the watch ended")
+
+// ensureAccount creates namespace ns's ServiceAccount "default" if it
+// has none. A namespace that went away or is terminating meanwhile is
+// left alone.
+func (c *NamespaceDefaults) ensureAccount(ctx context.Context, accounts *registry.Resource, ns string) {
+	if _, err := accounts.Get(ctx, "v1", ns, "default", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return
+	}
+	sa := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "default", "namespace": ns}}}
+	if _, err := accounts.Create(ctx, "v1", ns, sa, registry.WriteOptions{FieldManager: fieldManager}); err != nil && !ignorable(err) {
+		c.Logger.Warn("namespace defaults: creating the default ServiceAccount", "namespace", ns, "err", err)
+	}
+}
+
+// ignorable are the errors of a write that lost a race: the object is
+// there already, or its namespace is gone or going.
+func ignorable(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+}
