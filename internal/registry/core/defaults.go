@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +21,9 @@ import (
 // "default", as kube-controller-manager's service account controller
 // does: made for every namespace, and made again when deleted. Tools and
 // test frameworks that wait for a namespace's default ServiceAccount
-// before they use it find it as in a cluster.
+// before they use it find it as in a cluster. It also makes a deleted
+// system namespace (kube-node-lease, the one that may be deleted) again
+// once it is gone, as kube-apiserver's system namespaces controller does.
 type NamespaceDefaults struct {
 	Registry *registry.Registry
 	Logger   *slog.Logger
@@ -97,6 +100,11 @@ func (c *NamespaceDefaults) follow(ctx context.Context, namespaces, accounts *re
 				continue
 			}
 			ns := obj.GetName()
+			if ev.Type == watch.Deleted && slices.Contains(systemNamespaces, ns) {
+				if err := createSystemNamespace(ctx, namespaces, ns); err != nil {
+					c.Logger.Warn("namespace defaults: creating a system namespace", "namespace", ns, "err", err)
+				}
+			}
 			if ev.Type == watch.Deleted || obj.GetDeletionTimestamp() != nil {
 				delete(active, ns)
 				continue

@@ -17,7 +17,8 @@ import (
 
 // Every active namespace gets, and keeps, the default ServiceAccount, as
 // kube-controller-manager keeps it: made for the namespaces there at
-// start and those created later, and made again when deleted.
+// start and those created later, and made again when deleted. A deleted
+// system namespace comes back.
 func TestNamespaceDefaults(t *testing.T) {
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
@@ -74,4 +75,30 @@ func TestNamespaceDefaults(t *testing.T) {
 		}
 		kept("later")
 	}
+	// A deleted kube-node-lease comes back (once gone: the test finalizes
+	// it, as the namespace controller would), with its ServiceAccount.
+	if _, _, err := namespaces.Delete(ctx, "v1", "", "kube-node-lease", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := namespaces.Get(ctx, "v1", "", "kube-node-lease", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := gone.GetUID()
+	unstructured.RemoveNestedField(gone.Object, "spec", "finalizers")
+	if _, err := namespaces.Update(ctx, "v1", "", "kube-node-lease", gone, registry.WriteOptions{Subresource: "finalize"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		back, err := namespaces.Get(ctx, "v1", "", "kube-node-lease", metav1.GetOptions{})
+		if err == nil && back.GetUID() != uid && back.GetDeletionTimestamp() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-node-lease not made again: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	kept("kube-node-lease")
 }

@@ -145,21 +145,29 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 		return nil
 	}
 	// Created at once, so that one commit (one fsync) carries them all.
-	names := []string{"default", "kube-system", "kube-public", "kube-node-lease"}
-	errs := make([]error, len(names))
+	errs := make([]error, len(systemNamespaces))
 	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() {
-			ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
-			ns.SetName(name)
-			_, err := res.Create(ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "kube-apiserver"})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				errs[i] = err
-			}
-		})
+	for i, name := range systemNamespaces {
+		wg.Go(func() { errs[i] = createSystemNamespace(ctx, res, name) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// systemNamespaces exist from the first start, and kube-apiserver's
+// system namespaces controller makes them again when missing.
+var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// createSystemNamespace creates the system namespace name, as
+// kube-apiserver does, unless it exists.
+func createSystemNamespace(ctx context.Context, namespaces *registry.Resource, name string) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+	ns.SetName(name)
+	_, err := namespaces.Create(ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "kube-apiserver"})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // NamespaceController finishes namespace deletions: it deletes everything
