@@ -32,9 +32,9 @@ type NamespaceDefaults struct {
 	Retry time.Duration
 }
 
-// fieldManager is the manager of the ServiceAccounts NamespaceDefaults
-// writes, as upstream's are written by kube-controller-manager.
-const fieldManager = "kube-controller-manager"
+// controllerManager is the field manager of what this package's
+// controllers write, as upstream's are written by kube-controller-manager.
+const controllerManager = "kube-controller-manager"
 
 // Run works until ctx ends: it watches namespaces and their default
 // ServiceAccounts, and makes those missing.
@@ -141,7 +141,7 @@ func (c *NamespaceDefaults) ensureAccount(ctx context.Context, accounts *registr
 		return
 	}
 	sa := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "default", "namespace": ns}}}
-	if _, err := accounts.Create(ctx, "v1", ns, sa, registry.WriteOptions{FieldManager: fieldManager}); err != nil && !ignorable(err) {
+	if _, err := accounts.Create(ctx, "v1", ns, sa, registry.WriteOptions{FieldManager: controllerManager}); err != nil && !ignorable(err) {
 		c.Logger.Warn("namespace defaults: creating the default ServiceAccount", "namespace", ns, "err", err)
 	}
 }

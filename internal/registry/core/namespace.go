@@ -277,7 +277,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
 		}
 		v := k.StorageVersion()
 		gvr := schema.GroupVersionResource{Group: k.Group, Version: v, Resource: k.Resource}
-		if err := res.DeleteAll(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{FieldManager: "kube-controller-manager"}); err != nil {
+		if err := res.DeleteAll(ctx, v, ns, registry.ListOptions{}, metav1.DeleteOptions{PropagationPolicy: &background}, registry.WriteOptions{FieldManager: controllerManager}); err != nil {
 			c.Logger.Warn("namespace controller: deleting content", "namespace", ns, "resource", k.GroupResource().String(), "err", err)
 			errs = append(errs, err)
 			continue
@@ -310,7 +310,7 @@ func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
 	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 	obj.SetName(ns)
-	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: "kube-controller-manager"})
+	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: controllerManager})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true // gone already
@@ -439,7 +439,7 @@ func (c *NamespaceController) setConditions(ctx context.Context, ns string, want
 	if err := unstructured.SetNestedSlice(next.Object, raw, "status", "conditions"); err != nil {
 		return
 	}
-	if _, err := nsr.Update(ctx, "v1", "", ns, next, registry.WriteOptions{Subresource: "status", FieldManager: "kube-controller-manager"}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+	if _, err := nsr.Update(ctx, "v1", "", ns, next, registry.WriteOptions{Subresource: "status", FieldManager: controllerManager}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 		c.Logger.Warn("namespace controller: status conditions", "namespace", ns, "err", err)
 	}
 }
