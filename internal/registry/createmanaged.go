@@ -179,10 +179,14 @@ func createKey(b []byte, manager string, obj map[string]any) ([]byte, bool) {
 }
 
 // appendShape appends what of v decides the fields it sets: the keys of
-// every map and the JSON type of every value, and, inside lists, the
-// values too (the items of keyed lists are told apart by their keys'
-// values, those of sets by their own). Two objects of the same shape set
-// the same fields.
+// every map and the JSON type of every value, whether a value outside a
+// list is its type's zero ("", 0, false), and, inside lists, the values
+// too (the items of keyed lists are told apart by their keys' values,
+// those of sets by their own). Two objects of the same shape set the same
+// fields. Zero values count because a Go type's zero object has the
+// scalars it marshals without omitempty (a RoleRef's strings), and the
+// field manager owns such a field only where the value differs from the
+// zero's.
 func appendShape(b []byte, v any, inList bool) ([]byte, bool) {
 	switch x := v.(type) {
 	case map[string]any:
@@ -213,30 +217,39 @@ func appendShape(b []byte, v any, inList bool) ([]byte, bool) {
 		}
 		return b, true
 	case string:
-		b = append(b, 's')
-		if inList {
-			b = appendString(b, x)
+		switch {
+		case inList:
+			b = appendString(append(b, 's'), x)
+		case x == "":
+			b = append(b, 'e')
+		default:
+			b = append(b, 's')
 		}
 		return b, true
 	case int64:
-		b = append(b, 'i')
-		if inList {
-			b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		switch {
+		case inList:
+			b = binary.LittleEndian.AppendUint64(append(b, 'i'), uint64(x))
+		case x == 0:
+			b = append(b, 'o')
+		default:
+			b = append(b, 'i')
 		}
 		return b, true
 	case float64:
-		b = append(b, 'f')
-		if inList {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		switch {
+		case inList:
+			b = binary.LittleEndian.AppendUint64(append(b, 'f'), math.Float64bits(x))
+		case x == 0:
+			b = append(b, 'g')
+		default:
+			b = append(b, 'f')
 		}
 		return b, true
 	case bool:
-		switch {
-		case !inList:
-			b = append(b, 'b')
-		case x:
+		if x {
 			b = append(b, 'T')
-		default:
+		} else {
 			b = append(b, 'F')
 		}
 		return b, true

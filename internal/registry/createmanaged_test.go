@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,7 +23,12 @@ func TestCreateMemoMatchesTheFieldManager(t *testing.T) {
 	configMaps := &Kind{Versions: []string{"v1"}, Kind: "ConfigMap", Typed: func() runtime.Object { return &corev1.ConfigMap{} }}
 	pods := &Kind{Versions: []string{"v1"}, Kind: "Pod", Namespaced: true, Status: true, Typed: func() runtime.Object { return &corev1.Pod{} }}
 	widgets := &Kind{Group: "x.io", Versions: []string{"v1"}, Kind: "Widget"}
-	SetTypeConverters(configMaps, pods)
+	// A Go type whose zero value has scalars (a RoleRef's strings, a
+	// TokenRequest's token): the field manager owns one only where the
+	// object's value differs from the zero's.
+	bindings := &Kind{Group: "rbac.authorization.k8s.io", Versions: []string{"v1"}, Kind: "RoleBinding", Namespaced: true,
+		Typed: func() runtime.Object { return &rbacv1.RoleBinding{} }}
+	SetTypeConverters(configMaps, pods, bindings)
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
@@ -108,10 +114,19 @@ func TestCreateMemoMatchesTheFieldManager(t *testing.T) {
 		return map[string]any{"apiVersion": "x.io/v1", "kind": "Widget", "metadata": meta(), "spec": spec}
 	}
 
+	binding := func() map[string]any {
+		roleRef := map[string]any{"apiGroup": pick("", "rbac.authorization.k8s.io"), "kind": pick("", "Role"), "name": pick("", "r", "s")}
+		o := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(), "roleRef": roleRef}
+		if rng.IntN(2) == 0 {
+			o["subjects"] = []any{map[string]any{"kind": "User", "name": pick("", "u")}}
+		}
+		return o
+	}
+
 	for _, tc := range []struct {
 		kind *Kind
 		gen  func() map[string]any
-	}{{configMaps, configMap}, {pods, pod}, {widgets, widget}} {
+	}{{configMaps, configMap}, {pods, pod}, {widgets, widget}, {bindings, binding}} {
 		t.Run(tc.kind.Kind, func(t *testing.T) {
 			km, err := (&Resource{}).kindManager(tc.kind, "v1", "")
 			if err != nil {
@@ -160,7 +175,8 @@ func TestCreateMemoMatchesTheFieldManager(t *testing.T) {
 }
 
 // Objects that differ in what decides their fields get different keys;
-// objects that differ only in values outside lists get the same key.
+// objects that differ only in non-zero values outside lists get the same
+// key.
 func TestCreateKey(t *testing.T) {
 	key := func(manager, s string) string {
 		t.Helper()
@@ -176,7 +192,7 @@ func TestCreateKey(t *testing.T) {
 	}
 	same := [][2]string{
 		{`{"data":{"a":"1"}}`, `{"data":{"a":"2"}}`},
-		{`{"a":1,"b":true}`, `{"b":false,"a":2}`},
+		{`{"a":1,"b":true,"c":0.5}`, `{"b":true,"a":2,"c":1.5}`},
 		{`{"l":[{"k":"v"}]}`, `{"l":[{"k":"v"}]}`},
 	}
 	for _, p := range same {
@@ -196,6 +212,11 @@ func TestCreateKey(t *testing.T) {
 		{`{"l":[true]}`, `{"l":[false]}`},
 		{`{"l":[1]}`, `{"l":[2]}`},
 		{`{"ab":{"c":"1"}}`, `{"a":{"bc":"1"}}`},
+		// A zero value outside a list is not another.
+		{`{"a":""}`, `{"a":"x"}`},
+		{`{"a":0}`, `{"a":1}`},
+		{`{"a":0.0}`, `{"a":0.5}`},
+		{`{"a":false}`, `{"a":true}`},
 	}
 	for _, p := range different {
 		if key("m", p[0]) == key("m", p[1]) {
