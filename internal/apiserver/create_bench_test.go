@@ -3,6 +3,9 @@ package apiserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -93,7 +96,15 @@ func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
 	}
 	tb.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	kinds := append(core.Kinds(), crd.Kind())
+	tokens := &core.Tokens{Registry: reg}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := tokens.SetKey(key); err != nil {
+		tb.Fatal(err)
+	}
+	kinds := append(tokens.Install(core.Kinds()), crd.Kind())
 	registry.SetTypeConverters(kinds...)
 	for _, k := range kinds {
 		if err := reg.Add(k); err != nil {
@@ -106,7 +117,7 @@ func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
 		tb.Fatal(err)
 	}
 	go reg.Run(ctx)
-	cfg := apiserver.Config{Registry: reg, Anonymous: true}
+	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
 	for _, o := range opts {
 		o(&cfg)
 	}

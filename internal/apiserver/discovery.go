@@ -3,6 +3,7 @@ package apiserver
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -204,6 +205,11 @@ func apiResources(k *registry.Kind) []metav1.APIResource {
 	if k.Finalize {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/finalize", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: []string{"update"}})
 	}
+	for _, sub := range slices.Sorted(maps.Keys(k.ReviewSubresources)) {
+		sk := k.ReviewSubresources[sub]
+		out = append(out, metav1.APIResource{Name: k.Resource + "/" + sub, Namespaced: k.Namespaced,
+			Group: sk.Group, Version: sk.StorageVersion(), Kind: sk.Kind, Verbs: []string{"create"}})
+	}
 	return out
 }
 
@@ -250,6 +256,12 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 				if k.Finalize {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource: "finalize", Verbs: []string{"update"}, ResponseKind: kind,
+					})
+				}
+				for sub, sk := range k.ReviewSubresources {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: sub, Verbs: []string{"create"},
+						ResponseKind: &metav1.GroupVersionKind{Group: sk.Group, Version: sk.StorageVersion(), Kind: sk.Kind},
 					})
 				}
 				if k.Typed != nil {

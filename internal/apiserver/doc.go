@@ -14,11 +14,13 @@
 // Every error reaches the client as a metav1.Status with kube-apiserver's
 // code, reason and message. Bodies are limited to 3 MiB (413 beyond).
 //
-// Authentication is by client certificate: the TLS layer verifies it
-// against kplane's CA and this package refuses requests without one (401),
-// except /version and the three health endpoints themselves (not their
-// single checks, which say why they fail). There is no authorization
-// beyond that: an authenticated client is an admin.
+// Authentication is by client certificate (the TLS layer verifies it
+// against kplane's CA) or, without one, by a bearer token that
+// Config.Tokens accepts (a service account token). This package refuses
+// requests with neither (401), except /version and the three health
+// endpoints themselves (not their single checks, which say why they
+// fail), and every request with a token that is not valid. There is no
+// authorization beyond that: an authenticated client is an admin.
 //
 // Request bodies may be JSON, YAML, or (for the built-in kinds and
 // DeleteOptions) the Kubernetes protobuf wire format. Responses are JSON,

@@ -70,6 +70,10 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		h.scale(w, r)
 		return
 	}
+	if sk := k.ReviewSubresources[ri.subresource]; sk != nil {
+		h.subreview(w, r, sk)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 		switch {
@@ -267,6 +271,27 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusCreated, out, enc)
+}
+
+// subreview answers a create on a review subresource of an object
+// (serviceaccounts/token), whose body is of the subresource's kind sk.
+func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry.Kind) {
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	sh := &handler{s: h.s, res: h.res, kind: sk, ri: h.ri}
+	sh.ri.version = sk.StorageVersion()
+	obj, wo, err := sh.objectWrite(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx = registry.WithUser(ctx, requestUser(r))
+	out, err := h.res.CreateSubreview(ctx, h.ri.subresource, h.ri.namespace, h.ri.name, obj, wo)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.s.writeObjectEncoded(w, r, sk, sk.StorageVersion(), http.StatusCreated, out, nil)
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {

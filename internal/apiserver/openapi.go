@@ -428,6 +428,9 @@ func buildOpenAPI(kinds []*registry.Kind, prev *openAPIDocs, gitVersion string, 
 		if k.Typed == nil {
 			continue
 		}
+		for _, sk := range k.ReviewSubresources {
+			typed[sk.GroupVersionKind(sk.StorageVersion())] = sk.Typed() // a TokenRequest
+		}
 		for _, v := range k.Versions {
 			gv := schema.GroupVersion{Group: k.Group, Version: v}
 			typed[gv.WithKind("DeleteOptions")] = &metav1.DeleteOptions{}
@@ -853,7 +856,11 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 	if k.Review != nil {
 		// A review is created and answered, never stored: its collection
 		// takes creates, and that is all.
-		paths["/"+gv.path()+"/"+k.Resource] = map[string]any{
+		collection := "/" + gv.path() + "/" + k.Resource
+		if k.Namespaced {
+			collection = "/" + gv.path() + "/namespaces/{namespace}/" + k.Resource
+		}
+		paths[collection] = map[string]any{
 			"post":       op("create", "post", "", obj, obj, []string{"200", "201", "202"}, write...),
 			"parameters": pathParams(false),
 		}
@@ -916,6 +923,17 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 			"get":        op("read", "get", "Scale", nil, scale, []string{"200"}),
 			"put":        op("replace", "put", "Scale", scale, scale, []string{"200", "201"}, write...),
 			"patch":      op("patch", "patch", "Scale", patchBody, scale, []string{"200", "201"}, append(write, query("force", "boolean"))...),
+			"parameters": pathParams(true),
+		}
+	}
+	for sub, sk := range k.ReviewSubresources {
+		// A create of another kind, answered (serviceaccounts/token).
+		sgvk := sk.GroupVersionKind(sk.StorageVersion())
+		sobj := ref(model.kind[sgvk])
+		create := op("create", "post", strings.ToUpper(sub[:1])+sub[1:], sobj, sobj, []string{"200", "201", "202"}, write...)
+		create["x-kubernetes-group-version-kind"] = map[string]string{"group": sgvk.Group, "version": sgvk.Version, "kind": sgvk.Kind}
+		paths[root+k.Resource+"/{name}/"+sub] = map[string]any{
+			"post":       create,
 			"parameters": pathParams(true),
 		}
 	}

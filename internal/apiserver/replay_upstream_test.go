@@ -10,6 +10,8 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,12 +49,71 @@ func TestReviewsAsKubeAPIServer(t *testing.T) {
 	replayUpstream(t, "testdata/reviews-kube-apiserver-v1.37.2.json", 20)
 }
 
+// Access reviews about another user (SubjectAccessReview, and
+// LocalSubjectAccessReview about a namespace), which a metrics endpoint's
+// auth filter asks, answer as kube-apiserver v1.37.2's do where kplane's
+// answer and its authorizer's agree: users in system:masters allowed,
+// anonymous users refused, and the questions' checks (attributes, a user
+// or a group, empty metadata, a local review's namespace) in upstream's
+// order and words. testdata/accessreviews-kube-apiserver-v1.37.2.json
+// holds 26 requests and upstream's answers. Other users differ on
+// purpose (kplane allows every authenticated user; upstream's RBAC has
+// no role for them): see TestAccessReviewsAllowTheAuthenticated.
+func TestAccessReviewsAsKubeAPIServer(t *testing.T) {
+	replayUpstream(t, "testdata/accessreviews-kube-apiserver-v1.37.2.json", 26)
+}
+
+// kplane authorizes every authenticated request, so an access review
+// about any user who is not anonymous is allowed, in every namespace.
+func TestAccessReviewsAllowTheAuthenticated(t *testing.T) {
+	h := newInProcess(t)
+	for _, c := range []struct {
+		path, spec string
+		allowed    bool
+	}{
+		{"/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"user":"alice","resourceAttributes":{"verb":"delete","resource":"secrets","namespace":"default"}}`, true},
+		{"/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"user":"system:serviceaccount:default:robot","groups":["system:serviceaccounts"],"nonResourceAttributes":{"verb":"get","path":"/metrics"}}`, true},
+		{"/apis/authorization.k8s.io/v1/namespaces/nowhere/localsubjectaccessreviews", `{"groups":["team"],"resourceAttributes":{"verb":"list","resource":"configmaps","namespace":"nowhere"}}`, true},
+		{"/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"user":"alice","groups":["system:unauthenticated"],"nonResourceAttributes":{"verb":"get","path":"/metrics"}}`, false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(`{"spec":`+c.spec+`}`))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var answer struct{ Status struct{ Allowed bool } }
+		if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || w.Code != http.StatusCreated {
+			t.Fatalf("%s: %d %s", c.spec, w.Code, w.Body)
+		}
+		if answer.Status.Allowed != c.allowed {
+			t.Errorf("%s: allowed %v, want %v", c.spec, answer.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+// Service account tokens are issued and reviewed as kube-apiserver
+// v1.37.2 issues and reviews them. testdata/tokens-kube-apiserver-v1.37.2.json
+// holds 56 requests and upstream's answers, tokens and uids masked:
+//   - serviceaccounts/token: the request echoed with its defaults, the
+//     token and its expiry, the service account's uid, the field manager's
+//     entry (subresource token) and the metadata as sent; its checks in
+//     upstream's order (namespace, name, service account, uid, lifetime,
+//     bound object); its routes (POST only);
+//   - TokenReview: who a token names, for which audiences (repeats kept),
+//     and why one is not valid: another audience, a bad signature, not a
+//     token, its bound Secret deleted or made again, its ServiceAccount
+//     deleted or made again.
+func TestTokensAsKubeAPIServer(t *testing.T) {
+	replayUpstream(t, "testdata/tokens-kube-apiserver-v1.37.2.json", 56)
+}
+
 // replayUpstream sends the requests of file, in order, to an in-process
 // server, each from a client certificate as kplane's admin's (CN
 // kplane-admin, O system:masters) and with curl's User-Agent, and holds
 // each answer to upstream's, masked as the file is (maskVolatile). At
 // least min requests must be there. The file's "NS" is a namespace the
-// replay creates first.
+// replay creates first. In a body, TOKEN@n stands for the token of the
+// answer to request n (counting from 0), BADSIG@n for that token with
+// the end of its signature changed.
 func replayUpstream(t *testing.T, file string, min int) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -75,7 +136,7 @@ func replayUpstream(t *testing.T, file string, min int) {
 	admin := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
 	const ns = "evt"
 	send := func(method, path, ctype, accept, body string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(method, strings.ReplaceAll(path, "NS", ns), strings.NewReader(strings.ReplaceAll(body, "NS", ns)))
+		r := httptest.NewRequest(method, strings.ReplaceAll(path, "NS", ns), strings.NewReader(body))
 		r.Header.Set("User-Agent", "curl/8.5.0") // upstream's answers name the manager "curl"
 		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{admin}}}
 		if ctype != "" {
@@ -88,11 +149,28 @@ func replayUpstream(t *testing.T, file string, min int) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	if w := send(http.MethodPost, "/api/v1/namespaces", "application/json", "", `{"metadata":{"name":"NS"}}`); w.Code != http.StatusCreated {
+	if w := send(http.MethodPost, "/api/v1/namespaces", "application/json", "", `{"metadata":{"name":"`+ns+`"}}`); w.Code != http.StatusCreated {
 		t.Fatalf("namespace: %d %s", w.Code, w.Body)
 	}
+	var tokens []string // of each answer, if any
+	tokenRef := regexp.MustCompile(`(TOKEN|BADSIG)@([0-9]+)`)
 	for i, s := range upstream.Steps {
-		w := send(s.Method, s.Path, s.ContentType, s.Accept, s.Body)
+		// The namespace first: a token may hold "NS".
+		body := tokenRef.ReplaceAllStringFunc(strings.ReplaceAll(s.Body, "NS", ns), func(ref string) string {
+			m := tokenRef.FindStringSubmatch(ref)
+			n, _ := strconv.Atoi(m[2])
+			if n >= len(tokens) || tokens[n] == "" {
+				t.Fatalf("step %d: no token in the answer to step %d", i, n)
+			}
+			if m[1] == "BADSIG" {
+				return tokens[n][:len(tokens[n])-4] + "AAAA"
+			}
+			return tokens[n]
+		})
+		w := send(s.Method, s.Path, s.ContentType, s.Accept, body)
+		var answer struct{ Status struct{ Token string } }
+		json.Unmarshal(w.Body.Bytes(), &answer)
+		tokens = append(tokens, answer.Status.Token)
 		var got any
 		if err := json.Unmarshal([]byte(strings.ReplaceAll(w.Body.String(), ns, "NS")), &got); err != nil {
 			t.Fatalf("step %d, %s %s: %d %s", i, s.Method, s.Path, w.Code, w.Body)
@@ -109,22 +187,26 @@ func replayUpstream(t *testing.T, file string, min int) {
 var (
 	tableAge   = regexp.MustCompile(`^([0-9]+[smhdy])+$`)
 	timeInText = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	uidInText  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 )
 
 // maskVolatile masks in v what differs between two servers' answers to
 // the same requests, as the testdata was masked: uids, resourceVersions,
-// creation and managedFields times, a Table's ages, and credential ids;
-// and times in error messages (a value shown with its managedFields).
+// creation and managedFields times, a Table's ages, credential ids,
+// tokens and their expiry; times in error messages (a value shown with
+// its managedFields), and uids in them and in a TokenReview's error.
 func maskVolatile(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, m := range v {
 			_, isString := m.(string)
 			switch {
-			case isString && (k == "uid" || k == "resourceVersion" || k == "creationTimestamp" || k == "time"):
+			case isString && (k == "uid" || k == "resourceVersion" || k == "creationTimestamp" || k == "time" || k == "token" || k == "expirationTimestamp"):
 				v[k] = "<masked>"
+			case isString && k == "error":
+				v[k] = uidInText.ReplaceAllString(m.(string), "<uid>")
 			case isString && k == "message":
-				v[k] = timeInText.ReplaceAllString(m.(string), "<time>") // a value shown in an error
+				v[k] = uidInText.ReplaceAllString(timeInText.ReplaceAllString(m.(string), "<time>"), "<uid>") // a value shown in an error
 			case k == "authentication.kubernetes.io/credential-id":
 				v[k] = []any{"<masked>"}
 			case k == "cells":
@@ -171,14 +253,19 @@ func TestRulesReviewListsEverything(t *testing.T) {
 	}
 }
 
-// The reviews are in discovery as v1.37.2 lists them (its entries for
-// the three kplane serves): create only, no storage version hash.
+// The reviews and serviceaccounts/token are in discovery as v1.37.2
+// lists them (its entries for those kplane serves): create only, no
+// storage version hash; the token subresource with its kind's group and
+// version.
 func TestReviewsDiscovery(t *testing.T) {
 	h := newInProcess(t)
 	for path, want := range map[string]string{
-		"/apis/authorization.k8s.io/v1": `[{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},` +
-			`{"name":"selfsubjectrulesreviews","singularName":"selfsubjectrulesreview","namespaced":false,"kind":"SelfSubjectRulesReview","verbs":["create"]}]`,
-		"/apis/authentication.k8s.io/v1": `[{"name":"selfsubjectreviews","singularName":"selfsubjectreview","namespaced":false,"kind":"SelfSubjectReview","verbs":["create"]}]`,
+		"/apis/authorization.k8s.io/v1": `[{"name":"localsubjectaccessreviews","singularName":"localsubjectaccessreview","namespaced":true,"kind":"LocalSubjectAccessReview","verbs":["create"]},` +
+			`{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},` +
+			`{"name":"selfsubjectrulesreviews","singularName":"selfsubjectrulesreview","namespaced":false,"kind":"SelfSubjectRulesReview","verbs":["create"]},` +
+			`{"name":"subjectaccessreviews","singularName":"subjectaccessreview","namespaced":false,"kind":"SubjectAccessReview","verbs":["create"]}]`,
+		"/apis/authentication.k8s.io/v1": `[{"name":"selfsubjectreviews","singularName":"selfsubjectreview","namespaced":false,"kind":"SelfSubjectReview","verbs":["create"]},` +
+			`{"name":"tokenreviews","singularName":"tokenreview","namespaced":false,"kind":"TokenReview","verbs":["create"]}]`,
 	} {
 		var list struct{ Resources []any }
 		if err := json.Unmarshal(get(t, h, path).Body.Bytes(), &list); err != nil {
@@ -192,5 +279,46 @@ func TestReviewsDiscovery(t *testing.T) {
 			g, _ := json.Marshal(list.Resources)
 			t.Errorf("%s:\n got  %s\n want %s", path, g, want)
 		}
+	}
+
+	var core struct{ Resources []map[string]any }
+	if err := json.Unmarshal(get(t, h, "/api/v1").Body.Bytes(), &core); err != nil {
+		t.Fatal(err)
+	}
+	token := map[string]any{"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+		"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": []any{"create"}}
+	if !slices.ContainsFunc(core.Resources, func(r map[string]any) bool { return reflect.DeepEqual(r, token) }) {
+		t.Errorf("/api/v1 lacks %v", token)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api", nil)
+	r.Header.Set("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var aggregated struct {
+		Items []struct {
+			Versions []struct {
+				Resources []struct {
+					Resource     string
+					Subresources []any
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &aggregated); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{map[string]any{"subresource": "token", "verbs": []any{"create"},
+		"responseKind": map[string]any{"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}}}
+	found := false
+	for _, r := range aggregated.Items[0].Versions[0].Resources {
+		if r.Resource == "serviceaccounts" {
+			found = true
+			if !reflect.DeepEqual(r.Subresources, want) {
+				t.Errorf("aggregated serviceaccounts' subresources: %v, want %v", r.Subresources, want)
+			}
+		}
+	}
+	if !found {
+		t.Error("aggregated discovery lacks serviceaccounts")
 	}
 }

@@ -54,7 +54,8 @@ func (m methods) allows(method string) bool {
 //   - the legacy /watch/ form of either: GET;
 //   - /status and /scale of a kind that has them: GET, PUT and PATCH;
 //     /finalize: PUT. Deleting through a subresource deletes nothing;
-//   - a review's collection (Kind.Review): POST only.
+//   - a review's collection (Kind.Review), and a review subresource
+//     (Kind.ReviewSubresources, serviceaccounts/token): POST only.
 func installed(ri requestInfo, k *registry.Kind) methods {
 	if k.Review != nil {
 		// A review's collection takes creates; nothing else is there.
@@ -80,6 +81,8 @@ func installed(ri requestInfo, k *registry.Kind) methods {
 			return mGet | mPut | mPatch
 		case ri.subresource == "finalize" && k.Finalize:
 			return mPut
+		case k.ReviewSubresources[ri.subresource] != nil:
+			return mPost
 		}
 		return 0
 	case ri.watchPrefix:

@@ -48,6 +48,20 @@ type Config struct {
 	// HealthChecks run in /livez, /readyz and /healthz after ping, as
 	// kube-apiserver runs its etcd check there.
 	HealthChecks []HealthCheck
+	// Tokens, if set, authenticates the bearer tokens of requests without
+	// a client certificate (service account tokens), and publishes how to
+	// check them (/.well-known/openid-configuration, /openid/v1/jwks).
+	Tokens Tokens
+}
+
+// Tokens checks bearer tokens: core.Tokens.
+type Tokens interface {
+	// AuthenticateToken returns the user token names, for one of the
+	// audiences wanted (none: the API server's own), or why it does not.
+	AuthenticateToken(ctx context.Context, token string, wanted []string) (registry.User, []string, error)
+	// Issuer names the issuer of the tokens, JWKS their public keys.
+	Issuer() string
+	JWKS() ([]byte, error)
 }
 
 // Server serves the Kubernetes API. It is an http.Handler.
@@ -88,6 +102,10 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
 	s.mux.HandleFunc("/metrics", s.serveMetrics)
+	if cfg.Tokens != nil {
+		s.mux.HandleFunc("/.well-known/openid-configuration", s.openIDConfiguration)
+		s.mux.HandleFunc("/openid/v1/jwks", s.openIDKeys)
+	}
 	if cfg.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -107,6 +125,9 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paths := []string{"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/version"}
+	if s.cfg.Tokens != nil {
+		paths = append(paths, "/.well-known/openid-configuration", "/openid/v1/jwks")
+	}
 	paths = append(paths, s.healthPaths...)
 	for _, g := range s.servedGroups() {
 		if g.name == "" {
@@ -147,9 +168,21 @@ func public(path string) bool {
 // ServeHTTP authenticates the request, then routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if !s.cfg.Anonymous && !public(r.URL.Path) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
-		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
-		return
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		// No client certificate: a bearer token, or no one.
+		authed, ok := s.authenticateToken(r)
+		switch {
+		case !ok:
+			// A token that is not valid fails every request, even one
+			// anyone may send, as upstream's.
+			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		case authed != nil:
+			r = authed
+		case !s.cfg.Anonymous && !public(r.URL.Path):
+			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		}
 	}
 	switch r.Method {
 	case http.MethodGet:

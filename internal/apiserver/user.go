@@ -3,18 +3,26 @@ package apiserver
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// requestUser is who sent r, as kube-apiserver's x509 authenticator names
-// them: the client certificate's common name, its organizations as groups
-// (with system:authenticated), and the certificate's SHA-256 as its
-// credential id. A request without one (where anonymous requests are
+// requestUser is who sent r: the user its bearer token named
+// (authenticateToken), or its client certificate's, as kube-apiserver's
+// x509 authenticator names them: the certificate's common name, its
+// organizations as groups (with system:authenticated), and its SHA-256 as
+// its credential id. A request with neither (where anonymous requests are
 // allowed) is system:anonymous.
 func requestUser(r *http.Request) registry.User {
+	if u, ok := registry.UserFrom(r.Context()); ok {
+		return u
+	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return registry.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
 	}
@@ -25,4 +33,76 @@ func requestUser(r *http.Request) registry.User {
 		Groups: append(slices.Clone(cert.Subject.Organization), "system:authenticated"),
 		Extra:  map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=" + hex.EncodeToString(sum[:])}},
 	}
+}
+
+// authenticateToken authenticates r by its bearer token (the
+// Authorization header's "Bearer <token>", in any case), as upstream's
+// token authenticators: it returns r carrying the token's user, or nil
+// if r has no token; ok is false for a token that is not valid. The
+// header is removed from a request it authenticates, as upstream removes
+// it, so that nothing downstream sees the credential.
+func (s *Server) authenticateToken(r *http.Request) (authed *http.Request, ok bool) {
+	auth := r.Header.Get("Authorization")
+	scheme, rest, _ := strings.Cut(auth, " ")
+	token, _, _ := strings.Cut(rest, " ")
+	if !strings.EqualFold(scheme, "bearer") || token == "" {
+		return nil, true
+	}
+	if s.cfg.Tokens == nil {
+		return nil, false
+	}
+	u, _, err := s.cfg.Tokens.AuthenticateToken(r.Context(), token, nil)
+	if err != nil {
+		s.cfg.Logger.Debug("bearer token refused", "err", err)
+		return nil, false
+	}
+	authed = r.WithContext(registry.WithUser(r.Context(), u))
+	authed.Header = r.Header.Clone()
+	authed.Header.Del("Authorization")
+	return authed, true
+}
+
+// openIDConfiguration serves the OpenID Connect discovery document of the
+// service account token issuer, as kube-apiserver does, so that a relying
+// party can find the keys that check kplane's tokens.
+func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, errMethodNotAllowed)
+		return
+	}
+	doc, err := json.Marshal(struct {
+		Issuer    string   `json:"issuer"`
+		JWKSURI   string   `json:"jwks_uri"`
+		Responses []string `json:"response_types_supported"`
+		Subjects  []string `json:"subject_types_supported"`
+		Algs      []string `json:"id_token_signing_alg_values_supported"`
+	}{s.cfg.Tokens.Issuer(), "https://" + r.Host + "/openid/v1/jwks", []string{"id_token"}, []string{"public"}, []string{"ES256"}})
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	writeDiscoveryDoc(w, "application/json", doc)
+}
+
+// openIDKeys serves the public keys of the service account tokens.
+func (s *Server) openIDKeys(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, errMethodNotAllowed)
+		return
+	}
+	keys, err := s.cfg.Tokens.JWKS()
+	if err != nil {
+		writeError(w, apierrors.NewServiceUnavailable(err.Error()))
+		return
+	}
+	writeDiscoveryDoc(w, "application/jwk-set+json", keys)
+}
+
+// writeDiscoveryDoc writes an OpenID document, cacheable for an hour as
+// upstream's.
+func writeDiscoveryDoc(w http.ResponseWriter, ctype string, doc []byte) {
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.WriteHeader(http.StatusOK)
+	w.Write(doc)
 }

@@ -125,8 +125,9 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
 	crds := &crd.Controller{Registry: reg, Logger: log}
 	crdKind := crd.Kind()
-	crdKind.Written = crds.Written // a CRD write returns once the controller has acted on it
-	builtin := append(core.Kinds(), crdKind)
+	crdKind.Written = crds.Written        // a CRD write returns once the controller has acted on it
+	tokens := &core.Tokens{Registry: reg} // its key once the credentials are loaded
+	builtin := append(tokens.Install(core.Kinds()), crdKind)
 	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
@@ -179,12 +180,16 @@ func Run(ctx context.Context, cfg Config) error {
 		Profiling:    cfg.Profiling,
 		Metrics:      storeMetrics(cfg.Storage, kvs, compactor),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
+		Tokens:       tokens,
 	})
 	pr := <-pkiDone
 	if pr.err != nil {
 		return pr.err
 	}
 	bundle := pr.bundle
+	if err := tokens.SetKey(bundle.ServiceAccountKey); err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Handler:           api,
 		TLSConfig:         bundle.ServerTLSConfig(),

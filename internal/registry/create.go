@@ -98,7 +98,18 @@ func (r *Resource) Create(ctx context.Context, version, ns string, obj *unstruct
 func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, *storage.Encoded, error) {
 	k := r.Kind()
 	if k.Review != nil {
-		out, err := r.review(ctx, k, version, obj, opts)
+		if k.Namespaced {
+			// A namespaced review (LocalSubjectAccessReview) is about its
+			// namespace, which need not exist.
+			if err := r.checkNamespace(k, ns, obj); err != nil {
+				return nil, nil, err
+			}
+		}
+		// What upstream's create handler wipes from every object sent.
+		for _, f := range []string{"creationTimestamp", "uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"} {
+			unstructured.RemoveNestedField(obj.Object, "metadata", f)
+		}
+		out, err := r.review(ctx, k, version, "", "", obj, opts)
 		return out, nil, err
 	}
 	if err := r.checkNamespace(k, ns, obj); err != nil {
@@ -188,21 +199,44 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	return convert(k, version, out), enc, nil
 }
 
-// review answers the create of a Review kind's object: the field
-// manager records the sender's fields, then Review answers. Nothing is
-// stored.
-func (r *Resource) review(ctx context.Context, k *Kind, version string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
-	m, err := r.kindManager(k, version, "")
+// CreateSubreview answers a create on subresource sub of the object name
+// (in namespace ns), one of the kind's ReviewSubresources, with the object
+// sent (of the subresource's kind): it must be in the request's
+// namespace, which must exist; the field manager records the sender's
+// fields as written through sub; then the subresource's Review answers.
+// Nothing is stored, even without dry run: upstream's token requests
+// answer the same either way. The metadata sent is the Review's to judge
+// (upstream's serviceaccounts/token keeps it, and refuses a uid that is
+// not the service account's).
+func (r *Resource) CreateSubreview(ctx context.Context, sub, ns, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	k := r.Kind()
+	sk := k.ReviewSubresources[sub]
+	if sk == nil {
+		return nil, apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	if err := r.checkNamespace(k, ns, obj); err != nil {
+		return nil, err
+	}
+	if k.Namespaced {
+		if err := r.reg.admitNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	return r.review(ctx, sk, sk.StorageVersion(), sub, name, obj, opts)
+}
+
+// review answers the create of a Review kind's object, sent to the kind's
+// collection or (sub not empty) as the subresource sub of the object
+// name: the field manager records the sender's fields, then Review
+// answers. Nothing is stored.
+func (r *Resource) review(ctx context.Context, k *Kind, version, sub, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
+	m, err := r.kindManager(k, version, sub)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	// What upstream's create handler wipes from every object sent.
-	for _, f := range []string{"creationTimestamp", "uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"} {
-		unstructured.RemoveNestedField(obj.Object, "metadata", f)
-	}
 	obj, _, _ = m.create(k, version, obj, opts.FieldManager)
 	obj.SetGroupVersionKind(k.GroupVersionKind(version))
-	return k.Review(ctx, obj)
+	return k.Review(ctx, name, obj)
 }
 
 // checkNamespace makes obj's namespace agree with the request's, as

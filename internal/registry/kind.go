@@ -164,8 +164,17 @@ type Kind struct {
 	// verb is create, which answers what Review makes of the object sent
 	// (after the field manager has recorded the sender's fields, as
 	// upstream's create does), as upstream's access and identity reviews
-	// are. The requester is in ctx (UserFrom).
-	Review func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	// are. The requester is in ctx (UserFrom). name is the object the
+	// request names, for a kind served as another's subresource
+	// (ReviewSubresources), and empty otherwise.
+	Review func(ctx context.Context, name string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+	// ReviewSubresources are subresources of the kind's objects that take
+	// a create of another kind and answer it, storing nothing, by
+	// subresource name: upstream's serviceaccounts/token takes an
+	// authentication.k8s.io TokenRequest and answers it with a token. Each
+	// is a Review kind with one version, not served on its own.
+	ReviewSubresources map[string]*Kind
 }
 
 // OwnsObjects reports whether the kind has objects of its own, stored

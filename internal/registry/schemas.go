@@ -13,13 +13,17 @@ import (
 )
 
 // SetTypeConverters gives each built-in kind among kinds (those with a Go
-// type) a type converter built from its schemas, so that field ownership
+// type), and the kinds of their ReviewSubresources, a type converter built
+// from its schemas, so that field ownership
 // knows their list and map semantics. A kind's converter is built on its
 // first write, from the definitions that kind refers to alone and without
 // their descriptions: a server pays only for the kinds it writes (at
 // start-up, Namespace), and not for the documents' descriptions.
 func SetTypeConverters(kinds ...*Kind) {
 	for _, k := range kinds {
+		for _, sk := range k.ReviewSubresources {
+			SetTypeConverters(sk)
+		}
 		if k.Typed == nil {
 			continue
 		}

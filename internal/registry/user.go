@@ -5,6 +5,7 @@ import "context"
 // User is who sent a request, as the API server authenticated them.
 type User struct {
 	Name   string
+	UID    string // a service account's; empty for a certificate's user
 	Groups []string
 	Extra  map[string][]string
 }

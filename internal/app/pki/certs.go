@@ -28,6 +28,8 @@ const (
 	servingKeyFile  = "serving.key"
 	adminCertFile   = "admin.crt"
 	adminKeyFile    = "admin.key"
+	// saKeyFile signs service account tokens (serviceaccounts/token).
+	saKeyFile = "sa.key"
 )
 
 const (

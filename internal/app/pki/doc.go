@@ -2,9 +2,10 @@
 // `kplane serve` speaks TLS and authenticates its admin from the first run,
 // with nothing for the operator to prepare.
 //
-// Ensure keeps six files in the data dir: ca.crt/ca.key (the CA),
-// serving.crt/serving.key (the API server's certificate) and
-// admin.crt/admin.key (a client certificate for the cluster admin). It
+// Ensure keeps seven files in the data dir: ca.crt/ca.key (the CA),
+// serving.crt/serving.key (the API server's certificate),
+// admin.crt/admin.key (a client certificate for the cluster admin) and
+// sa.key (the key that signs service account tokens). It
 // creates whatever is missing and reissues the two leaf certificates when they
 // near expiry or no longer fit (new host names, another CA, a half-written
 // pair); WriteKubeconfig hands the admin credential to kubectl.
@@ -17,7 +18,8 @@
 //     and never overwritten: it may be an operator's own credential.
 //   - The CA is never replaced behind the operator's back, since that would
 //     invalidate every kubeconfig already handed out. Leaves are reissued from
-//     the same CA, so existing kubeconfigs keep working.
+//     the same CA, so existing kubeconfigs keep working. Nor is sa.key: a
+//     new one would invalidate every service account token issued.
 //
 // What it does not do:
 //   - No CA rotation: when the CA (10 years) expires, Ensure fails and the

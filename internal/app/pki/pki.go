@@ -1,6 +1,8 @@
 package pki
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -18,6 +20,10 @@ type Bundle struct {
 	Serving   tls.Certificate
 
 	AdminCertPEM, AdminKeyPEM []byte
+
+	// ServiceAccountKey signs the service account tokens kplane issues
+	// (serviceaccounts/token) and checks those clients present.
+	ServiceAccountKey *ecdsa.PrivateKey
 }
 
 // Ensure loads the CA, serving certificate and admin client credential from
@@ -61,15 +67,51 @@ func Ensure(dir string, hosts []string) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	saKey, err := ensureServiceAccountKey(dir)
+	if err != nil {
+		return nil, err
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
 	return &Bundle{
-		CACertPEM:    ca.certPEM,
-		CAPool:       pool,
-		Serving:      serving,
-		AdminCertPEM: adminCert,
-		AdminKeyPEM:  adminKey,
+		ServiceAccountKey: saKey,
+		CACertPEM:         ca.certPEM,
+		CAPool:            pool,
+		Serving:           serving,
+		AdminCertPEM:      adminCert,
+		AdminKeyPEM:       adminKey,
 	}, nil
+}
+
+// ensureServiceAccountKey loads the key that signs service account tokens,
+// or creates it. Like the CA's, it is never replaced: a new key would
+// invalidate every token issued so far. It must be ECDSA P-256, the ES256
+// tokens are signed with.
+func ensureServiceAccountKey(dir string) (*ecdsa.PrivateKey, error) {
+	path := filepath.Join(dir, saKeyFile)
+	data, err := readOptional(path)
+	if err != nil {
+		return nil, err
+	}
+	if data == nil {
+		signer, keyPEM, err := newKey()
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(path, keyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		return signer.(*ecdsa.PrivateKey), nil
+	}
+	signer, err := parseKey(path, data)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := signer.(*ecdsa.PrivateKey)
+	if !ok || key.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("pki: %s: the service account key must be an ECDSA P-256 key", path)
+	}
+	return key, nil
 }
 
 // ServerTLSConfig is the API server's TLS configuration: TLS 1.2+, the

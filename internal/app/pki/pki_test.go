@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log"
 	"net"
@@ -23,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-var allFiles = []string{caCertFile, caKeyFile, servingCertFile, servingKeyFile, adminCertFile, adminKeyFile}
+var allFiles = []string{caCertFile, caKeyFile, servingCertFile, servingKeyFile, adminCertFile, adminKeyFile, saKeyFile}
 
 func ensure(t *testing.T, dir string, hosts ...string) *Bundle {
 	t.Helper()
@@ -78,6 +80,44 @@ func TestEnsureCreatesThenReuses(t *testing.T) {
 	}
 	if !bytes.Equal(first.AdminCertPEM, again.AdminCertPEM) || !bytes.Equal(first.AdminKeyPEM, again.AdminKeyPEM) {
 		t.Error("second Ensure reissued the admin credential")
+	}
+	if first.ServiceAccountKey == nil || !first.ServiceAccountKey.Equal(again.ServiceAccountKey) {
+		t.Error("second Ensure made another service account key")
+	}
+}
+
+// A data dir from before service account tokens gains a key; one that is
+// not ECDSA P-256 (the ES256 tokens need it) is an error and kept.
+func TestServiceAccountKey(t *testing.T) {
+	dir := t.TempDir()
+	ensure(t, dir)
+	path := filepath.Join(dir, saKeyFile)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if b := ensure(t, dir); b.ServiceAccountKey == nil || b.ServiceAccountKey.Curve != elliptic.P256() {
+		t.Fatalf("key %v", b.ServiceAccountKey)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(p384)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if err := os.WriteFile(path, other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(dir, nil); err == nil || !strings.Contains(err.Error(), "ECDSA P-256") {
+		t.Errorf("a P-384 key: error %v", err)
+	}
+	if !bytes.Equal(readFile(t, path), other) {
+		t.Error("the P-384 key was overwritten")
 	}
 }
 
@@ -196,7 +236,7 @@ func TestStaleLeavesAreReissued(t *testing.T) {
 }
 
 func TestUnparseableFileIsAnErrorAndKept(t *testing.T) {
-	for _, name := range []string{caCertFile, caKeyFile, servingCertFile, adminKeyFile} {
+	for _, name := range []string{caCertFile, caKeyFile, servingCertFile, adminKeyFile, saKeyFile} {
 		dir := t.TempDir()
 		ensure(t, dir)
 		path := filepath.Join(dir, name)

@@ -2,11 +2,14 @@
 // ConfigMap, Secret, Event and ServiceAccount (v1), Event again
 // (events.k8s.io/v1, served over the core Events as upstream serves it),
 // Lease (coordination.k8s.io/v1), the RBAC kinds
-// (rbac.authorization.k8s.io/v1) and the self reviews kubectl auth asks
-// (authorization.k8s.io/v1, authentication.k8s.io/v1; never stored),
-// each with upstream's scope, short names, validation, defaults and table
-// columns. It also runs the namespace lifecycle: a deleted namespace is
-// Terminating until everything in it is gone, then it is removed.
+// (rbac.authorization.k8s.io/v1) and the reviews (authorization.k8s.io/v1,
+// authentication.k8s.io/v1; never stored): the access reviews of kubectl
+// auth and of metrics auth filters, whoami's, and TokenReview. Each has
+// upstream's scope, short names, validation, defaults and table columns.
+// Tokens issues service account tokens (serviceaccounts/token) and checks
+// them for the API server. The package also runs the namespace lifecycle:
+// a deleted namespace is Terminating until everything in it is gone, then
+// it is removed.
 //
 // RBAC objects are stored and served; kplane does not authorize requests
 // with them yet (every authenticated client is an admin).

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -18,48 +19,91 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// reviews are the questions a client asks about itself, which kubectl
-// auth (can-i, can-i --list, whoami) and dashboards (k9s, Headlamp) ask
-// before they show what a user may do. They are never stored. kplane
-// authorizes every authenticated request (it has no authorizer yet), so
-// every access review is allowed and every rules review lists everything;
-// an identity review tells who the client certificate names.
+// reviews are the questions clients ask about what a user may do and who
+// they are: kubectl auth (can-i, can-i --list, whoami) and dashboards
+// (k9s, Headlamp) ask about themselves before they show what a user may
+// do; a metrics endpoint's auth filter (controller-runtime's,
+// kube-rbac-proxy) asks whether the client it authenticated may scrape.
+// They are never stored. kplane authorizes every authenticated request
+// (it has no authorizer yet), so every access review about an
+// authenticated user is allowed and every rules review lists everything;
+// an identity review tells who the request's credential names.
 func reviews() []*registry.Kind {
-	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, *unstructured.Unstructured) (*unstructured.Unstructured, error)) *registry.Kind {
+	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error)) *registry.Kind {
 		return &registry.Kind{
 			Group: group, Versions: []string{"v1"}, Kind: kind, Resource: resource, Singular: lower(kind),
 			Typed: typed, Review: answer,
 		}
 	}
+	local := review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews",
+		func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} }, accessReview(true, true))
+	local.Namespaced = true
 	return []*registry.Kind{
+		local,
 		review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
-			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, selfSubjectAccessReview),
+			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, accessReview(false, false)),
 		review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews",
 			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }, selfSubjectRulesReview),
+		review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews",
+			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} }, accessReview(true, false)),
 		review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews",
 			func() runtime.Object { return &authenticationv1.SelfSubjectReview{} }, selfSubjectReview),
 	}
 }
 
-// selfSubjectAccessReview answers "may I?": yes, once the question names
-// exactly one of a resource and a non-resource URL. The answer is the
-// question with its status, as upstream's.
-func selfSubjectAccessReview(_ context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// accessReview answers "may I?" (a SelfSubjectAccessReview) or, with
+// subject, "may this user?" (a SubjectAccessReview; with local, a
+// LocalSubjectAccessReview, about its namespace). The question must be
+// well formed (accessReviewErrors). The answer is the question with its
+// status: allowed, unless the user asked about is anonymous, whom kplane
+// refuses.
+func accessReview(subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return func(_ context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		errs, err := accessReviewErrors(obj, subject, local)
+		if err != nil {
+			return nil, err
+		}
+		if len(errs) > 0 {
+			// Upstream's message names no kind.
+			return nil, apierrors.NewInvalid(schema.GroupKind{Group: authorizationv1.GroupName}, "", errs)
+		}
+		allowed := true
+		if subject {
+			user, _, _ := unstructured.NestedString(obj.Object, "spec", "user")
+			groups, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "groups")
+			allowed = user != "system:anonymous" && !slices.Contains(groups, "system:unauthenticated")
+		}
+		obj.Object["status"] = map[string]any{"allowed": allowed}
+		return obj, nil
+	}
+}
+
+// accessReviewErrors checks an access review as upstream does, in its
+// order: it names exactly one of a resource and a non-resource URL; a
+// review about a subject names a user or a group; the metadata is empty
+// but for the managedFields the field manager wrote (and a local review's
+// namespace), shown whole; a local review asks about a resource in its
+// own namespace.
+func accessReviewErrors(obj *unstructured.Unstructured, subject, local bool) (field.ErrorList, error) {
 	var errs field.ErrorList
 	spec, _ := obj.Object["spec"].(map[string]any)
 	res, nonRes := spec["resourceAttributes"], spec["nonResourceAttributes"]
-	if (res == nil) == (nonRes == nil) {
-		// Shown as upstream's internal type's JSON.
-		var shown any
-		if m, ok := nonRes.(map[string]any); ok {
-			path, _ := m["path"].(string)
-			verb, _ := m["verb"].(string)
-			shown = struct{ Path, Verb string }{path, verb}
-		}
-		errs = append(errs, field.Invalid(field.NewPath("spec"), shown, "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+	// A non-resource URL is shown as upstream's internal type's JSON.
+	var shownNonRes any
+	if m, ok := nonRes.(map[string]any); ok {
+		path, _ := m["path"].(string)
+		verb, _ := m["verb"].(string)
+		shownNonRes = struct{ Path, Verb string }{path, verb}
 	}
-	// The metadata must be empty but for the managedFields the field
-	// manager wrote; it is shown whole.
+	if (res == nil) == (nonRes == nil) {
+		errs = append(errs, field.Invalid(field.NewPath("spec"), shownNonRes, "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+	}
+	if subject {
+		user, _ := spec["user"].(string)
+		if groups, _ := spec["groups"].([]any); user == "" && len(groups) == 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "user"), user, "at least one of user or group must be specified"))
+		}
+	}
 	var meta metav1.ObjectMeta
 	if m, ok := obj.Object["metadata"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &meta); err != nil {
@@ -68,20 +112,30 @@ func selfSubjectAccessReview(_ context.Context, obj *unstructured.Unstructured) 
 	}
 	bare := meta
 	bare.ManagedFields = nil
+	emptyMeta := "must be empty"
+	if local {
+		bare.Namespace = ""
+		emptyMeta = "must be empty except for namespace"
+	}
 	if !apiequality.Semantic.DeepEqual(metav1.ObjectMeta{}, bare) {
-		errs = append(errs, field.Invalid(field.NewPath("metadata"), meta, "must be empty"))
+		errs = append(errs, field.Invalid(field.NewPath("metadata"), meta, emptyMeta))
 	}
-	if len(errs) > 0 {
-		// Upstream's message names no kind.
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: authorizationv1.GroupName}, "", errs)
+	if local {
+		if m, ok := res.(map[string]any); ok {
+			if ns, _ := m["namespace"].(string); ns != meta.Namespace {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "resourceAttributes", "namespace"), ns, "must match metadata.namespace"))
+			}
+		}
+		if nonRes != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "nonResourceAttributes"), shownNonRes, "disallowed on this kind of request"))
+		}
 	}
-	obj.Object["status"] = map[string]any{"allowed": true}
-	return obj, nil
+	return errs, nil
 }
 
 // selfSubjectRulesReview answers "what may I do in this namespace?":
 // everything.
-func selfSubjectRulesReview(_ context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func selfSubjectRulesReview(_ context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if ns, _, _ := unstructured.NestedString(obj.Object, "spec", "namespace"); ns == "" {
 		return nil, apierrors.NewBadRequest("no namespace on request")
 	}
@@ -99,34 +153,15 @@ func selfSubjectRulesReview(_ context.Context, obj *unstructured.Unstructured) (
 
 // selfSubjectReview answers "who am I?": the user the request was
 // authenticated as.
-func selfSubjectReview(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func selfSubjectReview(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	u, ok := registry.UserFrom(ctx)
 	if !ok {
 		return nil, apierrors.NewInternalError(errors.New("the request carries no user"))
-	}
-	info := map[string]any{"username": u.Name}
-	if len(u.Groups) > 0 {
-		groups := make([]any, len(u.Groups))
-		for i, g := range u.Groups {
-			groups[i] = g
-		}
-		info["groups"] = groups
-	}
-	if len(u.Extra) > 0 {
-		extra := map[string]any{}
-		for k, vs := range u.Extra {
-			values := make([]any, len(vs))
-			for i, v := range vs {
-				values[i] = v
-			}
-			extra[k] = values
-		}
-		info["extra"] = extra
 	}
 	created := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(),
 		"metadata": map[string]any{"creationTimestamp": created},
-		"status":   map[string]any{"userInfo": info},
+		"status":   map[string]any{"userInfo": userInfo(u)},
 	}}, nil
 }

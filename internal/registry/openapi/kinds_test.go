@@ -1,6 +1,8 @@
 package openapi
 
 import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -20,6 +22,8 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	coordination := coordinationv1.SchemeGroupVersion.WithKind
 	rbac := rbacv1.SchemeGroupVersion.WithKind
 	apiextensions := apiextensionsv1.SchemeGroupVersion.WithKind
+	authentication := authenticationv1.SchemeGroupVersion.WithKind
+	authorization := authorizationv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
 		core("Namespace"):                                 &corev1.Namespace{},
 		core("NamespaceList"):                             &corev1.NamespaceList{},
@@ -46,6 +50,14 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		rbac("ClusterRoleBindingList"):                    &rbacv1.ClusterRoleBindingList{},
 		apiextensions("CustomResourceDefinition"):         &apiextensionsv1.CustomResourceDefinition{},
 		apiextensions("CustomResourceDefinitionList"):     &apiextensionsv1.CustomResourceDefinitionList{},
+		// Never stored: created and answered.
+		authentication("TokenRequest"):            &authenticationv1.TokenRequest{},
+		authentication("TokenReview"):             &authenticationv1.TokenReview{},
+		authentication("SelfSubjectReview"):       &authenticationv1.SelfSubjectReview{},
+		authorization("SubjectAccessReview"):      &authorizationv1.SubjectAccessReview{},
+		authorization("LocalSubjectAccessReview"): &authorizationv1.LocalSubjectAccessReview{},
+		authorization("SelfSubjectAccessReview"):  &authorizationv1.SelfSubjectAccessReview{},
+		authorization("SelfSubjectRulesReview"):   &authorizationv1.SelfSubjectRulesReview{},
 	}
 }
 

@@ -31,6 +31,21 @@ var fieldMarkers = map[string]map[string]marker{
 	"io.k8s.api.events.v1.Event": {
 		"metadata": {optional: true},
 	},
+	"io.k8s.api.authentication.v1.TokenRequest": {
+		"spec": {optional: true},
+	},
+	"io.k8s.api.authentication.v1.TokenRequestSpec": {
+		"audiences":         {optional: true},
+		"expirationSeconds": {optional: true},
+		"boundObjectRef":    {optional: true},
+	},
+	"io.k8s.api.authentication.v1.TokenRequestStatus": {
+		"token":               {optional: true},
+		"expirationTimestamp": {optional: true},
+	},
+	"io.k8s.api.authentication.v1.TokenReviewSpec": {
+		"token": {required: true},
+	},
 	"io.k8s.api.core.v1.NamespaceStatus": {
 		"phase": {optional: true, enum: []any{"Active", "Terminating"}, enumDoc: "\n\nPossible enum values:\n" +
 			" - `\"Active\"` means the namespace is available for use in the system\n" +

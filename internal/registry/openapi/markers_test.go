@@ -25,6 +25,8 @@ import (
 func TestMatchesSourceMarkers(t *testing.T) {
 	defs := servedDefinitions(t)
 	pkgs := []string{
+		"k8s.io/api/authentication/v1",
+		"k8s.io/api/authorization/v1",
 		"k8s.io/api/core/v1",
 		"k8s.io/api/coordination/v1",
 		"k8s.io/api/events/v1",

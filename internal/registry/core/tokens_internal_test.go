@@ -1,0 +1,266 @@
+package core
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/kv/mvcc"
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// tokenFixture is a registry serving the built-in kinds with tokens, and
+// a namespace "ns" with the ServiceAccount "robot" and the Secret "bound".
+type tokenFixture struct {
+	t      *testing.T
+	ctx    context.Context
+	reg    *registry.Registry
+	tokens *Tokens
+	clock  time.Time // the tokens' now
+}
+
+func newTokenFixture(t *testing.T) *tokenFixture {
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kvs.Close() })
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	f := &tokenFixture{t: t, reg: reg, tokens: &Tokens{Registry: reg}, clock: time.Now()}
+	f.tokens.now = func() time.Time { return f.clock }
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.tokens.SetKey(key); err != nil {
+		t.Fatal(err)
+	}
+	kinds := f.tokens.Install(Kinds())
+	registry.SetTypeConverters(kinds...)
+	for _, k := range kinds {
+		if err := reg.Add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	if err := Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	go reg.Run(ctx)
+	f.create("namespaces", "", `{"metadata":{"name":"ns"}}`)
+	f.create("serviceaccounts", "ns", `{"metadata":{"name":"robot"}}`)
+	f.create("secrets", "ns", `{"metadata":{"name":"bound"}}`)
+	return f
+}
+
+func (f *tokenFixture) res(resource string) *registry.Resource {
+	r, ok := f.reg.Get(schema.GroupResource{Resource: resource})
+	if !ok {
+		f.t.Fatalf("no %s", resource)
+	}
+	return r
+}
+
+func (f *tokenFixture) create(resource, ns, body string) *unstructured.Unstructured {
+	f.t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"X",` + body[1:])); err != nil {
+		f.t.Fatal(err)
+	}
+	obj.SetKind(map[string]string{"namespaces": "Namespace", "serviceaccounts": "ServiceAccount", "secrets": "Secret"}[resource])
+	out, _, err := f.res(resource).CreateEncoded(f.ctx, "v1", ns, obj, registry.WriteOptions{FieldManager: "test"})
+	if err != nil {
+		f.t.Fatalf("create %s: %v", resource, err)
+	}
+	return out
+}
+
+// token requests a token for ns/robot (spec is the TokenRequest's).
+func (f *tokenFixture) token(spec string) string {
+	f.t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":` + spec + `}`)); err != nil {
+		f.t.Fatal(err)
+	}
+	defaultTokenRequest(obj)
+	out, err := f.res("serviceaccounts").CreateSubreview(f.ctx, "token", "ns", "robot", obj, registry.WriteOptions{FieldManager: "test"})
+	if err != nil {
+		f.t.Fatalf("token: %v", err)
+	}
+	tok, _, _ := unstructured.NestedString(out.Object, "status", "token")
+	return tok
+}
+
+// check authenticates tok for the API server's audiences and returns the
+// error's text ("" when valid).
+func (f *tokenFixture) check(tok string) string {
+	f.t.Helper()
+	u, auds, err := f.tokens.AuthenticateToken(f.ctx, tok, nil)
+	if err != nil {
+		return err.Error()
+	}
+	if u.Name != "system:serviceaccount:ns:robot" || len(auds) != 1 || auds[0] != ServiceAccountIssuer {
+		f.t.Fatalf("user %+v, audiences %v", u, auds)
+	}
+	return ""
+}
+
+// A token is valid from a minute before it is issued (clock skew) to a
+// minute after it expires, as upstream checks one.
+func TestTokenLifetime(t *testing.T) {
+	f := newTokenFixture(t)
+	issued := f.clock.Truncate(time.Second)
+	tok := f.token(`{"expirationSeconds":600}`)
+	for _, c := range []struct {
+		at   time.Duration // from the issue
+		want string
+	}{
+		{-61 * time.Second, "service account token is not valid yet"},
+		{-59 * time.Second, ""},
+		{0, ""},
+		{659 * time.Second, ""},
+		{661 * time.Second, "service account token has expired"},
+	} {
+		f.clock = issued.Add(c.at)
+		if got := f.check(tok); got != c.want {
+			t.Errorf("%v after the issue: %q, want %q", c.at, got, c.want)
+		}
+	}
+}
+
+// A token outlives the deletion of its ServiceAccount, or of the Secret
+// it is bound to, while a finalizer holds it, by a minute; then it is
+// refused, as upstream refuses it.
+func TestTokenOutlivesADeletionByAMinute(t *testing.T) {
+	f := newTokenFixture(t)
+	f.create("serviceaccounts", "ns", `{"metadata":{"name":"held","finalizers":["x.io/hold"]}}`)
+	f.create("secrets", "ns", `{"metadata":{"name":"held","finalizers":["x.io/hold"]}}`)
+	issue := func(account, spec string) string {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{}}}
+		if spec != "" {
+			if err := json.Unmarshal([]byte(spec), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defaultTokenRequest(obj)
+		out, err := f.res("serviceaccounts").CreateSubreview(f.ctx, "token", "ns", account, obj, registry.WriteOptions{FieldManager: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _, _ := unstructured.NestedString(out.Object, "status", "token")
+		return tok
+	}
+	heldAccount := issue("held", "")
+	boundToHeld := issue("robot", `{"spec":{"boundObjectRef":{"kind":"Secret","apiVersion":"v1","name":"held"}}}`)
+	for _, r := range []string{"serviceaccounts", "secrets"} {
+		if _, _, err := f.res(r).Delete(f.ctx, "v1", "ns", "held", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		after       time.Duration
+		account     string
+		boundToHeld string
+	}{
+		{59 * time.Second, "", ""},
+		{61 * time.Second, "service account ns/held has been deleted", "service account token has been invalidated"},
+	} {
+		f.clock = time.Now().Add(c.after)
+		if _, _, err := f.tokens.AuthenticateToken(f.ctx, heldAccount, nil); errText(err) != c.account {
+			t.Errorf("%v after its account's deletion: %v, want %q", c.after, err, c.account)
+		}
+		if _, _, err := f.tokens.AuthenticateToken(f.ctx, boundToHeld, nil); errText(err) != c.boundToHeld {
+			t.Errorf("%v after its secret's deletion: %v, want %q", c.after, err, c.boundToHeld)
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Only tokens kplane signed, unchanged, with ES256 and its key pass; a
+// token of another shape or issuer is not a service account token of
+// kplane's at all (TokenReview's plain "invalid bearer token").
+func TestTokenSignatures(t *testing.T) {
+	f := newTokenFixture(t)
+	tok := f.token(`{}`)
+	if got := f.check(tok); got != "" {
+		t.Fatalf("the token as issued: %s", got)
+	}
+	parts := strings.Split(tok, ".")
+	enc := base64.RawURLEncoding.EncodeToString
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	key := f.tokens.key.Load()
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherKey, _ := newJWSKey(other)
+	impostor := &jwsKey{priv: other, kid: key.kid} // another key claiming kplane's id
+	withClaims := func(k *jwsKey, change func(map[string]any)) string {
+		var c map[string]any // a deep copy
+		if err := json.Unmarshal(payload, &c); err != nil {
+			t.Fatal(err)
+		}
+		change(c)
+		s, err := k.sign(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	header := func(h string) string { return enc([]byte(h)) + "." + parts[1] + "." + parts[2] }
+	bad := "go-jose/go-jose: error in cryptographic primitive"
+	notOurs := ErrNotServiceAccountToken.Error()
+	for name, c := range map[string]struct{ token, want string }{
+		"another subject, signed by another key": {withClaims(impostor, func(c map[string]any) { c["sub"] = "system:serviceaccount:ns:admin" }), bad},
+		"another kplane's token":                 {withClaims(otherKey, func(map[string]any) {}), "invalid signature, no keys found"},
+		"the payload changed":                    {parts[0] + "." + enc([]byte(strings.Replace(string(payload), "robot", "robor", 1))) + "." + parts[2], bad},
+		"alg none":                               {header(`{"alg":"none","kid":"` + key.kid + `"}`), bad},
+		"alg HS256":                              {header(`{"alg":"HS256","kid":"` + key.kid + `"}`), bad},
+		"an extension asked for":                 {header(`{"alg":"ES256","crit":["exp"],"kid":"` + key.kid + `"}`), bad},
+		"no signature":                           {parts[0] + "." + parts[1] + ".", bad},
+		"the header not JSON":                    {header(`alg`), notOurs},
+		"another issuer":                         {withClaims(key, func(c map[string]any) { c["iss"] = "https://elsewhere" }), notOurs},
+		"two parts":                              {parts[0] + "." + parts[1], notOurs},
+		"padding":                                {tok + "=", notOurs},
+		"a JSON token":                           {`{"a":1}.b.c`, notOurs},
+		"bound to a Pod": {withClaims(key, func(c map[string]any) {
+			c["kubernetes.io"].(map[string]any)["pod"] = map[string]any{"name": "p", "uid": "u"}
+		}), "service account token has been invalidated"},
+		"no kubernetes.io claims": {withClaims(key, func(c map[string]any) { delete(c, "kubernetes.io") }), "service account token claims could not be validated due to unexpected private claim"},
+	} {
+		if got := f.check(c.token); got != c.want {
+			t.Errorf("%s: %q, want %q", name, got, c.want)
+		}
+	}
+	// A token without audiences (as legacy tokens are) is for the API
+	// server's.
+	if got := f.check(withClaims(key, func(c map[string]any) { delete(c, "aud") })); got != "" {
+		t.Errorf("no audiences: %s", got)
+	}
+	// Whitespace anywhere is dropped, as upstream's JOSE library drops it.
+	if got := f.check(" " + parts[0] + ".\n" + parts[1] + "." + parts[2] + "\t"); got != "" {
+		t.Errorf("with whitespace: %s", got)
+	}
+	// Without a key nothing is accepted or issued.
+	none := &Tokens{Registry: f.reg}
+	if _, _, err := none.AuthenticateToken(f.ctx, tok, nil); err == nil || errors.Is(err, ErrNotServiceAccountToken) {
+		t.Errorf("no key: %v", err)
+	}
+}

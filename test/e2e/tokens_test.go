@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Service account tokens work as on a cluster:
+//   - the real kubectl makes one (kubectl create token), and a kubeconfig
+//     that holds only that token (no client certificate) works with
+//     kubectl, as the service account's user, across a restart;
+//   - client-go (protobuf) asks for one bound to a Secret and for another
+//     audience, then asks what a metrics endpoint's auth filter
+//     (controller-runtime's, kube-rbac-proxy) asks: a TokenReview for
+//     its audience, then a SubjectAccessReview for the user it names;
+//   - deleting the Secret, or the ServiceAccount, revokes the token.
+func TestServiceAccountTokens(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	s.mustKubectl(t, "create", "serviceaccount", "robot")
+	token := strings.TrimSpace(s.mustKubectl(t, "create", "token", "robot", "--duration", "20m"))
+
+	// A kubeconfig with the token alone.
+	admin := s.config()
+	tokenConfig := clientcmdapi.NewConfig()
+	tokenConfig.Clusters["kplane"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	tokenConfig.AuthInfos["robot"] = &clientcmdapi.AuthInfo{Token: token}
+	tokenConfig.Contexts["robot"] = &clientcmdapi.Context{Cluster: "kplane", AuthInfo: "robot", Namespace: "default"}
+	tokenConfig.CurrentContext = "robot"
+	tokenKubeconfig := filepath.Join(t.TempDir(), "robot-kubeconfig")
+	if err := clientcmd.WriteToFile(*tokenConfig, tokenKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	asRobot := func(args ...string) (string, string, error) {
+		return s.kubectl(append([]string{"--kubeconfig", tokenKubeconfig}, args...)...)
+	}
+	if out, errOut, err := asRobot("create", "configmap", "made-by-robot", "--from-literal=k=v"); err != nil {
+		t.Fatalf("kubectl with the token: %v\n%s%s", err, out, errOut)
+	}
+	if out, _, err := asRobot("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); err != nil || out != "system:serviceaccount:default:robot" {
+		t.Errorf("kubectl auth whoami with the token: %q, %v", out, err)
+	}
+	s.restart() // the key that signed it is kept in the data directory
+	if out, errOut, err := asRobot("get", "configmap", "made-by-robot", "-o", "name"); err != nil || out != "configmap/made-by-robot\n" {
+		t.Errorf("after a restart: %q, %v %s", out, err, errOut)
+	}
+
+	// client-go, in protobuf as its typed clients speak it.
+	cfg := s.config()
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bound"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "robot", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			Audiences:      []string{"metrics"},
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: "bound"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp := *req.Spec.ExpirationSeconds; exp != 3600 || req.Status.Token == "" || req.Status.ExpirationTimestamp.Sub(req.CreationTimestamp.Time).Seconds() != 3600 {
+		t.Errorf("token request answered %+v", req)
+	}
+	review := func(token string) authenticationv1.TokenReviewStatus {
+		t.Helper()
+		r, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{"metrics"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+	st := review(req.Status.Token)
+	if !st.Authenticated || st.User.Username != "system:serviceaccount:default:robot" || strings.Join(st.Audiences, ",") != "metrics" {
+		t.Fatalf("token review: %+v", st)
+	}
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: st.User.Username, UID: st.User.UID, Groups: st.User.Groups,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil || !sar.Status.Allowed {
+		t.Errorf("subject access review: %+v, %v", sar, err)
+	}
+	// The API server is not the metrics token's audience.
+	robot := rest.AnonymousClientConfig(cfg)
+	robot.BearerToken = req.Status.Token
+	if _, err := kubernetes.NewForConfigOrDie(robot).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Error("a token for another audience was taken by the API server")
+	}
+
+	if err := cs.CoreV1().Secrets("default").Delete(ctx, "bound", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := review(req.Status.Token); st.Authenticated || !strings.Contains(st.Error, "service account token has been invalidated") {
+		t.Errorf("after its Secret's deletion: %+v", st)
+	}
+	s.mustKubectl(t, "delete", "serviceaccount", "robot")
+	if _, errOut, err := asRobot("get", "configmaps"); err == nil || !strings.Contains(errOut, "Unauthorized") {
+		t.Errorf("after its ServiceAccount's deletion: %v %s", err, errOut)
+	}
+}
