@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"cmp"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,7 +93,7 @@ func toJSON(r *http.Request, body []byte) ([]byte, error) {
 	case "application/yaml", "application/x-yaml", "text/yaml":
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("error converting YAML to JSON: %v", err))
+			return nil, &malformedYAML{err}
 		}
 		return j, nil
 	}
@@ -100,6 +101,38 @@ func toJSON(r *http.Request, body []byte) ([]byte, error) {
 		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
 		Message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
 	}}
+}
+
+// malformedYAML is a YAML body that does not parse: a 400. An object's
+// create or update says so in other words (unrecognized).
+type malformedYAML struct{ err error }
+
+func (e *malformedYAML) Error() string { return "error converting YAML to JSON: " + e.err.Error() }
+
+func (e *malformedYAML) Status() metav1.Status { return apierrors.NewBadRequest(e.Error()).ErrStatus }
+
+// unrecognized is kube-apiserver's answer to an object's body it cannot
+// read (not JSON or YAML, or not an object), with the body summarized.
+func unrecognized(kind, why string, raw []byte) error {
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s (%s)", kind, why, summarize(raw)))
+}
+
+// summarize shows a body in an error as upstream's decoder does: its
+// first 30 bytes, as text if it starts as a JSON object and in hex
+// otherwise, with " ..." when there is more.
+func summarize(raw []byte) string {
+	const max = 30
+	if len(raw) == 0 {
+		return "<empty>"
+	}
+	shown, more := raw, ""
+	if len(raw) > max {
+		shown, more = raw[:max], " ..."
+	}
+	if raw[0] == '{' {
+		return string(shown) + more
+	}
+	return hex.EncodeToString(shown) + more
 }
 
 // fieldValidation is the ?fieldValidation directive.
@@ -129,8 +162,17 @@ func parseFieldValidation(r *http.Request) (fieldValidation, error) {
 // types (400) and drops unknown fields, reporting them according to the
 // field validation directive (Strict: 400; Warn: Warning headers).
 func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string) (*unstructured.Unstructured, []byte, error) {
-	body, isProto, err := s.readBodyProto(w, r)
+	raw, err := s.readRaw(w, r)
 	if err != nil {
+		return nil, nil, err
+	}
+	body, isProto := raw, false
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == protobufType {
+		isProto = true
+	} else if body, err = toJSON(r, raw); err != nil {
+		if my, ok := err.(*malformedYAML); ok {
+			return nil, nil, unrecognized(k.Kind, my.err.Error(), raw)
+		}
 		return nil, nil, err
 	}
 	fv, err := parseFieldValidation(r)
@@ -153,17 +195,18 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, k *registr
 		if err != nil {
 			return nil, nil, err
 		}
-		obj, err := decodeJSON(w, k, v, data, fv)
+		obj, err := decodeJSON(w, k, v, data, data, fv)
 		return obj, body, err
 	}
-	obj, err := decodeJSON(w, k, v, body, fv)
+	obj, err := decodeJSON(w, k, v, body, raw, fv)
 	return obj, body, err
 }
 
 // decodeJSON parses the JSON of a create or update body for kind k at
 // version v, reporting unknown fields as the field validation directive
-// fv says.
-func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body []byte, fv fieldValidation) (*unstructured.Unstructured, error) {
+// fv says. raw is the body as sent (YAML before it was made JSON), which
+// an error shows.
+func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body, raw []byte, fv fieldValidation) (*unstructured.Unstructured, error) {
 	gv := k.GroupVersionKind(v).GroupVersion().String()
 	// The body's apiVersion and kind come first, as the API's decoder
 	// reads them: a malformed body, then a mismatch, are refused before
@@ -171,13 +214,13 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body []byte, 
 	// went to decoding the body for them); on any error the decode says
 	// which, exactly as before.
 	if a, kind, ok := storage.TypeMeta(body); !ok || (a != "" && a != gv) || (kind != "" && kind != k.Kind) {
-		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
+		if err := checkTypeMeta(body, raw, gv, k.Kind); err != nil {
 			return nil, err
 		}
 	}
 	obj, strictErrs, err := registry.Decode(k, body)
 	if err != nil {
-		if err := checkTypeMeta(body, gv, k.Kind); err != nil {
+		if err := checkTypeMeta(body, raw, gv, k.Kind); err != nil {
 			return nil, err // malformed: the scan does not validate
 		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", k.Kind, v, k.Kind, err))
@@ -203,13 +246,14 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body []byte, 
 
 // checkTypeMeta decodes the body's apiVersion and kind and refuses a
 // malformed body or one of another type than gv and kind.
-func checkTypeMeta(body []byte, gv, kind string) error {
+func checkTypeMeta(body, raw []byte, gv, kind string) error {
+	// Tagged as upstream's probe, whose Go type its errors show.
 	var probe struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind,omitempty"`
 	}
 	if err := json.Unmarshal(body, &probe); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+		return unrecognized(kind, "couldn't get version/kind; json parse error: "+err.Error(), raw)
 	}
 	if probe.APIVersion != "" && probe.APIVersion != gv {
 		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", probe.APIVersion, gv))

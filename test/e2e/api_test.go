@@ -176,11 +176,11 @@ func TestBadInput(t *testing.T) {
 		reason                  metav1.StatusReason
 		msg                     string
 	}{
-		{"malformed JSON", cms, "application/json", `{"metadata":`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed"},
-		{"malformed after apiVersion and kind", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":tru}}`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed: invalid character"},
+		{"malformed JSON", cms, "application/json", `{"metadata":`, 400, metav1.StatusReasonBadRequest, `the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: unexpected end of JSON input ({"metadata":)`},
+		{"malformed after apiVersion and kind", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":tru}}`, 400, metav1.StatusReasonBadRequest, `the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '}' in literal true (expecting 'e') ({"apiVersion":"v1","kind":"Con ...)`},
 		{"apiVersion in another case", cms, "application/json", `{"APIVERSION":"v2","kind":"ConfigMap","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "the API version in the data (v2) does not match the expected API version (v1)"},
-		{"kind of another type", cms, "application/json", `{"apiVersion":"v1","kind":5,"metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized or malformed"},
-		{"malformed YAML", cms, "application/yaml", "a: [", 400, metav1.StatusReasonBadRequest, "error converting YAML to JSON"},
+		{"kind of another type", cms, "application/json", `{"apiVersion":"v1","kind":5,"metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, `the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string ({"apiVersion":"v1","kind":5,"m ...)`},
+		{"malformed YAML", cms, "application/yaml", "a: [", 400, metav1.StatusReasonBadRequest, "the object provided is unrecognized (must be of type ConfigMap): yaml: line 1: did not find expected node content (613a205b)"},
 		{"kind does not match the URL", cms, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
 		{"apiVersion does not match the URL", cms, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
 		{"wrong field type", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":1}}`, 400, metav1.StatusReasonBadRequest, "cannot be handled as a ConfigMap"},
