@@ -213,7 +213,11 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body, raw []b
 	// anything else. A scan finds them (a tenth of a create's handling
 	// went to decoding the body for them); on any error the decode says
 	// which, exactly as before.
-	if a, kind, ok := storage.TypeMeta(body); !ok || (a != "" && a != gv) || (kind != "" && kind != k.Kind) {
+	if k.Typed == nil {
+		if err := checkCustomTypeMeta(body, raw, gv, k.Kind); err != nil {
+			return nil, err
+		}
+	} else if a, kind, ok := storage.TypeMeta(body); !ok || (a != "" && a != gv) || (kind != "" && kind != k.Kind) {
 		if err := checkTypeMeta(body, raw, gv, k.Kind); err != nil {
 			return nil, err
 		}
@@ -240,8 +244,38 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body, raw []b
 		}
 	}
 	obj.SetAPIVersion(gv)
-	obj.SetKind(k.Kind)
+	if k.Typed != nil {
+		// A custom resource keeps the kind it was sent with: another
+		// kind of its group version is refused later (objectWrite).
+		obj.SetKind(k.Kind)
+	}
 	return obj, nil
+}
+
+// checkCustomTypeMeta checks a custom resource's body as upstream's
+// decoder of unstructured objects does: it must be an object, name a
+// kind, and name the request's group version (its apiVersion is not
+// defaulted, as a built-in kind's is). Another kind of that group
+// version is left to validation, which refuses it with a 422.
+func checkCustomTypeMeta(body, raw []byte, gv, kind string) error {
+	a, sent, ok := storage.TypeMeta(body)
+	if !ok {
+		var probe struct {
+			APIVersion string `json:"apiVersion,omitempty"`
+			Kind       string `json:"kind,omitempty"`
+		}
+		if err := json.Unmarshal(body, &probe); err != nil {
+			return unrecognized(kind, "couldn't get version/kind; json parse error: "+err.Error(), raw)
+		}
+		a, sent = probe.APIVersion, probe.Kind
+	}
+	if sent == "" {
+		return unrecognized(kind, fmt.Sprintf("Object 'Kind' is missing in '%s'", raw), raw)
+	}
+	if a != gv {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", a, gv))
+	}
+	return nil
 }
 
 // checkTypeMeta decodes the body's apiVersion and kind and refuses a

@@ -330,6 +330,13 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 	if err != nil {
 		return nil, wo, err
 	}
+	if kind := obj.GetKind(); kind != h.kind.Kind {
+		// A custom resource sent as another kind of its group version:
+		// the object goes on as the resource's kind, and the registry
+		// refuses the write where upstream's validation does.
+		wo.SentKind = kind
+		obj.SetKind(h.kind.Kind)
+	}
 	if r.Method == http.MethodPut && !wo.DryRun {
 		// Lets an update that changed nothing be answered from the store
 		// when it comes again (registry/noopwrites.go).

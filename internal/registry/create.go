@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -35,6 +36,11 @@ type WriteOptions struct {
 	// nothing is answered from the store when it comes again
 	// (noopwrites.go). Nil: not.
 	BodySum *[sha256.Size]byte
+	// SentKind, if set, is the kind a custom resource's body named in
+	// place of the resource's, which the object sent carries instead:
+	// the create or update is refused where upstream's custom resource
+	// validator refuses it (validateTypeMeta).
+	SentKind string
 
 	// applied: the object's managedFields were computed by an apply.
 	applied bool
@@ -115,11 +121,16 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if err := r.checkNamespace(k, ns, obj); err != nil {
 		return nil, nil, err
 	}
+	if k.Namespaced {
+		// Upstream's NamespaceLifecycle admission answers before the
+		// registry's checks.
+		if err := r.reg.admitNamespace(ctx, ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	sentAPIVersion, sentKind := obj.GetAPIVersion(), cmp.Or(opts.SentKind, obj.GetKind())
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
-	}
-	if obj.GetResourceVersion() != "" {
-		return nil, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
 	if err := opts.prune(k, version, obj); err != nil {
 		return nil, nil, err
@@ -164,6 +175,9 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if k.PrepareForCreate != nil {
 		k.PrepareForCreate(obj)
 	}
+	if err := validateTypeMeta(k, version, sentAPIVersion, sentKind, obj.GetName()); err != nil {
+		return nil, nil, err
+	}
 	var errs field.ErrorList
 	if k.ValidateFirst != nil {
 		errs = k.ValidateFirst(obj)
@@ -178,13 +192,13 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(k.invalidKind(), obj.GetName(), errs)
 	}
-	if k.Namespaced {
-		if err := r.reg.admitNamespace(ctx, ns); err != nil {
-			return nil, nil, err
-		}
-	}
 	if opts.DryRun {
+		// Upstream's dry run stops before its storage, which alone
+		// refuses a resourceVersion: it is answered as sent.
 		return convert(k, version, obj), nil, nil
+	}
+	if obj.GetResourceVersion() != "" {
+		return nil, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
 	out, enc, err := r.cache.CreateEncoded(ctx, r.key(k, ns, obj.GetName()), obj)
 	if err != nil {
@@ -237,6 +251,33 @@ func (r *Resource) review(ctx context.Context, k *Kind, version, sub, name strin
 	obj, _, _ = m.create(k, version, obj, opts.FieldManager)
 	obj.SetGroupVersionKind(k.GroupVersionKind(version))
 	return k.Review(ctx, name, obj)
+}
+
+// validateTypeMeta checks the apiVersion and kind a custom resource was
+// sent or patched with, as upstream's custom resource validator does
+// before anything else it checks: they must be the resource's in the
+// request's version. A create or update body of the right group version
+// may name another kind (its decoding refuses other group versions), and
+// a patch may change either. The 422 names the kind and group sent. The
+// built-in kinds' decoding sets both, so only custom resources are
+// checked.
+func validateTypeMeta(k *Kind, version, apiVersion, kind, name string) error {
+	if k.Typed != nil {
+		return nil
+	}
+	want := k.GroupVersionKind(version)
+	var errs field.ErrorList
+	if kind != want.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), kind, "must be "+want.Kind))
+	}
+	if gv := want.GroupVersion().String(); apiVersion != gv {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), apiVersion, "must be "+gv))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sent, _ := schema.ParseGroupVersion(apiVersion)
+	return apierrors.NewInvalid(schema.GroupKind{Group: sent.Group, Kind: kind}, name, errs)
 }
 
 // checkNamespace makes obj's namespace agree with the request's, as

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -209,6 +210,11 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		}
 		if err := opts.prune(k, version, obj); err != nil {
 			return nil, err
+		}
+		if opts.Subresource == "" {
+			if err := validateTypeMeta(k, version, obj.GetAPIVersion(), cmp.Or(opts.SentKind, obj.GetKind()), name); err != nil {
+				return nil, err
+			}
 		}
 		if k.IsGuest() {
 			obj = k.Cohabit.ToHost(obj) // prepared and checked as stored
