@@ -329,13 +329,21 @@ func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstr
 			strict = append(strict, err)
 		}
 	}
-	gv := k.GroupVersionKind(version).GroupVersion().String()
-	if applied.GetAPIVersion() != gv || applied.GetKind() != k.Kind {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf(
-			"the apply configuration's apiVersion and kind (%q, %q) do not match the resource (%q, %q)",
-			applied.GetAPIVersion(), applied.GetKind(), gv, k.Kind))
+	if err := checkApplyType(applied, k.GroupVersionKind(version)); err != nil {
+		return nil, nil, err
 	}
 	return applied, strict, nil
+}
+
+// checkApplyType refuses an apply configuration of another type than
+// want (400), in upstream's words: "invalid object type: apps/v1,
+// Kind=Deployment"; a missing apiVersion shows as "/".
+func checkApplyType(applied *unstructured.Unstructured, want schema.GroupVersionKind) error {
+	got := schema.FromAPIVersionAndKind(applied.GetAPIVersion(), applied.GetKind())
+	if got == want {
+		return nil
+	}
+	return apierrors.NewBadRequest("invalid object type: " + got.String())
 }
 
 // applyJSON decodes an apply configuration sent as JSON, as client-go and

@@ -260,11 +260,9 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 		return nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
 	}
 	applied := &unstructured.Unstructured{Object: config}
-	if applied.GetAPIVersion() != "autoscaling/v1" || applied.GetKind() != "Scale" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf(
-			"the apply configuration's apiVersion and kind (%q, %q) do not match the resource (%q, %q)",
-			applied.GetAPIVersion(), applied.GetKind(), "autoscaling/v1", "Scale"))
-	}
+	// Refused once the object is found: upstream answers a missing one
+	// first.
+	typeErr := checkApplyType(applied, autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
 	// A configuration may leave the name out: it is the URL's.
 	if n := applied.GetName(); n != "" {
 		if err := checkURLName(n, name); err != nil {
@@ -300,6 +298,9 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 	}
 	replicas := scalePath(k.Scale.SpecReplicas)
 	out, _, err := r.update(ctx, k, version, ns, name, opts.WriteOptions, true, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if typeErr != nil {
+			return nil, typeErr
+		}
 		next, err := r.apply(k, version, cur, parent, fm, opts)
 		if err != nil {
 			return nil, err

@@ -10,9 +10,9 @@ import (
 )
 
 // Writes are refused in kube-apiserver v1.37.2's order and words. Its
-// answers to 55 requests, sent in order to a namespace of a server with
-// the Foo CRD, are in testdata/writes-kube-apiserver-v1.37.2.json (uids,
-// resourceVersions and times masked):
+// answers to 65 requests, sent in order to a namespace of a server with
+// the Foo and Widget CRDs, are in testdata/writes-kube-apiserver-v1.37.2.json
+// (uids, resourceVersions and times masked):
 //   - a custom resource's body must name its kind and apiVersion (400);
 //     another kind of its group version is refused by validation (422,
 //     naming the kind sent), before any other check, and a patch may not
@@ -21,10 +21,13 @@ import (
 //     the object (the NamespaceLifecycle admission runs before
 //     validation); a resourceVersion on a create is refused after them,
 //     and not on a dry run;
-//   - bodies that are not objects, in JSON and YAML.
+//   - bodies that are not objects, in JSON and YAML;
+//   - apply configurations of another type ("invalid object type: ..."),
+//     through /scale once the object is found.
 func TestWritesRefusedAsKubeAPIServer(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	installFooCRD(t, s)
+	installWidgetCRD(t, s)
 	data, err := os.ReadFile("testdata/writes-kube-apiserver-v1.37.2.json")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +42,7 @@ func TestWritesRefusedAsKubeAPIServer(t *testing.T) {
 	if err := json.Unmarshal(data, &upstream); err != nil {
 		t.Fatal(err)
 	}
-	if len(upstream.Steps) < 55 {
+	if len(upstream.Steps) < 65 {
 		t.Fatalf("%d steps", len(upstream.Steps))
 	}
 	const ns = "writes"
