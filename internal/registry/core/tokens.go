@@ -133,18 +133,14 @@ func (t *Tokens) Install(kinds []*registry.Kind) []*registry.Kind {
 // defaultTokenRequest sets a TokenRequest's default lifetime, which
 // upstream's decoding sets (so the sender owns it).
 func defaultTokenRequest(obj *unstructured.Unstructured) {
-	if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "expirationSeconds"); !ok || isNull(obj, "spec", "expirationSeconds") {
-		if spec, ok := obj.Object["spec"].(map[string]any); ok {
-			spec["expirationSeconds"] = int64(defaultTokenSeconds)
-		} else {
-			obj.Object["spec"] = map[string]any{"expirationSeconds": int64(defaultTokenSeconds)}
-		}
+	spec, ok := obj.Object["spec"].(map[string]any)
+	if !ok {
+		spec = map[string]any{}
+		obj.Object["spec"] = spec
 	}
-}
-
-func isNull(obj *unstructured.Unstructured, path ...string) bool {
-	v, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
-	return ok && v == nil
+	if spec["expirationSeconds"] == nil {
+		spec["expirationSeconds"] = int64(defaultTokenSeconds)
+	}
 }
 
 func (t *Tokens) clock() time.Time {
