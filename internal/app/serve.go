@@ -190,6 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := tokens.SetKey(bundle.ServiceAccountKey); err != nil {
 		return err
 	}
+	goRun("token-secrets", (&core.TokenSecrets{Registry: reg, Tokens: tokens, RootCA: bundle.CACertPEM, Logger: log}).Run)
 	srv := &http.Server{
 		Handler:           api,
 		TLSConfig:         bundle.ServerTLSConfig(),

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -24,7 +26,9 @@ import (
 //     audience, then asks what a metrics endpoint's auth filter
 //     (controller-runtime's, kube-rbac-proxy) asks: a TokenReview for
 //     its audience, then a SubjectAccessReview for the user it names;
-//   - deleting the Secret, or the ServiceAccount, revokes the token.
+//   - deleting the Secret, or the ServiceAccount, revokes the token;
+//   - a Secret of type kubernetes.io/service-account-token gets a token
+//     that works, and goes with its ServiceAccount.
 func TestServiceAccountTokens(t *testing.T) {
 	s := startServer(t)
 	ctx := context.Background()
@@ -111,8 +115,35 @@ func TestServiceAccountTokens(t *testing.T) {
 	if st := review(req.Status.Token); st.Authenticated || !strings.Contains(st.Error, "service account token has been invalidated") {
 		t.Errorf("after its Secret's deletion: %+v", st)
 	}
+	// A Secret of type kubernetes.io/service-account-token gets a
+	// long-lived token, as kube-controller-manager fills it.
+	s.mustKubectl(t, "apply", "-f", writeFile(t, "token-secret.yaml", `apiVersion: v1
+kind: Secret
+metadata:
+  name: robot-token
+  annotations:
+    kubernetes.io/service-account.name: robot
+type: kubernetes.io/service-account-token
+`))
+	var legacy string
+	eventually(t, 10*time.Second, "the token secret filled", func() (bool, string) {
+		out, _, _ := s.kubectl("get", "secret", "robot-token", "-o", "jsonpath={.data.token}")
+		b, err := base64.StdEncoding.DecodeString(out)
+		legacy = string(b)
+		return err == nil && legacy != "", out
+	})
+	withLegacy := rest.AnonymousClientConfig(cfg)
+	withLegacy.BearerToken = legacy
+	if _, err := kubernetes.NewForConfigOrDie(withLegacy).CoreV1().ConfigMaps("default").Get(ctx, "made-by-robot", metav1.GetOptions{}); err != nil {
+		t.Errorf("with the secret's token: %v", err)
+	}
+
 	s.mustKubectl(t, "delete", "serviceaccount", "robot")
 	if _, errOut, err := asRobot("get", "configmaps"); err == nil || !strings.Contains(errOut, "Unauthorized") {
 		t.Errorf("after its ServiceAccount's deletion: %v %s", err, errOut)
 	}
+	eventually(t, 10*time.Second, "the token secret deleted with its account", func() (bool, string) {
+		_, errOut, err := s.kubectl("get", "secret", "robot-token")
+		return err != nil && strings.Contains(errOut, "NotFound"), errOut
+	})
 }

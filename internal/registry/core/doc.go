@@ -7,9 +7,11 @@
 // auth and of metrics auth filters, whoami's, and TokenReview. Each has
 // upstream's scope, short names, validation, defaults and table columns.
 // Tokens issues service account tokens (serviceaccounts/token) and checks
-// them for the API server. The package also runs the namespace lifecycle:
-// a deleted namespace is Terminating until everything in it is gone, then
-// it is removed.
+// them for the API server; TokenSecrets fills the Secrets of type
+// kubernetes.io/service-account-token with long-lived ones. The package
+// also runs the namespace lifecycle (a deleted namespace is Terminating
+// until everything in it is gone, then it is removed) and keeps every
+// namespace's default ServiceAccount.
 //
 // RBAC objects are stored and served; kplane does not authorize requests
 // with them yet (every authenticated client is an admin).

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -266,8 +269,14 @@ func (t *Tokens) get(ctx context.Context, resource, ns, name string) (*unstructu
 	return res.Get(ctx, "v1", ns, name, metav1.GetOptions{})
 }
 
+// LegacyIssuer is the issuer of the long-lived tokens kplane writes into
+// Secrets of type kubernetes.io/service-account-token (TokenSecrets), as
+// kube-controller-manager's tokens controller writes them.
+const LegacyIssuer = "kubernetes/serviceaccount"
+
 // tokenClaims are a token's claims, in the order of their names (as
-// upstream's tokens have them).
+// upstream's tokens have them): a bound token's, or a legacy one's
+// (LegacyIssuer), which names its Secret and has no audiences or times.
 type tokenClaims struct {
 	Audience   audiences         `json:"aud,omitempty"`
 	Expiry     int64             `json:"exp,omitempty"`
@@ -275,8 +284,14 @@ type tokenClaims struct {
 	Issuer     string            `json:"iss"`
 	ID         string            `json:"jti,omitempty"`
 	Kubernetes *kubernetesClaims `json:"kubernetes.io,omitempty"`
-	NotBefore  int64             `json:"nbf,omitempty"`
-	Subject    string            `json:"sub"`
+
+	LegacyNamespace          string `json:"kubernetes.io/serviceaccount/namespace,omitempty"`
+	LegacySecretName         string `json:"kubernetes.io/serviceaccount/secret.name,omitempty"`
+	LegacyServiceAccountName string `json:"kubernetes.io/serviceaccount/service-account.name,omitempty"`
+	LegacyServiceAccountUID  string `json:"kubernetes.io/serviceaccount/service-account.uid,omitempty"`
+
+	NotBefore int64  `json:"nbf,omitempty"`
+	Subject   string `json:"sub"`
 }
 
 // kubernetesClaims are what a token names: its service account, and the
@@ -351,6 +366,10 @@ func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []s
 	if len(valid) == 0 {
 		return registry.User{}, nil, fmt.Errorf("token audiences %q is invalid for the target audiences %q", tokenAudiences, wanted)
 	}
+	if c.Issuer == LegacyIssuer {
+		u, err := t.legacyUser(ctx, token, c)
+		return u, valid, err
+	}
 	now := t.clock()
 	switch {
 	case c.NotBefore != 0 && now.Add(tokenLeeway).Before(time.Unix(c.NotBefore, 0)):
@@ -412,7 +431,7 @@ func (t *Tokens) verify(token string) (*tokenClaims, error) {
 	var unverified struct {
 		Issuer string `json:"iss"`
 	}
-	if err := json.Unmarshal(payload, &unverified); err != nil || unverified.Issuer != ServiceAccountIssuer {
+	if err := json.Unmarshal(payload, &unverified); err != nil || (unverified.Issuer != ServiceAccountIssuer && unverified.Issuer != LegacyIssuer) {
 		return nil, ErrNotServiceAccountToken
 	}
 	key := t.key.Load()
@@ -439,6 +458,70 @@ func (t *Tokens) verify(token string) (*tokenClaims, error) {
 	}
 	t.mu.verified[token] = c
 	return c, nil
+}
+
+// legacyUser checks a legacy token (LegacyIssuer) as upstream's legacy
+// validator does, with its errors: its claims must name a service account
+// and a Secret, the Secret must exist, not be deleted, and hold this very
+// token, and the service account must exist with the uid named.
+func (t *Tokens) legacyUser(ctx context.Context, token string, c *tokenClaims) (registry.User, error) {
+	ns, secretName, name, uid := c.LegacyNamespace, c.LegacySecretName, c.LegacyServiceAccountName, c.LegacyServiceAccountUID
+	switch {
+	case c.Subject == "":
+		return registry.User{}, errors.New("sub claim is missing")
+	case ns == "":
+		return registry.User{}, errors.New("namespace claim is missing")
+	case secretName == "":
+		return registry.User{}, errors.New("secretName claim is missing")
+	case name == "":
+		return registry.User{}, errors.New("serviceAccountName claim is missing")
+	case uid == "":
+		return registry.User{}, errors.New("serviceAccountUID claim is missing")
+	case c.Subject != serviceAccountUser(ns, name):
+		return registry.User{}, errors.New("sub claim is invalid")
+	}
+	secret, err := t.get(ctx, "secrets", ns, secretName)
+	if err != nil || secret.GetDeletionTimestamp() != nil {
+		//lint:ignore ST1005 upstream's words, which TokenReview shows
+		return registry.User{}, errors.New("Token has been invalidated")
+	}
+	held, _, _ := unstructured.NestedString(secret.Object, "data", corev1.ServiceAccountTokenKey)
+	if stored, err := base64.StdEncoding.DecodeString(held); err != nil || subtle.ConstantTimeCompare(stored, []byte(token)) == 0 {
+		//lint:ignore ST1005 upstream's words, which TokenReview shows
+		return registry.User{}, errors.New("Token does not match server's copy")
+	}
+	sa, err := t.get(ctx, "serviceaccounts", ns, name)
+	switch {
+	case err != nil:
+		return registry.User{}, err
+	case sa.GetDeletionTimestamp() != nil:
+		return registry.User{}, fmt.Errorf("ServiceAccount %s/%s has been deleted", ns, name)
+	case string(sa.GetUID()) != uid:
+		return registry.User{}, fmt.Errorf("ServiceAccount UID (%s) does not match claim (%s)", sa.GetUID(), uid)
+	}
+	return registry.User{
+		Name:   serviceAccountUser(ns, name),
+		UID:    uid,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}, nil
+}
+
+// legacyToken signs a legacy token for the service account sa, to be held
+// by the Secret secretName (TokenSecrets): it names both, and never
+// expires; it is valid while the Secret holds it.
+func (t *Tokens) legacyToken(sa *unstructured.Unstructured, secretName string) (string, error) {
+	key := t.key.Load()
+	if key == nil {
+		return "", errors.New("no key to sign service account tokens with yet")
+	}
+	return key.sign(&tokenClaims{
+		Issuer:                   LegacyIssuer,
+		LegacyNamespace:          sa.GetNamespace(),
+		LegacySecretName:         secretName,
+		LegacyServiceAccountName: sa.GetName(),
+		LegacyServiceAccountUID:  string(sa.GetUID()),
+		Subject:                  serviceAccountUser(sa.GetNamespace(), sa.GetName()),
+	})
 }
 
 // review answers a TokenReview: whether the token is valid, and for whom,

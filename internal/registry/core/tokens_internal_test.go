@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,115 @@ func TestTokenSignatures(t *testing.T) {
 	none := &Tokens{Registry: f.reg}
 	if _, _, err := none.AuthenticateToken(f.ctx, tok, nil); err == nil || errors.Is(err, ErrNotServiceAccountToken) {
 		t.Errorf("no key: %v", err)
+	}
+}
+
+// A Secret of type kubernetes.io/service-account-token is filled and kept
+// as kube-controller-manager's tokens controller keeps it: a never-
+// expiring token valid while the Secret holds it, for the account it
+// names; a Secret naming no account is deleted, and so are an account's
+// Secrets when the account is.
+func TestTokenSecrets(t *testing.T) {
+	f := newTokenFixture(t)
+	ca := []byte("-----BEGIN CERTIFICATE-----\nca\n-----END CERTIFICATE-----\n")
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(f.ctx)
+	go func() { done <- (&TokenSecrets{Registry: f.reg, Tokens: f.tokens, RootCA: ca}).Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	secrets := f.res("secrets")
+	f.create("secrets", "ns", `{"metadata":{"name":"robot-token","annotations":{"kubernetes.io/service-account.name":"robot"}},"type":"kubernetes.io/service-account-token"}`)
+	f.create("secrets", "ns", `{"metadata":{"name":"orphan-token","annotations":{"kubernetes.io/service-account.name":"nobody"}},"type":"kubernetes.io/service-account-token"}`)
+	var held *unstructured.Unstructured
+	waitFor(t, "the token secret filled", func() bool {
+		s, err := secrets.Get(f.ctx, "v1", "ns", "robot-token", metav1.GetOptions{})
+		held = s
+		return err == nil && s.Object["data"] != nil && len(s.Object["data"].(map[string]any)) == 3
+	})
+	data, _, _ := unstructured.NestedStringMap(held.Object, "data")
+	decoded := func(k string) string {
+		b, err := base64.StdEncoding.DecodeString(data[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	sa, err := f.res("serviceaccounts").Get(f.ctx, "v1", "ns", "robot", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decoded("ca.crt") != string(ca) || decoded("namespace") != "ns" || held.GetAnnotations()["kubernetes.io/service-account.uid"] != string(sa.GetUID()) {
+		t.Errorf("token secret %v", held.Object)
+	}
+	token := decoded("token")
+	f.clock = f.clock.Add(10 * 365 * 24 * time.Hour) // it never expires
+	if got := f.check(token); got != "" {
+		t.Fatalf("the secret's token: %s", got)
+	}
+	if _, _, err := f.tokens.AuthenticateToken(f.ctx, token, []string{"other"}); err == nil || !strings.Contains(err.Error(), "is invalid for the target audiences") {
+		t.Errorf("for another audience: %v", err)
+	}
+	waitFor(t, "the orphan secret deleted", func() bool {
+		_, err := secrets.Get(f.ctx, "v1", "ns", "orphan-token", metav1.GetOptions{})
+		return err != nil
+	})
+
+	// The Secret's token replaced: the old one is refused.
+	changed := held.DeepCopy()
+	unstructured.SetNestedField(changed.Object, base64.StdEncoding.EncodeToString([]byte("another")), "data", "token")
+	if _, err := secrets.Update(f.ctx, "v1", "ns", "robot-token", changed, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.check(token); got != "Token does not match server's copy" {
+		t.Errorf("after the secret's token changed: %q", got)
+	}
+	// Deleting the account deletes its token secrets.
+	if _, _, err := f.res("serviceaccounts").Delete(f.ctx, "v1", "ns", "robot", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the account's token secret deleted", func() bool {
+		_, err := secrets.Get(f.ctx, "v1", "ns", "robot-token", metav1.GetOptions{})
+		return err != nil
+	})
+	if got := f.check(token); got != "Token has been invalidated" {
+		t.Errorf("after the secret's deletion: %q", got)
+	}
+}
+
+// waitFor polls cond until it holds, failing after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Deleting an account deletes the token Secrets that name it, with its
+// uid or none, and no others.
+func TestTokenSecretsOfADeletedAccount(t *testing.T) {
+	f := newTokenFixture(t)
+	secret := func(name, account, uid string) {
+		ann := `"kubernetes.io/service-account.name":"` + account + `"`
+		if uid != "" {
+			ann += `,"kubernetes.io/service-account.uid":"` + uid + `"`
+		}
+		f.create("secrets", "ns", `{"metadata":{"name":"`+name+`","annotations":{`+ann+`}},"type":"kubernetes.io/service-account-token"}`)
+	}
+	secret("no-uid", "robot", "")
+	secret("its-uid", "robot", "u1")
+	secret("other-uid", "robot", "u2")
+	secret("other-account", "other", "u1")
+	f.create("secrets", "ns", `{"metadata":{"name":"opaque","annotations":{"kubernetes.io/service-account.name":"robot"}}}`)
+	c := &TokenSecrets{Registry: f.reg, Tokens: f.tokens, Logger: slog.New(slog.DiscardHandler)}
+	secrets := f.res("secrets")
+	c.deleteTokens(f.ctx, secrets, "ns", "robot", "u1")
+	for name, kept := range map[string]bool{"no-uid": false, "its-uid": false, "other-uid": true, "other-account": true, "opaque": true} {
+		if _, err := secrets.Get(f.ctx, "v1", "ns", name, metav1.GetOptions{}); (err == nil) != kept {
+			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
+		}
 	}
 }
