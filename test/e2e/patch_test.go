@@ -189,7 +189,7 @@ func TestPatchSemantics(t *testing.T) {
 			{"strict unknown field", merge, "?fieldValidation=Strict", `{"nope":1}`, 422, metav1.StatusReasonInvalid, `strict decoding error: unknown field "nope"`},
 			{"apply without a fieldManager", apply, "", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\n", 422, metav1.StatusReasonInvalid, "fieldManager: Required value: is required for apply patch"},
 			{"force on a merge patch", merge, "?force=true", `{}`, 422, metav1.StatusReasonInvalid, "force: Forbidden: may not be specified for non-apply patch"},
-			{"apply of another kind", apply, "?fieldManager=m", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: p\n", 400, metav1.StatusReasonBadRequest, "do not match"},
+			{"apply of another kind", apply, "?fieldManager=m", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: p\n", 400, metav1.StatusReasonBadRequest, "invalid object type: /v1, Kind=Secret"},
 			{"invalid result", smp, "", `{"metadata":{"labels":{"bad key!":"x"}}}`, 422, metav1.StatusReasonInvalid, "metadata.labels"},
 			{"too large", merge, "", `{"data":{"big":"` + strings.Repeat("x", 4<<20) + `"}}`, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
 		} {
