@@ -260,14 +260,10 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body, raw []b
 func checkCustomTypeMeta(body, raw []byte, gv, kind string) error {
 	a, sent, ok := storage.TypeMeta(body)
 	if !ok {
-		var probe struct {
-			APIVersion string `json:"apiVersion,omitempty"`
-			Kind       string `json:"kind,omitempty"`
+		var err error
+		if a, sent, err = probeTypeMeta(body, raw, kind); err != nil {
+			return err
 		}
-		if err := json.Unmarshal(body, &probe); err != nil {
-			return unrecognized(kind, "couldn't get version/kind; json parse error: "+err.Error(), raw)
-		}
-		a, sent = probe.APIVersion, probe.Kind
 	}
 	if sent == "" {
 		return unrecognized(kind, fmt.Sprintf("Object 'Kind' is missing in '%s'", raw), raw)
@@ -281,21 +277,32 @@ func checkCustomTypeMeta(body, raw []byte, gv, kind string) error {
 // checkTypeMeta decodes the body's apiVersion and kind and refuses a
 // malformed body or one of another type than gv and kind.
 func checkTypeMeta(body, raw []byte, gv, kind string) error {
+	a, sent, err := probeTypeMeta(body, raw, kind)
+	if err != nil {
+		return err
+	}
+	if a != "" && a != gv {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", a, gv))
+	}
+	if sent != "" && sent != kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", sent, kind))
+	}
+	return nil
+}
+
+// probeTypeMeta decodes the apiVersion and kind of body, as upstream's
+// decoder reads them first; a body that is not an object is refused in
+// its words (unrecognized, showing raw, the body as sent).
+func probeTypeMeta(body, raw []byte, kind string) (apiVersion, sent string, err error) {
 	// Tagged as upstream's probe, whose Go type its errors show.
 	var probe struct {
 		APIVersion string `json:"apiVersion,omitempty"`
 		Kind       string `json:"kind,omitempty"`
 	}
 	if err := json.Unmarshal(body, &probe); err != nil {
-		return unrecognized(kind, "couldn't get version/kind; json parse error: "+err.Error(), raw)
+		return "", "", unrecognized(kind, "couldn't get version/kind; json parse error: "+err.Error(), raw)
 	}
-	if probe.APIVersion != "" && probe.APIVersion != gv {
-		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", probe.APIVersion, gv))
-	}
-	if probe.Kind != "" && probe.Kind != kind {
-		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", probe.Kind, kind))
-	}
-	return nil
+	return probe.APIVersion, probe.Kind, nil
 }
 
 // decodeDeleteOptions reads DeleteOptions from the body (if any) and the

@@ -39,27 +39,33 @@ const controllerManager = "kube-controller-manager"
 // Run works until ctx ends: it watches namespaces and their default
 // ServiceAccounts, and makes those missing.
 func (c *NamespaceDefaults) Run(ctx context.Context) error {
-	if c.Retry == 0 {
-		c.Retry = time.Second
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	get := func(resource string) *registry.Resource {
-		res, _ := c.Registry.Get(schema.GroupResource{Resource: resource})
-		return res
+	return followAgain(ctx, c.Registry, c.Logger, c.Retry, "namespace defaults", "namespaces", "serviceaccounts", c.follow)
+}
+
+// followAgain runs follow, which watches the two core resources named
+// until a watch ends, again and again until ctx ends, waiting retry
+// (default 1 s) after a watch that failed. A registry that serves
+// neither has nothing to follow: it waits for ctx.
+func followAgain(ctx context.Context, reg *registry.Registry, log *slog.Logger, retry time.Duration, what, first, second string,
+	follow func(ctx context.Context, first, second *registry.Resource) error) error {
+	if retry == 0 {
+		retry = time.Second
 	}
-	namespaces, accounts := get("namespaces"), get("serviceaccounts")
-	if namespaces == nil || accounts == nil {
+	a, okA := reg.Get(schema.GroupResource{Resource: first})
+	b, okB := reg.Get(schema.GroupResource{Resource: second})
+	if !okA || !okB {
 		<-ctx.Done()
 		return nil
 	}
 	for ctx.Err() == nil {
-		if err := c.follow(ctx, namespaces, accounts); err != nil && ctx.Err() == nil {
-			c.Logger.Warn("namespace defaults: watch", "err", err)
+		if err := follow(ctx, a, b); err != nil && ctx.Err() == nil {
+			log.Warn(what+": watch", "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(c.Retry):
+			case <-time.After(retry):
 			}
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -50,31 +49,10 @@ type TokenSecrets struct {
 
 // Run works until ctx ends.
 func (c *TokenSecrets) Run(ctx context.Context) error {
-	if c.Retry == 0 {
-		c.Retry = time.Second
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	get := func(resource string) *registry.Resource {
-		res, _ := c.Registry.Get(schema.GroupResource{Resource: resource})
-		return res
-	}
-	secrets, accounts := get("secrets"), get("serviceaccounts")
-	if secrets == nil || accounts == nil {
-		<-ctx.Done()
-		return nil
-	}
-	for ctx.Err() == nil {
-		if err := c.follow(ctx, secrets, accounts); err != nil && ctx.Err() == nil {
-			c.Logger.Warn("token secrets: watch", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(c.Retry):
-			}
-		}
-	}
-	return nil
+	return followAgain(ctx, c.Registry, c.Logger, c.Retry, "token secrets", "secrets", "serviceaccounts", c.follow)
 }
 
 // tokenSecrets selects the Secrets of the type this controller keeps.
