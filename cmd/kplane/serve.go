@@ -46,6 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.CompactionMaxHistory = 512 << 20
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
+	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "AlwaysAllow (every authenticated client may do everything) or RBAC (authorize by the cluster's Roles and bindings, as kube-apiserver)")
 	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")

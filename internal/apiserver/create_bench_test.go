@@ -88,8 +88,14 @@ func benchCreateProtobuf(b *testing.B, payload string) {
 }
 
 // newInProcess is an API server over an in-memory store with the core
-// kinds, for requests without the network.
+// kinds, for requests without the network. Every request is authorized.
 func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
+	return newInProcessAuthorizing(tb, false, opts...)
+}
+
+// newInProcessAuthorizing is newInProcess, authorizing by RBAC (as
+// --authorization-mode=RBAC) if rbac is set.
+func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.Config)) http.Handler {
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		tb.Fatal(err)
@@ -105,6 +111,11 @@ func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
 		tb.Fatal(err)
 	}
 	kinds := append(tokens.Install(core.Kinds()), crd.Kind())
+	var authz *core.RBAC
+	if rbac {
+		authz = &core.RBAC{Registry: reg}
+		kinds = authz.Install(kinds)
+	}
 	registry.SetTypeConverters(kinds...)
 	for _, k := range kinds {
 		if err := reg.Add(k); err != nil {
@@ -118,6 +129,10 @@ func newInProcess(tb testing.TB, opts ...func(*apiserver.Config)) http.Handler {
 	}
 	go reg.Run(ctx)
 	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
+	if authz != nil {
+		go authz.Run(ctx)
+		cfg.Authorizer = authz
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -36,9 +36,9 @@ func TestEventsAsKubeAPIServer(t *testing.T) {
 }
 
 // The reviews kubectl auth asks (can-i, whoami) answer as kube-apiserver
-// v1.37.2's do for its admin: every access allowed (kplane authorizes
-// every authenticated request; upstream allows system:masters
-// everything), the question echoed with the field manager's entry, the
+// v1.37.2's do for its admin: every access allowed (kplane, without an
+// authorizer, allows every authenticated request; upstream allows
+// system:masters everything), the question echoed with the field manager's entry, the
 // metadata refused unless empty, and the user named by the client
 // certificate. testdata/reviews-kube-apiserver-v1.37.2.json holds 20
 // requests and upstream's answers, credential ids masked (the two
@@ -115,15 +115,22 @@ func TestTokensAsKubeAPIServer(t *testing.T) {
 // answer to request n (counting from 0), BADSIG@n for that token with
 // the end of its signature changed.
 func replayUpstream(t *testing.T, file string, min int) {
+	replayUpstreamAuthorizing(t, file, min, false)
+}
+
+// replayUpstreamAuthorizing is replayUpstream, with the server
+// authorizing by RBAC if rbac is set. A step whose "as" is TOKEN@n is
+// sent with that token instead of the admin's certificate.
+func replayUpstreamAuthorizing(t *testing.T, file string, min int, rbac bool) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var upstream struct {
 		Steps []struct {
-			Method, Path, ContentType, Accept, Body string
-			Code                                    int
-			Answer                                  any
+			Method, Path, ContentType, Accept, Body, As string
+			Code                                        int
+			Answer                                      any
 		}
 	}
 	if err := json.Unmarshal(data, &upstream); err != nil {
@@ -132,13 +139,17 @@ func replayUpstream(t *testing.T, file string, min int) {
 	if len(upstream.Steps) < min {
 		t.Fatalf("%d steps", len(upstream.Steps))
 	}
-	h := newInProcess(t)
+	h := newInProcessAuthorizing(t, rbac)
 	admin := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
 	const ns = "evt"
-	send := func(method, path, ctype, accept, body string) *httptest.ResponseRecorder {
+	send := func(method, path, ctype, accept, body, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, strings.ReplaceAll(path, "NS", ns), strings.NewReader(body))
 		r.Header.Set("User-Agent", "curl/8.5.0") // upstream's answers name the manager "curl"
-		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{admin}}}
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		} else {
+			r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{admin}}}
+		}
 		if ctype != "" {
 			r.Header.Set("Content-Type", ctype)
 		}
@@ -149,25 +160,27 @@ func replayUpstream(t *testing.T, file string, min int) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	if w := send(http.MethodPost, "/api/v1/namespaces", "application/json", "", `{"metadata":{"name":"`+ns+`"}}`); w.Code != http.StatusCreated {
+	if w := send(http.MethodPost, "/api/v1/namespaces", "application/json", "", `{"metadata":{"name":"`+ns+`"}}`, ""); w.Code != http.StatusCreated {
 		t.Fatalf("namespace: %d %s", w.Code, w.Body)
 	}
 	var tokens []string // of each answer, if any
 	tokenRef := regexp.MustCompile(`(TOKEN|BADSIG)@([0-9]+)`)
 	for i, s := range upstream.Steps {
 		// The namespace first: a token may hold "NS".
-		body := tokenRef.ReplaceAllStringFunc(strings.ReplaceAll(s.Body, "NS", ns), func(ref string) string {
-			m := tokenRef.FindStringSubmatch(ref)
-			n, _ := strconv.Atoi(m[2])
-			if n >= len(tokens) || tokens[n] == "" {
-				t.Fatalf("step %d: no token in the answer to step %d", i, n)
-			}
-			if m[1] == "BADSIG" {
-				return tokens[n][:len(tokens[n])-4] + "AAAA"
-			}
-			return tokens[n]
-		})
-		w := send(s.Method, s.Path, s.ContentType, s.Accept, body)
+		subst := func(text string) string {
+			return tokenRef.ReplaceAllStringFunc(strings.ReplaceAll(text, "NS", ns), func(ref string) string {
+				m := tokenRef.FindStringSubmatch(ref)
+				n, _ := strconv.Atoi(m[2])
+				if n >= len(tokens) || tokens[n] == "" {
+					t.Fatalf("step %d: no token in the answer to step %d", i, n)
+				}
+				if m[1] == "BADSIG" {
+					return tokens[n][:len(tokens[n])-4] + "AAAA"
+				}
+				return tokens[n]
+			})
+		}
+		w := send(s.Method, s.Path, s.ContentType, s.Accept, subst(s.Body), subst(s.As))
 		var answer struct{ Status struct{ Token string } }
 		json.Unmarshal(w.Body.Bytes(), &answer)
 		tokens = append(tokens, answer.Status.Token)
@@ -209,6 +222,15 @@ func maskVolatile(v any) any {
 				v[k] = uidInText.ReplaceAllString(timeInText.ReplaceAllString(m.(string), "<time>"), "<uid>") // a value shown in an error
 			case k == "authentication.kubernetes.io/credential-id":
 				v[k] = []any{"<masked>"}
+			case k == "resourceRules" || k == "nonResourceRules":
+				// A rules review's, in the order upstream's informer
+				// happened to list the bindings: sorted.
+				rules, _ := maskVolatile(m).([]any)
+				slices.SortFunc(rules, func(a, b any) int {
+					x, _ := json.Marshal(a)
+					y, _ := json.Marshal(b)
+					return strings.Compare(string(x), string(y))
+				})
 			case k == "cells":
 				cells, _ := m.([]any)
 				for i, c := range cells {
@@ -228,11 +250,12 @@ func maskVolatile(v any) any {
 	return v
 }
 
-// A rules review lists everything, as kplane authorizes every
+// Without an authorizer (--authorization-mode=AlwaysAllow, the default),
+// a rules review lists everything, as kplane then allows every
 // authenticated request: one rule for all resources and one for all
-// non-resource URLs. Upstream also lists the rules of its bootstrap roles
-// (system:basic-user, system:discovery, system:public-info-viewer),
-// which kplane does not have.
+// non-resource URLs. Upstream, authorizing by RBAC, lists the rules of
+// the roles bound to the user, as kplane does with
+// --authorization-mode=RBAC (TestRBACAsKubeAPIServer).
 func TestRulesReviewListsEverything(t *testing.T) {
 	h := newInProcess(t)
 	r := httptest.NewRequest(http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", strings.NewReader(`{"spec":{"namespace":"default"}}`))
@@ -321,4 +344,46 @@ func TestReviewsDiscovery(t *testing.T) {
 	if !found {
 		t.Error("aggregated discovery lacks serviceaccounts")
 	}
+}
+
+// With --authorization-mode=RBAC, requests are authorized as
+// kube-apiserver v1.37.2's RBAC authorizes them.
+// testdata/rbac-kube-apiserver-v1.37.2.json holds 110 requests, most sent
+// with service account tokens, and upstream's answers:
+//   - the attributes of each request (verb, resource, subresource,
+//     namespace, name; a list's or watch's name from its field selector,
+//     the /watch/ prefix, a namespace's own paths) and of non-resource
+//     paths, in 403s with upstream's message;
+//   - Roles, ClusterRoles and their bindings to a ServiceAccount, a User
+//     and a Group; resource names, "*" and "*/status"; bindings of
+//     missing roles named in the refusal;
+//   - the default roles: discovery and the self reviews for every
+//     authenticated user, health and version for everyone, the issuer's
+//     keys for service accounts;
+//   - access and rules reviews answered by the same rules, with
+//     upstream's reasons;
+//   - every write of a role or binding applies to the next request, and
+//     so do deletions.
+func TestRBACAsKubeAPIServer(t *testing.T) {
+	replayUpstreamAuthorizing(t, "testdata/rbac-kube-apiserver-v1.37.2.json", 110, true)
+}
+
+// With --authorization-mode=RBAC, a role or binding cannot grant more
+// than its writer holds, as kube-apiserver v1.37.2 refuses it.
+// testdata/rbac-escalation-kube-apiserver-v1.37.2.json holds 39 requests,
+// most from a service account allowed to write roles and bindings in its
+// namespace, and upstream's answers:
+//   - a role granting what the writer holds is created; one granting
+//     more is refused with what is missing, compacted and sorted
+//     (verbs, groups, resources, names, URLs, "*"), also on a dry run, a
+//     patch and a PUT that creates; a role without verbs is left to
+//     validation (422);
+//   - a change of labels is checked, one of finalizers is not;
+//   - a binding of a role the writer holds is created; of one it does
+//     not hold refused; of a missing role 404, named as upstream names
+//     it;
+//   - the bind and escalate verbs allow what the rules alone do not;
+//   - a binding of a missing role to the writer is named in the refusal.
+func TestRBACEscalationAsKubeAPIServer(t *testing.T) {
+	replayUpstreamAuthorizing(t, "testdata/rbac-escalation-kube-apiserver-v1.37.2.json", 39, true)
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// a client certificate (service account tokens), and publishes how to
 	// check them (/.well-known/openid-configuration, /openid/v1/jwks).
 	Tokens Tokens
+	// Authorizer, if set, decides what each authenticated request may do
+	// (--authorization-mode=RBAC: core.RBAC); a request it refuses gets
+	// 403. Unset, every authenticated request may do everything.
+	Authorizer registry.Authorizer
 }
 
 // Tokens checks bearer tokens: core.Tokens.
@@ -183,6 +187,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
+	}
+	if r = s.authorize(w, r); r == nil {
+		return
 	}
 	switch r.Method {
 	case http.MethodGet:

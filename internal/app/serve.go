@@ -48,10 +48,21 @@ type Config struct {
 	// so that load balancers take it out of rotation before it stops
 	// taking connections. 0 stops at once.
 	ShutdownDelay time.Duration
+	// AuthorizationMode is AuthorizeAlways (the default: every
+	// authenticated client may do everything) or AuthorizeRBAC (requests
+	// are authorized by the cluster's Roles and bindings, as
+	// kube-apiserver's --authorization-mode=RBAC).
+	AuthorizationMode string
 	// OnReady, if set, is called once the server is ready and the
 	// kubeconfig written.
 	OnReady func(Ready)
 }
+
+// The authorization modes.
+const (
+	AuthorizeAlways = "AlwaysAllow"
+	AuthorizeRBAC   = "RBAC"
+)
 
 // Ready says where a ready server is.
 type Ready struct {
@@ -72,6 +83,11 @@ func (c Config) Validate() error {
 	}
 	if c.CompactionMaxHistory < 0 {
 		return fmt.Errorf("--compaction-max-history %d must not be negative", c.CompactionMaxHistory)
+	}
+	switch c.AuthorizationMode {
+	case "", AuthorizeAlways, AuthorizeRBAC:
+	default:
+		return fmt.Errorf("--authorization-mode %q: must be %s or %s", c.AuthorizationMode, AuthorizeAlways, AuthorizeRBAC)
 	}
 	if _, _, err := net.SplitHostPort(c.listen()); err != nil {
 		return fmt.Errorf("--listen %q: %v", c.Listen, err)
@@ -128,6 +144,11 @@ func Run(ctx context.Context, cfg Config) error {
 	crdKind.Written = crds.Written        // a CRD write returns once the controller has acted on it
 	tokens := &core.Tokens{Registry: reg} // its key once the credentials are loaded
 	builtin := append(tokens.Install(core.Kinds()), crdKind)
+	var authz *core.RBAC
+	if cfg.AuthorizationMode == AuthorizeRBAC {
+		authz = &core.RBAC{Registry: reg, Logger: log}
+		builtin = authz.Install(builtin)
+	}
 	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
@@ -135,7 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if err := core.Bootstrap(ctx, reg); err != nil {
-		return fmt.Errorf("creating the initial namespaces: %w", err)
+		return fmt.Errorf("creating the initial namespaces and the default roles: %w", err)
 	}
 
 	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
@@ -155,6 +176,12 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("crd-controller", crds.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
+	var authorizer registry.Authorizer
+	rbacSynced := closedChan
+	if authz != nil {
+		goRun("rbac", authz.Run)
+		authorizer, rbacSynced = authz, authz.Synced()
+	}
 	collector, err := gc.New(gc.Config{Registry: reg, Logger: log})
 	if err != nil {
 		return err
@@ -181,6 +208,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Metrics:      storeMetrics(cfg.Storage, kvs, compactor),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
+		Authorizer:   authorizer,
 	})
 	pr := <-pkiDone
 	if pr.err != nil {
@@ -204,11 +232,13 @@ func Run(ctx context.Context, cfg Config) error {
 	// rather than h2 to a server that cannot answer it.
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 
-	select {
-	case <-crds.Synced():
-	case <-ctx.Done():
-	case err := <-served:
-		return err
+	for _, synced := range []<-chan struct{}{crds.Synced(), rbacSynced} {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+		case err := <-served:
+			return err
+		}
 	}
 	url := "https://" + net.JoinHostPort(clientHost(host), portOf(ln.Addr()))
 	kubeconfig := filepath.Join(cfg.DataDir, "kubeconfig")
@@ -265,6 +295,9 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("stopped")
 	return nil
 }
+
+// closedChan is a channel that is always ready.
+var closedChan = func() <-chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // clientHost is the host clients should dial for a listen host.
 func clientHost(listenHost string) string {

@@ -175,6 +175,11 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if k.PrepareForCreate != nil {
 		k.PrepareForCreate(obj)
 	}
+	if k.Admit != nil {
+		if err := k.Admit(ctx, obj, nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := validateTypeMeta(k, version, sentAPIVersion, sentKind, obj.GetName()); err != nil {
 		return nil, nil, err
 	}

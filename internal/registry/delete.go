@@ -91,6 +91,9 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 			return nil
 		})
 		if err == nil {
+			if k.Deleted != nil {
+				k.Deleted(ctx, gone)
+			}
 			return r.deleted(k, version, gone), true, nil
 		}
 		if !errors.Is(err, errFinalizers) {

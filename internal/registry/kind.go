@@ -130,11 +130,23 @@ type Kind struct {
 	// additionalPrinterColumns); nil: Columns for every version.
 	VersionColumns map[string][]Column
 
+	// Admit, if set, may refuse a create (old is nil) or an update of the
+	// kind by who sends it (registry.UserFrom), as upstream's policy
+	// checks on RBAC writes do: after the object is computed (defaults,
+	// the patch applied) and before it is validated, dry runs too.
+	Admit func(ctx context.Context, obj, old *unstructured.Unstructured) error
+
 	// Written, if set, is called after every stored create or update of
 	// the kind, before the client gets its answer (the CRD controller uses
 	// it so a CRD change applies to the next request). It must not change
 	// obj, which is also the answer.
 	Written func(ctx context.Context, obj *unstructured.Unstructured)
+	// Deleted, if set, is called after every stored delete of the kind
+	// (not one a finalizer defers), before the client gets its answer,
+	// with the object deleted (the RBAC authorizer uses it, and Written,
+	// so that a role or binding written or deleted applies to the next
+	// request).
+	Deleted func(ctx context.Context, obj *unstructured.Unstructured)
 
 	// WebhookConversion marks a custom resource whose CRD converts
 	// between versions with a webhook. kplane calls none: only requests in

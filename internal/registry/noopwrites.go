@@ -61,7 +61,7 @@ type noopWrite struct {
 // of a body whose SHA-256 sum gives, and whether the write may use the
 // memo at all (sum is not called when it may not).
 func noopKey(k *Kind, op, version, ns, name string, sum func() [sha256.Size]byte, opts WriteOptions, force bool) (noopWrite, bool) {
-	if noopWritesOff || opts.DryRun || k.Written != nil {
+	if noopWritesOff || opts.DryRun || k.Written != nil || k.Admit != nil {
 		return noopWrite{}, false
 	}
 	return noopWrite{

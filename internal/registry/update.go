@@ -219,6 +219,11 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		if k.IsGuest() {
 			obj = k.Cohabit.ToHost(obj) // prepared and checked as stored
 		}
+		if k.Admit != nil {
+			if err := k.Admit(ctx, obj, stored); err != nil {
+				return nil, err
+			}
+		}
 		next, err := r.prepareUpdate(k, obj, stored, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {

@@ -13,6 +13,11 @@
 // until everything in it is gone, then it is removed) and keeps every
 // namespace's default ServiceAccount.
 //
-// RBAC objects are stored and served; kplane does not authorize requests
-// with them yet (every authenticated client is an admin).
+// RBAC authorizes requests by the Roles, ClusterRoles and their bindings
+// (kplane serve --authorization-mode=RBAC), answers the access and rules
+// reviews by them, and refuses a role or binding that grants more than
+// its writer holds. The default roles and bindings upstream's bootstrap
+// policy keeps for such a control plane (cluster-admin bound to
+// system:masters, discovery and the self reviews for every authenticated
+// user, ...) exist from the first start, in either mode (policy.go).
 package core

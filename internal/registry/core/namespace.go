@@ -138,17 +138,36 @@ func setNameLabel(obj *unstructured.Unstructured) {
 }
 
 // Bootstrap creates the namespaces that exist from the first start
-// (default, kube-system, kube-public, kube-node-lease), if missing.
+// (default, kube-system, kube-public, kube-node-lease), if missing, and
+// the default RBAC roles and bindings (policy.go), or gives them back
+// what they lack.
 func Bootstrap(ctx context.Context, reg *registry.Registry) error {
-	res, ok := reg.Get(schema.GroupResource{Resource: "namespaces"})
-	if !ok {
-		return nil
-	}
-	// Created at once, so that one commit (one fsync) carries them all.
-	errs := make([]error, len(systemNamespaces))
 	var wg sync.WaitGroup
-	for i, name := range systemNamespaces {
-		wg.Go(func() { errs[i] = createSystemNamespace(ctx, res, name) })
+	var mu sync.Mutex
+	var errs []error
+	// Written at once, so that one commit (one fsync) carries them all.
+	do := func(f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if res, ok := reg.Get(schema.GroupResource{Resource: "namespaces"}); ok {
+		for _, name := range systemNamespaces {
+			do(func() error { return createSystemNamespace(ctx, res, name) })
+		}
+	}
+	resources, objs, err := policyObjects()
+	if err != nil {
+		return err
+	}
+	for i, obj := range objs {
+		if res, ok := rbacResource(reg, resources[i]); ok {
+			do(func() error { return reconcilePolicy(ctx, res, obj) })
+		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)

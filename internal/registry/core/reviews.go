@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +29,11 @@ import (
 // (it has no authorizer yet), so every access review about an
 // authenticated user is allowed and every rules review lists everything;
 // an identity review tells who the request's credential names.
-func reviews() []*registry.Kind {
+func reviews() []*registry.Kind { return reviewKinds(nil) }
+
+// reviewKinds returns the reviews; the access and rules reviews answer
+// by authz (RBAC.Install), or as kplane without an authorizer if nil.
+func reviewKinds(authz *RBAC) []*registry.Kind {
 	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error)) *registry.Kind {
 		return &registry.Kind{
 			Group: group, Versions: []string{"v1"}, Kind: kind, Resource: resource, Singular: lower(kind),
@@ -36,16 +41,16 @@ func reviews() []*registry.Kind {
 		}
 	}
 	local := review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews",
-		func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} }, accessReview(true, true))
+		func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} }, accessReview(authz, true, true))
 	local.Namespaced = true
 	return []*registry.Kind{
 		local,
 		review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
-			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, accessReview(false, false)),
+			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }, accessReview(authz, false, false)),
 		review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews",
-			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }, selfSubjectRulesReview),
+			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }, selfSubjectRulesReview(authz)),
 		review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews",
-			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} }, accessReview(true, false)),
+			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} }, accessReview(authz, true, false)),
 		review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews",
 			func() runtime.Object { return &authenticationv1.SelfSubjectReview{} }, selfSubjectReview),
 	}
@@ -55,10 +60,10 @@ func reviews() []*registry.Kind {
 // subject, "may this user?" (a SubjectAccessReview; with local, a
 // LocalSubjectAccessReview, about its namespace). The question must be
 // well formed (accessReviewErrors). The answer is the question with its
-// status: allowed, unless the user asked about is anonymous, whom kplane
-// refuses.
-func accessReview(subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return func(_ context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// status: authz's decision and reason or, without authz, allowed unless
+// the user asked about is anonymous, whom kplane then refuses.
+func accessReview(authz *RBAC, subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		errs, err := accessReviewErrors(obj, subject, local)
 		if err != nil {
 			return nil, err
@@ -67,15 +72,53 @@ func accessReview(subject, local bool) func(context.Context, string, *unstructur
 			// Upstream's message names no kind.
 			return nil, apierrors.NewInvalid(schema.GroupKind{Group: authorizationv1.GroupName}, "", errs)
 		}
-		allowed := true
-		if subject {
-			user, _, _ := unstructured.NestedString(obj.Object, "spec", "user")
-			groups, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "groups")
-			allowed = user != "system:anonymous" && !slices.Contains(groups, "system:unauthenticated")
+		var spec authorizationv1.SubjectAccessReviewSpec
+		if m, ok := obj.Object["spec"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
 		}
-		obj.Object["status"] = map[string]any{"allowed": allowed}
+		user := registry.User{Name: spec.User, UID: spec.UID, Groups: spec.Groups}
+		if len(spec.Extra) > 0 {
+			user.Extra = map[string][]string{}
+			for k, v := range spec.Extra {
+				user.Extra[k] = v
+			}
+		}
+		if !subject {
+			u, ok := registry.UserFrom(ctx)
+			if !ok {
+				return nil, apierrors.NewInternalError(errors.New("the request carries no user"))
+			}
+			user = u
+		}
+		status := map[string]any{}
+		switch {
+		case authz != nil:
+			allowed, reason := authz.Authorize(ctx, reviewAttributes(user, &spec))
+			status["allowed"] = allowed
+			if reason != "" {
+				status["reason"] = reason
+			}
+		default:
+			status["allowed"] = !subject || (user.Name != "system:anonymous" && !slices.Contains(user.Groups, "system:unauthenticated"))
+		}
+		obj.Object["status"] = status
 		return obj, nil
 	}
+}
+
+// reviewAttributes is what an access review asks about user.
+func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessReviewSpec) registry.Attributes {
+	a := registry.Attributes{User: user}
+	if r := spec.ResourceAttributes; r != nil {
+		a.ResourceRequest = true
+		a.Verb, a.Namespace, a.APIGroup, a.APIVersion = r.Verb, r.Namespace, r.Group, r.Version
+		a.Resource, a.Subresource, a.Name = r.Resource, r.Subresource, r.Name
+	} else if n := spec.NonResourceAttributes; n != nil {
+		a.Verb, a.Path = n.Verb, n.Path
+	}
+	return a
 }
 
 // accessReviewErrors checks an access review as upstream does, in its
@@ -134,21 +177,49 @@ func accessReviewErrors(obj *unstructured.Unstructured, subject, local bool) (fi
 }
 
 // selfSubjectRulesReview answers "what may I do in this namespace?":
+// the rules authz binds to the user there or, without authz,
 // everything.
-func selfSubjectRulesReview(_ context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if ns, _, _ := unstructured.NestedString(obj.Object, "spec", "namespace"); ns == "" {
-		return nil, apierrors.NewBadRequest("no namespace on request")
+func selfSubjectRulesReview(authz *RBAC) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		ns, _, _ := unstructured.NestedString(obj.Object, "spec", "namespace")
+		if ns == "" {
+			return nil, apierrors.NewBadRequest("no namespace on request")
+		}
+		all := []string{"*"}
+		rules := []rbacv1.PolicyRule{{Verbs: all, APIGroups: all, Resources: all}, {Verbs: all, NonResourceURLs: all}}
+		var errs []error
+		if authz != nil {
+			u, ok := registry.UserFrom(ctx)
+			if !ok {
+				return nil, apierrors.NewInternalError(errors.New("the request carries no user"))
+			}
+			rules, errs = authz.RulesFor(u, ns)
+		}
+		resourceRules, nonResourceRules := []any{}, []any{}
+		for _, r := range rules {
+			if len(r.Resources) > 0 {
+				rule := map[string]any{"verbs": anyStrings(r.Verbs), "apiGroups": anyStrings(r.APIGroups), "resources": anyStrings(r.Resources)}
+				if len(r.ResourceNames) > 0 {
+					rule["resourceNames"] = anyStrings(r.ResourceNames)
+				}
+				resourceRules = append(resourceRules, rule)
+			}
+			if len(r.NonResourceURLs) > 0 {
+				nonResourceRules = append(nonResourceRules, map[string]any{"verbs": anyStrings(r.Verbs), "nonResourceURLs": anyStrings(r.NonResourceURLs)})
+			}
+		}
+		// As upstream's RBAC, the rules are complete even if a binding's
+		// role is missing: the error says which.
+		status := map[string]any{"resourceRules": resourceRules, "nonResourceRules": nonResourceRules, "incomplete": false}
+		if len(errs) > 0 {
+			status["evaluationError"] = evaluationError(errs)
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(),
+			"metadata": map[string]any{}, "spec": map[string]any{},
+			"status": status,
+		}}, nil
 	}
-	all := []any{"*"}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(),
-		"metadata": map[string]any{}, "spec": map[string]any{},
-		"status": map[string]any{
-			"resourceRules":    []any{map[string]any{"verbs": all, "apiGroups": all, "resources": all}},
-			"nonResourceRules": []any{map[string]any{"verbs": all, "nonResourceURLs": all}},
-			"incomplete":       false,
-		},
-	}}, nil
 }
 
 // selfSubjectReview answers "who am I?": the user the request was

@@ -1,0 +1,157 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// authorize decides whether r may do what it asks, by Config.Authorizer.
+// If so, it returns r carrying its user (registry.WithUser), for the
+// checks of RBAC writes; if not, it has answered 403 as kube-apiserver's
+// authorization filter does, and returns nil. It runs after
+// authentication and before routing, as upstream's filter, so a path
+// that names nothing served is refused as well. A client certificate of
+// group system:masters (kplane's admin) passes without building its
+// user: it may do everything.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *http.Request {
+	if s.cfg.Authorizer == nil {
+		return r
+	}
+	u, hasUser := registry.UserFrom(r.Context())
+	if !hasUser {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
+			slices.Contains(r.TLS.VerifiedChains[0][0].Subject.Organization, "system:masters") {
+			return r
+		}
+		u = requestUser(r)
+		r = r.WithContext(registry.WithUser(r.Context(), u))
+	}
+	attrs := requestAttributes(r, u)
+	if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
+		writeError(w, forbidden(attrs, reason))
+		return nil
+	}
+	return r
+}
+
+// requestAttributes is what r asks to do, read off its path, method and
+// query as kube-apiserver's RequestInfoFactory reads them:
+//   - /api/<v>/... and /apis/<g>/<v>/... with a resource are resource
+//     requests; everything else (discovery, /version, /healthz, ...) is a
+//     non-resource request whose verb is the method, lowercased;
+//   - the verb of a resource request is the method's: get, create,
+//     update, patch, delete. A GET without a name is a list, or a watch
+//     (?watch, or the /watch/ prefix); a DELETE without one a
+//     deletecollection;
+//   - /namespaces/<ns>/<resource>... is in namespace ns; a namespace's
+//     own path (/namespaces/<name>[/status|/finalize]) is in namespace
+//     <name>;
+//   - a list or watch whose field selector requires one metadata.name
+//     asks for that name.
+func requestAttributes(r *http.Request, u registry.User) registry.Attributes {
+	a := registry.Attributes{User: u, Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
+		return a
+	}
+	if parts[0] == "apis" {
+		if len(parts) < 4 {
+			return a
+		}
+		a.APIGroup, parts = parts[1], parts[1:]
+	}
+	a.ResourceRequest = true
+	a.APIVersion, parts = parts[1], parts[2:]
+	if parts[0] == "watch" && len(parts) >= 2 {
+		a.Verb, parts = "watch", parts[1:]
+	} else {
+		switch r.Method {
+		case http.MethodPost:
+			a.Verb = "create"
+		case http.MethodGet, http.MethodHead:
+			a.Verb = "get"
+		case http.MethodPut:
+			a.Verb = "update"
+		case http.MethodPatch:
+			a.Verb = "patch"
+		case http.MethodDelete:
+			a.Verb = "delete"
+		default:
+			a.Verb = ""
+		}
+	}
+	if parts[0] == "namespaces" && len(parts) > 1 {
+		a.Namespace = parts[1]
+		if len(parts) > 2 && !namespaceSubresources[parts[2]] {
+			parts = parts[2:]
+		}
+	}
+	a.Resource = parts[0]
+	if len(parts) >= 2 {
+		a.Name = parts[1]
+	}
+	if len(parts) >= 3 {
+		a.Subresource = parts[2]
+	}
+	if a.Name == "" && a.Verb == "get" {
+		a.Verb = "list"
+		q := r.URL.Query()
+		if watchParam(q) {
+			a.Verb = "watch"
+		}
+		if sel, err := fields.ParseSelector(q.Get("fieldSelector")); err == nil {
+			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && pathSegmentName(name) {
+				a.Name = name
+			}
+		}
+	}
+	if a.Name == "" && a.Verb == "delete" {
+		a.Verb = "deletecollection"
+	}
+	return a
+}
+
+// pathSegmentName reports whether name may be a path segment, as a name
+// a field selector asks for must be to be authorized by name.
+func pathSegmentName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/%")
+}
+
+// forbidden is the 403 kube-apiserver answers a request its authorizer
+// did not allow: "<resource> "<name>" is forbidden: User "<user>" cannot
+// <verb> resource ..." or, for a path, "forbidden: User ... cannot <verb>
+// path ...", then the authorizer's reason if it gave one.
+func forbidden(a registry.Attributes, reason string) error {
+	var msg string
+	switch {
+	case !a.ResourceRequest:
+		msg = fmt.Sprintf("User %q cannot %s path %q", a.User.Name, a.Verb, a.Path)
+	default:
+		resource := a.Resource
+		if a.Subresource != "" {
+			resource += "/" + a.Subresource
+		}
+		if a.Namespace != "" {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", a.User.Name, a.Verb, resource, a.APIGroup, a.Namespace)
+		} else {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", a.User.Name, a.Verb, resource, a.APIGroup)
+		}
+	}
+	msg = htmlEscaper.Replace(msg)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
+}
+
+// htmlEscaper escapes what upstream escapes in a 403's message.
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

@@ -1,0 +1,186 @@
+package core
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// The default roles and bindings kplane keeps, as kube-apiserver's
+// bootstrap policy keeps its own (the ones a control plane without nodes,
+// scheduler or controller-manager needs): the admin role and its binding
+// to system:masters; what every authenticated client may do (discovery,
+// the self reviews) and what anyone may (health and version); what an
+// authenticating proxy (system:auth-delegator), a monitoring system and
+// service accounts (the issuer's keys, cluster trust bundles, which kplane
+// does not serve) may do. Their rules are upstream's, so that a rules
+// review (kubectl auth can-i --list) lists what upstream's does. Each carries upstream's label kubernetes.io/bootstrapping
+// and annotation rbac.authorization.kubernetes.io/autoupdate.
+//
+// Each start creates the missing ones and gives the others back the rules,
+// subjects, labels and annotations they lack (an addition of a user's
+// stays), unless the user set autoupdate to "false", as upstream's
+// reconciliation does.
+
+const (
+	bootstrapLabel      = "kubernetes.io/bootstrapping"
+	autoupdateAnnotaion = rbacv1.AutoUpdateAnnotationKey
+)
+
+func defaultClusterRoles() []rbacv1.ClusterRole {
+	get := []string{"get"}
+	create := []string{"create"}
+	all := []string{rbacv1.VerbAll}
+	role := func(name string, rules ...rbacv1.PolicyRule) rbacv1.ClusterRole {
+		return rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	}
+	return []rbacv1.ClusterRole{
+		role("cluster-admin",
+			rbacv1.PolicyRule{Verbs: all, APIGroups: all, Resources: all},
+			rbacv1.PolicyRule{Verbs: all, NonResourceURLs: all}),
+		role("system:discovery", rbacv1.PolicyRule{Verbs: get, NonResourceURLs: []string{
+			"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"}}),
+		role("system:basic-user",
+			rbacv1.PolicyRule{Verbs: create, APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
+			rbacv1.PolicyRule{Verbs: create, APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}}),
+		role("system:public-info-viewer", rbacv1.PolicyRule{Verbs: get, NonResourceURLs: []string{
+			"/healthz", "/livez", "/readyz", "/version", "/version/"}}),
+		role("system:auth-delegator",
+			rbacv1.PolicyRule{Verbs: create, APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}},
+			rbacv1.PolicyRule{Verbs: create, APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}}),
+		role("system:monitoring",
+			rbacv1.PolicyRule{Verbs: get, NonResourceURLs: []string{
+				"/flagz", "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*", "/statusz"}},
+			rbacv1.PolicyRule{Verbs: get, APIGroups: []string{""}, Resources: []string{"nodes/metrics"}}),
+		role("system:service-account-issuer-discovery", rbacv1.PolicyRule{Verbs: get, NonResourceURLs: []string{
+			"/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"}}),
+		role("system:cluster-trust-bundle-discovery", rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch"},
+			APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}}),
+	}
+}
+
+func defaultClusterRoleBindings() []rbacv1.ClusterRoleBinding {
+	group := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: name}
+	}
+	binding := func(role string, subjects ...rbacv1.Subject) rbacv1.ClusterRoleBinding {
+		return rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   subjects,
+		}
+	}
+	return []rbacv1.ClusterRoleBinding{
+		binding("cluster-admin", group(privilegedGroup)),
+		binding("system:discovery", group("system:authenticated")),
+		binding("system:basic-user", group("system:authenticated")),
+		binding("system:public-info-viewer", group("system:authenticated"), group("system:unauthenticated")),
+		binding("system:monitoring", group("system:monitoring")),
+		binding("system:service-account-issuer-discovery", group("system:serviceaccounts")),
+		binding("system:cluster-trust-bundle-discovery", group("system:serviceaccounts")),
+	}
+}
+
+// policyObjects returns the default roles, then the default bindings, as
+// the objects the registry stores, each with its resource.
+func policyObjects() (resources []string, objs []*unstructured.Unstructured, err error) {
+	add := func(resource, kind string, typed any) error {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion(rbacv1.SchemeGroupVersion.String())
+		u.SetKind(kind)
+		u.SetLabels(map[string]string{bootstrapLabel: "rbac-defaults"})
+		u.SetAnnotations(map[string]string{autoupdateAnnotaion: "true"})
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		resources, objs = append(resources, resource), append(objs, u)
+		return nil
+	}
+	for _, r := range defaultClusterRoles() {
+		if err := add("clusterroles", "ClusterRole", &r); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, b := range defaultClusterRoleBindings() {
+		if err := add("clusterrolebindings", "ClusterRoleBinding", &b); err != nil {
+			return nil, nil, err
+		}
+	}
+	return resources, objs, nil
+}
+
+// reconcilePolicy creates the default object want of resource res, or
+// gives the stored one what it lacks of want.
+func reconcilePolicy(ctx context.Context, res *registry.Resource, want *unstructured.Unstructured) error {
+	opts := registry.WriteOptions{FieldManager: "kube-apiserver"}
+	_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	have, err := res.Get(ctx, "v1", "", want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if have.GetAnnotations()[autoupdateAnnotaion] == "false" {
+		return nil
+	}
+	next := have.DeepCopy()
+	next.SetLabels(mergeStrings(want.GetLabels(), have.GetLabels()))
+	next.SetAnnotations(mergeStrings(want.GetAnnotations(), have.GetAnnotations()))
+	list := "rules"
+	if _, isBinding := want.Object["roleRef"]; isBinding {
+		if !reflect.DeepEqual(have.Object["roleRef"], want.Object["roleRef"]) {
+			// A binding's role never changes: it is made again.
+			uid := have.GetUID()
+			if _, _, err := res.Delete(ctx, "v1", "", have.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}, opts); err != nil {
+				return err
+			}
+			_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
+			return err
+		}
+		list = "subjects"
+	}
+	items, _ := next.Object[list].([]any)
+	for _, w := range want.Object[list].([]any) {
+		if !slices.ContainsFunc(items, func(x any) bool { return reflect.DeepEqual(x, w) }) {
+			items = append(items, w)
+		}
+	}
+	next.Object[list] = items
+	if reflect.DeepEqual(next.Object, have.Object) {
+		return nil
+	}
+	_, err = res.Update(ctx, "v1", "", next.GetName(), next, opts)
+	return err
+}
+
+// mergeStrings returns have with the entries of want it lacks.
+func mergeStrings(want, have map[string]string) map[string]string {
+	out := maps.Clone(have)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range want {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// rbacResource returns the served RBAC resource name.
+func rbacResource(reg *registry.Registry, name string) (*registry.Resource, bool) {
+	return reg.Get(schema.GroupResource{Group: rbacv1.GroupName, Resource: name})
+}
