@@ -1,0 +1,249 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/mvcc"
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// newRegistry serves the core kinds over kvs, with authz (if set)
+// answering the reviews and checking RBAC writes, until the test ends.
+func newRegistry(t *testing.T, kvs kv.Store, authz *core.RBAC) *registry.Registry {
+	t.Helper()
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	kinds := core.Kinds()
+	if authz != nil {
+		authz.Registry = reg
+		kinds = authz.Install(kinds)
+	}
+	registry.SetTypeConverters(kinds...)
+	for _, k := range kinds {
+		if err := reg.Add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { reg.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return reg
+}
+
+func memoryStore(t *testing.T) kv.Store {
+	t.Helper()
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kvs.Close() })
+	return kvs
+}
+
+func rbacResource(t *testing.T, reg *registry.Registry, resource string) *registry.Resource {
+	t.Helper()
+	r, ok := reg.Get(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: resource})
+	if !ok {
+		t.Fatalf("%s not served", resource)
+	}
+	return r
+}
+
+// The default roles and bindings are upstream's: the same names, labels,
+// annotations, rules, roleRefs and subjects as kube-apiserver v1.37.2's
+// (testdata/default-policy-kube-apiserver-v1.37.2.json, read off it).
+func TestDefaultPolicyAsKubeAPIServer(t *testing.T) {
+	data, err := os.ReadFile("testdata/default-policy-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream struct {
+		ClusterRoles, ClusterRoleBindings []map[string]any
+	}
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegistry(t, memoryStore(t), nil)
+	ctx := context.Background()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	for resource, want := range map[string][]map[string]any{"clusterroles": upstream.ClusterRoles, "clusterrolebindings": upstream.ClusterRoleBindings} {
+		list, err := rbacResource(t, reg, resource).List(ctx, "v1", "", registry.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != len(want) {
+			t.Errorf("%s: %d, want %d", resource, len(list.Items), len(want))
+		}
+		for _, w := range want {
+			name := w["name"].(string)
+			obj, err := rbacResource(t, reg, resource).Get(ctx, "v1", "", name, metav1.GetOptions{})
+			if err != nil {
+				t.Errorf("%s %s: %v", resource, name, err)
+				continue
+			}
+			got := map[string]any{"name": name, "labels": obj.Object["metadata"].(map[string]any)["labels"],
+				"annotations": obj.Object["metadata"].(map[string]any)["annotations"]}
+			for _, f := range []string{"rules", "roleRef", "subjects"} {
+				if _, ok := w[f]; ok {
+					got[f] = obj.Object[f]
+				}
+			}
+			// Through JSON, as the file was read.
+			b, _ := json.Marshal(got)
+			var g map[string]any
+			json.Unmarshal(b, &g)
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("%s %s:\n got  %s\n want %v", resource, name, b, w)
+			}
+		}
+	}
+}
+
+// Each start gives the default roles and bindings back what they lack,
+// as upstream's reconciliation does: a rule or subject removed comes
+// back (one a user added stays); a deleted one is made again; a binding
+// whose roleRef was changed (deleted and made anew) is made again with
+// upstream's; one annotated rbac.authorization.kubernetes.io/autoupdate
+// "false" is left as it is.
+func TestDefaultPolicyReconciled(t *testing.T) {
+	reg := newRegistry(t, memoryStore(t), nil)
+	ctx := context.Background()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	roles, bindings := rbacResource(t, reg, "clusterroles"), rbacResource(t, reg, "clusterrolebindings")
+	get := func(r *registry.Resource, name string) *unstructured.Unstructured {
+		t.Helper()
+		obj, err := r.Get(ctx, "v1", "", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return obj
+	}
+	update := func(r *registry.Resource, obj *unstructured.Unstructured) {
+		t.Helper()
+		if _, err := r.Update(ctx, "v1", "", obj.GetName(), obj, registry.WriteOptions{FieldManager: "test"}); err != nil {
+			t.Fatalf("%s: %v", obj.GetName(), err)
+		}
+	}
+	want := map[string]any{}
+	for _, name := range []string{"system:basic-user", "system:discovery"} {
+		want[name] = get(roles, name).Object["rules"]
+	}
+	// A rule removed, a rule added, a protected role emptied.
+	basic := get(roles, "system:basic-user")
+	basic.Object["rules"] = basic.Object["rules"].([]any)[1:]
+	update(roles, basic)
+	disc := get(roles, "system:discovery")
+	extra := map[string]any{"verbs": []any{"get"}, "nonResourceURLs": []any{"/extra"}}
+	disc.Object["rules"] = append(disc.Object["rules"].([]any), extra)
+	update(roles, disc)
+	viewer := get(roles, "system:public-info-viewer")
+	viewer.SetAnnotations(map[string]string{"rbac.authorization.kubernetes.io/autoupdate": "false"})
+	viewer.Object["rules"] = []any{map[string]any{"verbs": []any{"get"}, "nonResourceURLs": []any{"/version"}}}
+	update(roles, viewer)
+	// A subject replaced; a binding deleted; a roleRef changed.
+	bu := get(bindings, "system:basic-user")
+	bu.Object["subjects"] = []any{map[string]any{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "team"}}
+	update(bindings, bu)
+	if _, _, err := bindings.Delete(ctx, "v1", "", "system:monitoring", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dd := get(bindings, "system:discovery")
+	if _, _, err := bindings.Delete(ctx, "v1", "", "system:discovery", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dd.Object["roleRef"] = map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}
+	dd.SetResourceVersion("")
+	dd.SetUID("")
+	if _, err := bindings.Create(ctx, "v1", "", dd, registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	basicRules := get(roles, "system:basic-user").Object["rules"].([]any)
+	if len(basicRules) != 2 || !reflect.DeepEqual([]any{basicRules[1], basicRules[0]}, want["system:basic-user"]) {
+		t.Errorf("system:basic-user: %v, want the rule removed after the other", basicRules)
+	}
+	if got := get(roles, "system:discovery").Object["rules"]; !reflect.DeepEqual(got, append(want["system:discovery"].([]any), extra)) {
+		t.Errorf("system:discovery: %v, want its rule and the one added", got)
+	}
+	if got := get(roles, "system:public-info-viewer").Object["rules"]; len(got.([]any)) != 1 {
+		t.Errorf("system:public-info-viewer (autoupdate false): %v, want it left as it was", got)
+	}
+	if got := get(bindings, "system:basic-user").Object["subjects"].([]any); len(got) != 2 || got[0].(map[string]any)["name"] != "team" ||
+		got[1].(map[string]any)["name"] != "system:authenticated" {
+		t.Errorf("system:basic-user binding: %v, want team and system:authenticated", got)
+	}
+	get(bindings, "system:monitoring")
+	if ref := get(bindings, "system:discovery").Object["roleRef"].(map[string]any); ref["name"] != "system:discovery" {
+		t.Errorf("system:discovery binding: roleRef %v, want upstream's", ref)
+	}
+	// A start with nothing to give back writes nothing.
+	before := get(roles, "system:discovery").GetResourceVersion()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	if after := get(roles, "system:discovery").GetResourceVersion(); after != before {
+		t.Errorf("system:discovery written again: resourceVersion %s, was %s", after, before)
+	}
+}
+
+// A grant written through another server (another registry on the same
+// store, as two kplanes on one etcd) applies to the next request: before
+// RBAC refuses, it catches up with every write the store acknowledged.
+func TestRBACCatchesUpWithAnotherServersWrites(t *testing.T) {
+	kvs := memoryStore(t)
+	authz := &core.RBAC{}
+	newRegistry(t, kvs, authz)
+	there := newRegistry(t, kvs, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := core.Bootstrap(ctx, there); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- authz.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-authz.Synced()
+
+	user := registry.User{Name: "alice", Groups: []string{"system:authenticated"}}
+	for i := range 20 {
+		name := "r" + string(rune('a'+i))
+		attrs := registry.Attributes{User: user, Verb: "get", ResourceRequest: true, Resource: "configmaps", Namespace: "default", Name: name}
+		if allowed, _ := authz.Authorize(ctx, attrs); allowed {
+			t.Fatalf("%s: allowed before the grant", name)
+		}
+		role := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get"}, "resourceNames": []any{name}}}}}
+		binding := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}}}}
+		if _, err := rbacResource(t, there, "roles").Create(ctx, "v1", "default", role, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rbacResource(t, there, "rolebindings").Create(ctx, "v1", "default", binding, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if allowed, reason := authz.Authorize(ctx, attrs); !allowed {
+			t.Fatalf("%s: refused right after the grant was written: %q", name, reason)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// tokenKubeconfig writes a kubeconfig that holds token alone, for
+// namespace ns, and returns its path.
+func tokenKubeconfig(t *testing.T, s *server, token, ns string) string {
+	t.Helper()
+	admin := s.config()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["kplane"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	c.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	c.Contexts["sa"] = &clientcmdapi.Context{Cluster: "kplane", AuthInfo: "sa", Namespace: ns}
+	c.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*c, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// With --authorization-mode=RBAC, a service account may do what its
+// roles allow and nothing else, as on a real cluster, through kubectl,
+// client-go and controller-runtime:
+//   - refused (403, upstream's words) until a Role is bound to it; the
+//     binding applies to the very next request, with no wait;
+//   - kubectl auth can-i answers by the same rules;
+//   - a controller-runtime manager with the account's token syncs its
+//     cache and reads, and is refused the writes its role lacks;
+//   - it cannot bind a role with more than it holds;
+//   - /metrics takes a binding to system:monitoring, as upstream's;
+//   - all of it holds across a restart.
+func TestRBACAuthorization(t *testing.T) {
+	s := startServer(t, "--authorization-mode", "RBAC")
+	ctx := context.Background()
+	s.mustKubectl(t, "create", "namespace", "team")
+	s.mustKubectl(t, "-n", "team", "create", "serviceaccount", "operator")
+	s.mustKubectl(t, "-n", "team", "create", "configmap", "settings", "--from-literal=mode=fast")
+	token := strings.TrimSpace(s.mustKubectl(t, "-n", "team", "create", "token", "operator", "--duration", "1h"))
+	kubeconfig := tokenKubeconfig(t, s, token, "team")
+	asOperator := func(args ...string) (string, string, error) {
+		return s.kubectl(append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}
+
+	_, errOut, err := asOperator("get", "configmaps")
+	if want := `Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:team:operator" cannot list resource "configmaps" in API group "" in the namespace "team"`; err == nil || !strings.Contains(errOut, want) {
+		t.Fatalf("before any role: %v %q, want %q", err, errOut, want)
+	}
+	if out, _, err := asOperator("auth", "can-i", "list", "configmaps"); err == nil || strings.TrimSpace(out) != "no" {
+		t.Errorf("can-i before any role: %q, %v", out, err)
+	}
+
+	s.mustKubectl(t, "-n", "team", "create", "role", "reader", "--verb=get,list,watch", "--resource=configmaps")
+	s.mustKubectl(t, "-n", "team", "create", "rolebinding", "operator-reads", "--role=reader", "--serviceaccount=team:operator")
+	// No wait: an acknowledged binding applies to the next request.
+	if out, errOut, err := asOperator("get", "configmaps", "-o", "name"); err != nil || out != "configmap/settings\n" {
+		t.Fatalf("after the binding: %q %v %s", out, err, errOut)
+	}
+	if out, _, err := asOperator("auth", "can-i", "list", "configmaps"); err != nil || strings.TrimSpace(out) != "yes" {
+		t.Errorf("can-i after the binding: %q, %v", out, err)
+	}
+	if out, _, _ := asOperator("auth", "can-i", "--list"); !strings.Contains(out, "configmaps") || !strings.Contains(out, "selfsubjectaccessreviews.authorization.k8s.io") {
+		t.Errorf("can-i --list:\n%s", out)
+	}
+	if _, errOut, err := asOperator("create", "configmap", "other"); err == nil || !strings.Contains(errOut, `cannot create resource "configmaps"`) {
+		t.Errorf("a create its role lacks: %v %s", err, errOut)
+	}
+	if _, errOut, err := asOperator("get", "configmaps", "-n", "default"); err == nil || !strings.Contains(errOut, `in the namespace "default"`) {
+		t.Errorf("another namespace: %v %s", err, errOut)
+	}
+
+	// controller-runtime, with the account's kubeconfig and a cache of
+	// its namespace.
+	mgr := startManager(t, &server{t: t, kubeconfig: kubeconfig}, ctrl.Options{
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{"team": {}}},
+	}, nil)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache not synced")
+	}
+	var cm corev1.ConfigMap
+	if err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: "team", Name: "settings"}, &cm); err != nil || cm.Data["mode"] != "fast" {
+		t.Fatalf("cached read: %v %v", err, cm.Data)
+	}
+	err = mgr.GetClient().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "made"}})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a create its role lacks: %v, want Forbidden", err)
+	}
+
+	// May write bindings, not grant what it does not hold.
+	s.mustKubectl(t, "-n", "team", "create", "role", "binder", "--verb=create,get", "--resource=rolebindings.rbac.authorization.k8s.io")
+	s.mustKubectl(t, "-n", "team", "create", "rolebinding", "operator-binds", "--role=binder", "--serviceaccount=team:operator")
+	if _, errOut, err := asOperator("create", "rolebinding", "grab", "--clusterrole=cluster-admin", "--user=eve"); err == nil ||
+		!strings.Contains(errOut, "is attempting to grant RBAC permissions not currently held") {
+		t.Errorf("binding cluster-admin: %v %s", err, errOut)
+	}
+	if out, errOut, err := asOperator("create", "rolebinding", "share", "--role=reader", "--user=eve"); err != nil {
+		t.Errorf("binding a role it holds: %v %s%s", err, out, errOut)
+	}
+
+	// /metrics, as a scraper's account.
+	if _, errOut, err := asOperator("get", "--raw", "/metrics"); err == nil || !strings.Contains(errOut, "Forbidden") {
+		t.Errorf("/metrics without system:monitoring: %v %s", err, errOut)
+	}
+	s.mustKubectl(t, "create", "clusterrolebinding", "operator-monitors", "--clusterrole=system:monitoring", "--serviceaccount=team:operator")
+	if out, errOut, err := asOperator("get", "--raw", "/metrics"); err != nil || !strings.Contains(out, "apiserver_request_total") {
+		t.Errorf("/metrics with system:monitoring: %v %s", err, errOut)
+	}
+
+	s.restart()
+	if out, errOut, err := asOperator("get", "configmap", "settings", "-o", "name"); err != nil || out != "configmap/settings\n" {
+		t.Errorf("after a restart: %q %v %s", out, err, errOut)
+	}
+	if _, errOut, err := asOperator("delete", "configmap", "settings"); err == nil || !strings.Contains(errOut, "Forbidden") {
+		t.Errorf("a delete after a restart: %v %s", err, errOut)
+	}
+	// The admin's certificate (system:masters) may do everything.
+	s.mustKubectl(t, "-n", "team", "delete", "configmap", "settings")
+}
