@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("crd-controller", crds.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
+	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
 	var authorizer registry.Authorizer
 	rbacSynced := closedChan
 	if authz != nil {

@@ -19,7 +19,8 @@ import (
 // The default roles and bindings kplane keeps, as kube-apiserver's
 // bootstrap policy keeps its own (the ones a control plane without nodes,
 // scheduler or controller-manager needs): the admin role and its binding
-// to system:masters; what every authenticated client may do (discovery,
+// to system:masters; the user-facing roles admin, edit and view, and the
+// rules that aggregate into them; what every authenticated client may do (discovery,
 // the self reviews) and what anyone may (health and version); what an
 // authenticating proxy (system:auth-delegator), a monitoring system and
 // service accounts (the issuer's keys, cluster trust bundles, which kplane
@@ -66,8 +67,75 @@ func defaultClusterRoles() []rbacv1.ClusterRole {
 			"/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"}}),
 		role("system:cluster-trust-bundle-discovery", rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch"},
 			APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}}),
+		// The user-facing roles: their rules are those of the roles
+		// labeled to aggregate into them (RoleAggregation), each
+		// aggregating into the next (view into edit into admin).
+		aggregated("admin", ""),
+		aggregated("edit", "admin"),
+		aggregated("view", "edit"),
+		aggregateTo("admin",
+			rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"localsubjectaccessreviews"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings", "roles"}, Verbs: []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}},
+		),
+		aggregateTo("edit",
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "jobs"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"extensions"}, Resources: []string{"daemonsets", "deployments", "deployments/rollback", "deployments/scale", "ingresses", "networkpolicies", "replicasets", "replicasets/scale", "replicationcontrollers/scale"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "networkpolicies"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+			rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims", "resourceclaimtemplates"}, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}},
+		),
+		aggregateTo("view",
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services", "services/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"bindings", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers", "horizontalpodautoscalers/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "cronjobs/status", "jobs", "jobs/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"extensions"}, Resources: []string{"daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "ingresses", "ingresses/status", "networkpolicies", "replicasets", "replicasets/scale", "replicasets/status", "replicationcontrollers/scale"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets", "poddisruptionbudgets/status"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "ingresses/status", "networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims", "resourceclaims/status", "resourceclaimtemplates"}, Verbs: []string{"get", "list", "watch"}},
+		),
 	}
 }
+
+// aggregated is the user-facing role name, whose rules are gathered from
+// the roles labeled aggregate-to-<name>, and which aggregates into role
+// into (if set).
+func aggregated(name, into string) rbacv1.ClusterRole {
+	r := rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, AggregationRule: &rbacv1.AggregationRule{
+		ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{aggregateLabel + name: "true"}}},
+	}}
+	if into != "" {
+		r.Labels = map[string]string{aggregateLabel + into: "true"}
+	}
+	return r
+}
+
+// aggregateTo is the default role system:aggregate-to-<into>, whose rules
+// aggregate into role into.
+func aggregateTo(into string, rules ...rbacv1.PolicyRule) rbacv1.ClusterRole {
+	return rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "system:aggregate-to-" + into, Labels: map[string]string{aggregateLabel + into: "true"}},
+		Rules:      rules,
+	}
+}
+
+// aggregateLabel, followed by a role's name, labels the roles whose rules
+// aggregate into it.
+const aggregateLabel = "rbac.authorization.k8s.io/aggregate-to-"
 
 func defaultClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	group := func(name string) rbacv1.Subject {
@@ -102,7 +170,15 @@ func policyObjects() (resources []string, objs []*unstructured.Unstructured, err
 		u := &unstructured.Unstructured{Object: m}
 		u.SetAPIVersion(rbacv1.SchemeGroupVersion.String())
 		u.SetKind(kind)
-		u.SetLabels(map[string]string{bootstrapLabel: "rbac-defaults"})
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[bootstrapLabel] = "rbac-defaults"
+		u.SetLabels(labels)
+		if u.Object["rules"] == nil {
+			delete(u.Object, "rules") // an aggregated role's, written by RoleAggregation
+		}
 		u.SetAnnotations(map[string]string{autoupdateAnnotaion: "true"})
 		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 		resources, objs = append(resources, resource), append(objs, u)
@@ -152,19 +228,41 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want *unstruct
 		}
 		list = "subjects"
 	}
-	items, _ := next.Object[list].([]any)
-	for _, w := range want.Object[list].([]any) {
-		if !slices.ContainsFunc(items, func(x any) bool { return reflect.DeepEqual(x, w) }) {
-			items = append(items, w)
+	next.Object[list] = union(next.Object[list], want.Object[list])
+	if wantRule, ok := want.Object["aggregationRule"].(map[string]any); ok {
+		haveRule, _ := next.Object["aggregationRule"].(map[string]any)
+		if haveRule == nil {
+			haveRule = map[string]any{}
 		}
+		haveRule["clusterRoleSelectors"] = union(haveRule["clusterRoleSelectors"], wantRule["clusterRoleSelectors"])
+		next.Object["aggregationRule"] = haveRule
 	}
-	next.Object[list] = items
+	if next.Object[list] == nil {
+		delete(next.Object, list)
+	}
 	if reflect.DeepEqual(next.Object, have.Object) {
 		return nil
 	}
 	_, err = res.Update(ctx, "v1", "", next.GetName(), next, opts)
 	return err
 }
+
+// union returns the list have with the items of want it lacks, after
+// them; nil if both are empty.
+func union(have, want any) any {
+	items, _ := have.([]any)
+	for _, w := range asList(want) {
+		if !slices.ContainsFunc(items, func(x any) bool { return reflect.DeepEqual(x, w) }) {
+			items = append(items, w)
+		}
+	}
+	if items == nil {
+		return nil
+	}
+	return items
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
 
 // mergeStrings returns have with the entries of want it lacks.
 func mergeStrings(want, have map[string]string) map[string]string {

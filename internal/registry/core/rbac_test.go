@@ -3,9 +3,12 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -96,7 +99,7 @@ func TestDefaultPolicyAsKubeAPIServer(t *testing.T) {
 			}
 			got := map[string]any{"name": name, "labels": obj.Object["metadata"].(map[string]any)["labels"],
 				"annotations": obj.Object["metadata"].(map[string]any)["annotations"]}
-			for _, f := range []string{"rules", "roleRef", "subjects"} {
+			for _, f := range []string{"rules", "aggregationRule", "roleRef", "subjects"} {
 				if _, ok := w[f]; ok {
 					got[f] = obj.Object[f]
 				}
@@ -246,4 +249,104 @@ func TestRBACCatchesUpWithAnotherServersWrites(t *testing.T) {
 			t.Fatalf("%s: refused right after the grant was written: %q", name, reason)
 		}
 	}
+}
+
+// ClusterRoles are aggregated as kube-controller-manager v1.37.2's
+// clusterrole-aggregation controller aggregates them
+// (testdata/aggregation-kube-controller-manager-v1.37.2.json): admin,
+// edit and view gather the default aggregate-to roles and those a user
+// adds, each aggregating into the next; a role's selectors (labels and
+// expressions) gather in name order, the role itself left out, each rule
+// once; the rules are the controller's, by a forced apply; a role
+// deleted takes its rules out.
+func TestRoleAggregationAsKubeControllerManager(t *testing.T) {
+	data, err := os.ReadFile("testdata/aggregation-kube-controller-manager-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream struct {
+		Create                   []map[string]any
+		Deleted                  []string
+		AfterCreate, AfterDelete []map[string]any
+	}
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegistry(t, memoryStore(t), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- (&core.RoleAggregation{Registry: reg}).Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	roles := rbacResource(t, reg, "clusterroles")
+	for _, obj := range upstream.Create {
+		if _, err := roles.Create(ctx, "v1", "", &unstructured.Unstructured{Object: obj}, registry.WriteOptions{FieldManager: "kubectl"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// aggregated reports whether each role of want has its rules (and,
+	// if want lists them, the controller's managedFields entries).
+	aggregated := func(want []map[string]any) (bool, string) {
+		for _, w := range want {
+			obj, err := roles.Get(ctx, "v1", "", w["name"].(string), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := map[string]any{"name": obj.GetName(), "rules": obj.Object["rules"]}
+			if m, ok := w["managers"]; ok {
+				got["managers"] = m // held to below
+			}
+			if ms, ok := w["managers"].([]any); ok {
+				// "manager:operation:fieldsV1", the fields as JSON.
+				var managers, want []any
+				for _, m := range obj.GetManagedFields() {
+					if m.Manager == "clusterrole-aggregation-controller" {
+						var fields any
+						json.Unmarshal(m.FieldsV1.Raw, &fields)
+						managers = append(managers, []any{m.Manager, string(m.Operation), fields})
+					}
+				}
+				for _, m := range ms {
+					parts := strings.SplitN(m.(string), ":", 3)
+					var fields any
+					json.Unmarshal([]byte(parts[2]), &fields)
+					want = append(want, []any{parts[0], parts[1], fields})
+				}
+				if !reflect.DeepEqual(managers, want) {
+					return false, fmt.Sprintf("%s: managedFields %v, want %v", w["name"], managers, want)
+				}
+			}
+			b, _ := json.Marshal(got)
+			var g map[string]any
+			json.Unmarshal(b, &g)
+			if !reflect.DeepEqual(g, w) {
+				return false, fmt.Sprintf("%s:\n got  %s\n want %v", w["name"], b, w)
+			}
+		}
+		return true, ""
+	}
+	waitFor := func(what string, want []map[string]any) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok, diff := aggregated(want)
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", what, diff)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("after the creates", upstream.AfterCreate)
+	for _, name := range upstream.Deleted {
+		if _, _, err := roles.Delete(ctx, "v1", "", name, metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("after the deletes", upstream.AfterDelete)
 }

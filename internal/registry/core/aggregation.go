@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// RoleAggregation keeps the rules of every ClusterRole with an
+// aggregationRule, as kube-controller-manager's clusterrole-aggregation
+// controller keeps them: the rules of the other ClusterRoles its
+// selectors match (each selector's in name order), without repeats. So
+// the default roles admin, edit and view grow with the
+// aggregate-to-admin, -edit and -view roles an operator installs for its
+// custom resources. The rules are written by server-side apply, forced,
+// as field manager clusterrole-aggregation-controller, as upstream's.
+type RoleAggregation struct {
+	Registry *registry.Registry
+	Logger   *slog.Logger
+	// Retry is how long a failed watch waits before it starts again.
+	// Default 1 s.
+	Retry time.Duration
+}
+
+// aggregationManager is the field manager of the aggregated rules.
+const aggregationManager = "clusterrole-aggregation-controller"
+
+// Run works until ctx ends.
+func (c *RoleAggregation) Run(ctx context.Context) error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	retry := c.Retry
+	if retry == 0 {
+		retry = time.Second
+	}
+	roles, ok := rbacResource(c.Registry, "clusterroles")
+	if !ok {
+		<-ctx.Done()
+		return nil
+	}
+	for ctx.Err() == nil {
+		if err := c.follow(ctx, roles); err != nil && ctx.Err() == nil {
+			c.Logger.Warn("clusterrole aggregation: watch", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(retry):
+			}
+		}
+	}
+	return nil
+}
+
+// follow watches the ClusterRoles, from their initial state, until the
+// watch ends: once the initial state is in, and after every change, each
+// aggregated role is brought up to date.
+func (c *RoleAggregation) follow(ctx context.Context, roles *registry.Resource) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := registry.ListOptions{}
+	opts.SendInitialEvents, opts.AllowBookmarks = true, true
+	opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	w, err := roles.Watch(wctx, "v1", "", opts)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	held := map[string]*rbacv1.ClusterRole{}
+	synced := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return watchEnded(ev)
+			}
+			u, isObj := ev.Object.(runtime.Unstructured)
+			if !isObj {
+				continue
+			}
+			switch ev.Type {
+			case watch.Bookmark:
+				if m, ok := ev.Object.(metav1.Object); ok && m.GetAnnotations()[storage.InitialEventsEndAnnotation] == "true" {
+					synced = true
+				}
+			case watch.Added, watch.Modified, watch.Deleted:
+				// The object may be shared with other watchers: the
+				// typed copy is ours.
+				role := new(rbacv1.ClusterRole)
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), role); err != nil {
+					c.Logger.Warn("clusterrole aggregation: reading a role", "err", err)
+					continue
+				}
+				if ev.Type == watch.Deleted {
+					delete(held, role.Name)
+				} else {
+					held[role.Name] = role
+				}
+			default:
+				continue
+			}
+			if synced {
+				c.aggregateAll(ctx, roles, held)
+			}
+		}
+	}
+}
+
+// aggregateAll writes the rules of each aggregated role in held whose
+// rules are not what its selectors gather.
+func (c *RoleAggregation) aggregateAll(ctx context.Context, roles *registry.Resource, held map[string]*rbacv1.ClusterRole) {
+	names := slices.Sorted(maps.Keys(held))
+	for _, name := range names {
+		role := held[name]
+		if role.AggregationRule == nil {
+			continue
+		}
+		rules, err := aggregatedRules(role, names, held)
+		if err != nil {
+			c.Logger.Warn("clusterrole aggregation: a selector", "clusterRole", name, "err", err)
+			continue
+		}
+		if apiequality.Semantic.DeepEqual(rules, role.Rules) {
+			continue
+		}
+		if err := c.apply(ctx, roles, name, rules); err != nil {
+			c.Logger.Warn("clusterrole aggregation: writing the rules", "clusterRole", name, "err", err)
+		}
+	}
+}
+
+// aggregatedRules gathers the rules of the roles role's selectors match,
+// each selector's matches in name order (names is held's, sorted), the
+// role itself left out, each rule once.
+func aggregatedRules(role *rbacv1.ClusterRole, names []string, held map[string]*rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
+	rules := []rbacv1.PolicyRule{}
+	for i := range role.AggregationRule.ClusterRoleSelectors {
+		sel, err := metav1.LabelSelectorAsSelector(&role.AggregationRule.ClusterRoleSelectors[i])
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			other := held[name]
+			if name == role.Name || !sel.Matches(labels.Set(other.Labels)) {
+				continue
+			}
+			for _, r := range other.Rules {
+				if !slices.ContainsFunc(rules, func(x rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(x, r) }) {
+					rules = append(rules, r)
+				}
+			}
+		}
+	}
+	return rules, nil
+}
+
+// apply writes role name's rules by a forced server-side apply, unless
+// the role is gone (an apply would make it again; its delete event
+// follows).
+func (c *RoleAggregation) apply(ctx context.Context, roles *registry.Resource, name string, rules []rbacv1.PolicyRule) error {
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": rbacv1.SchemeGroupVersion.String(), "kind": "ClusterRole",
+		"metadata": map[string]any{"name": name},
+		"rules":    rules,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := roles.Get(ctx, "v1", "", name, metav1.GetOptions{}); err != nil {
+		return nil // gone; its delete event follows
+	}
+	_, _, err = roles.Patch(ctx, "v1", "", name, body, registry.PatchOptions{
+		WriteOptions: registry.WriteOptions{FieldManager: aggregationManager},
+		Type:         types.ApplyYAMLPatchType, Force: true,
+	})
+	return err
+}
