@@ -305,7 +305,7 @@ func TestRoleAggregationAsKubeControllerManager(t *testing.T) {
 				for _, m := range obj.GetManagedFields() {
 					if m.Manager == "clusterrole-aggregation-controller" {
 						var fields any
-						json.Unmarshal(m.FieldsV1.Raw, &fields)
+						json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields)
 						managers = append(managers, []any{m.Manager, string(m.Operation), fields})
 					}
 				}
