@@ -45,8 +45,11 @@ var builtInObjects = []struct{ path, body string }{
 		"spec":{"holderIdentity":"pod-1","leaseDurationSeconds":15,"acquireTime":"2026-11-26T01:00:00.000000Z","renewTime":"2026-11-26T01:02:03.999999Z","leaseTransitions":2147483647}}`},
 	{"/apis/rbac.authorization.k8s.io/v1/namespaces/pb/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"},
 		"rules":[{"apiGroups":[""],"resources":["configmaps","secrets"],"verbs":["get","list"],"resourceNames":["cm"]},{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}`},
+	// An aggregated role's rules are its controller's (none match here):
+	// the URLs are another role's.
 	{"/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"pb-agg"},
-		"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg":"yes"},"matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]},{"key":"x","operator":"Exists"}]}]},
+		"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg":"yes"},"matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]},{"key":"x","operator":"Exists"}]}]}}`},
+	{"/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"pb-urls"},
 		"rules":[{"nonResourceURLs":["/healthz","/version"],"verbs":["get"]}]}`},
 	{"/apis/rbac.authorization.k8s.io/v1/namespaces/pb/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"rb"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"r"},

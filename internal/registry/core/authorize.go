@@ -60,6 +60,64 @@ type rbacState struct {
 	roles           map[string][]rbacv1.PolicyRule
 	clusterBindings []*rbacv1.ClusterRoleBinding
 	bindings        map[string][]*rbacv1.RoleBinding // by namespace
+	// Who each binding names, so that a request visits only the
+	// bindings of its user: of clusterBindings, and of each namespace's.
+	clusterIndex bindingIndex
+	indexes      map[string]bindingIndex
+}
+
+// subjectKey is whom a binding's subject names: a user (a ServiceAccount
+// by its user name) or a group.
+type subjectKey struct {
+	group bool
+	name  string
+}
+
+// bindingIndex holds, for each subject, the positions (ascending) in a
+// list of bindings of those that name it.
+type bindingIndex map[subjectKey][]int
+
+// indexBindings indexes the n bindings whose subjects are subjects(i), in
+// namespace ns (a ServiceAccount subject without one is of ns).
+func indexBindings(n int, subjects func(i int) []rbacv1.Subject, ns string) bindingIndex {
+	idx := bindingIndex{}
+	for i := range n {
+		for _, s := range subjects(i) {
+			var k subjectKey
+			switch s.Kind {
+			case rbacv1.UserKind:
+				k = subjectKey{name: s.Name}
+			case rbacv1.GroupKind:
+				k = subjectKey{group: true, name: s.Name}
+			case rbacv1.ServiceAccountKind:
+				saNS := ns
+				if s.Namespace != "" {
+					saNS = s.Namespace
+				}
+				if saNS == "" {
+					continue
+				}
+				k = subjectKey{name: serviceAccountUser(saNS, s.Name)}
+			default:
+				continue
+			}
+			if l := idx[k]; len(l) == 0 || l[len(l)-1] != i {
+				idx[k] = append(l, i)
+			}
+		}
+	}
+	return idx
+}
+
+// candidates appends to buf the positions, ascending, of the bindings
+// that name user or one of its groups.
+func (idx bindingIndex) candidates(user registry.User, buf []int) []int {
+	out := append(buf, idx[subjectKey{name: user.Name}]...)
+	for _, g := range user.Groups {
+		out = append(out, idx[subjectKey{group: true, name: g}]...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // privilegedGroup may do everything, bound or not.
@@ -123,7 +181,8 @@ func (a *RBAC) follow(ctx context.Context, res []*registry.Resource) error {
 		}
 		wg.Wait()
 	}()
-	state := rbacState{clusterRoles: map[string][]rbacv1.PolicyRule{}, roles: map[string][]rbacv1.PolicyRule{}, bindings: map[string][]*rbacv1.RoleBinding{}}
+	state := rbacState{clusterRoles: map[string][]rbacv1.PolicyRule{}, roles: map[string][]rbacv1.PolicyRule{},
+		bindings: map[string][]*rbacv1.RoleBinding{}, indexes: map[string]bindingIndex{}}
 	seen := make([]int64, len(res))
 	for i, r := range res {
 		list, err := r.List(ctx, "v1", "", registry.ListOptions{})
@@ -328,14 +387,19 @@ func (s *rbacState) apply(resource string, t watch.EventType, obj map[string]any
 			return err
 		}
 		s.clusterBindings = replaceBinding(s.clusterBindings, b, deleted, func(b *rbacv1.ClusterRoleBinding) string { return b.Name })
+		s.clusterIndex = indexBindings(len(s.clusterBindings), func(i int) []rbacv1.Subject { return s.clusterBindings[i].Subjects }, "")
 	case "rolebindings":
 		b := new(rbacv1.RoleBinding)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, b); err != nil {
 			return err
 		}
-		s.bindings[b.Namespace] = replaceBinding(s.bindings[b.Namespace], b, deleted, func(b *rbacv1.RoleBinding) string { return b.Name })
-		if len(s.bindings[b.Namespace]) == 0 {
+		list := replaceBinding(s.bindings[b.Namespace], b, deleted, func(b *rbacv1.RoleBinding) string { return b.Name })
+		if len(list) == 0 {
 			delete(s.bindings, b.Namespace)
+			delete(s.indexes, b.Namespace)
+		} else {
+			s.bindings[b.Namespace] = list
+			s.indexes[b.Namespace] = indexBindings(len(list), func(i int) []rbacv1.Subject { return list[i].Subjects }, b.Namespace)
 		}
 	}
 	return nil
@@ -360,9 +424,20 @@ func replaceBinding[B any](list []*B, b *B, deleted bool, name func(*B) string) 
 
 // Authorize allows a request if a rule bound to its user allows it. A
 // denial's reason names the bindings whose roles are missing, as
-// upstream's does; an allowance's names the binding that allowed it.
-// Until RBAC holds every role and binding, it waits.
+// upstream's does; an allowance has none (the access reviews name the
+// binding that allowed: review). Until RBAC holds every role and
+// binding, it waits.
 func (a *RBAC) Authorize(ctx context.Context, attrs registry.Attributes) (bool, string) {
+	return a.authorize(ctx, &attrs, false)
+}
+
+// review is Authorize for an access review, whose allowance's reason
+// names the binding that allowed it, as upstream's does.
+func (a *RBAC) review(ctx context.Context, attrs registry.Attributes) (bool, string) {
+	return a.authorize(ctx, &attrs, true)
+}
+
+func (a *RBAC) authorize(ctx context.Context, attrs *registry.Attributes, why bool) (bool, string) {
 	if slices.Contains(attrs.User.Groups, privilegedGroup) {
 		return true, ""
 	}
@@ -371,15 +446,17 @@ func (a *RBAC) Authorize(ctx context.Context, attrs registry.Attributes) (bool, 
 	case <-ctx.Done():
 		return false, ""
 	}
-	allowed, reason := a.decide(&attrs)
+	allowed, reason := a.decide(attrs, why)
 	if !allowed && a.catchUp(ctx) {
-		allowed, reason = a.decide(&attrs)
+		allowed, reason = a.decide(attrs, why)
 	}
 	return allowed, reason
 }
 
-// decide is Authorize's answer from what RBAC holds now.
-func (a *RBAC) decide(attrs *registry.Attributes) (bool, string) {
+// decide is authorize's answer from what RBAC holds now; with why, an
+// allowance names the binding that allowed it.
+func (a *RBAC) decide(attrs *registry.Attributes, why bool) (bool, string) {
+	allowed := false
 	var reason string
 	var errs []error
 	a.visitRules(attrs.User, attrs.Namespace, func(source func() string, rule *rbacv1.PolicyRule, err error) bool {
@@ -388,12 +465,15 @@ func (a *RBAC) decide(attrs *registry.Attributes) (bool, string) {
 			return true
 		}
 		if ruleAllows(attrs, rule) {
-			reason = "RBAC: allowed by " + source()
+			allowed = true
+			if why {
+				reason = "RBAC: allowed by " + source()
+			}
 			return false
 		}
 		return true
 	})
-	if reason != "" {
+	if allowed {
 		return true, reason
 	}
 	if len(errs) == 0 {
@@ -423,14 +503,18 @@ func (a *RBAC) RulesFor(user registry.User, ns string) ([]rbacv1.PolicyRule, []e
 
 // visitRules calls visit with each rule bound to user: the
 // ClusterRoleBindings' first, then, if ns is set, the RoleBindings' of
-// ns, each binding's in its role's order, until visit returns false. A
+// ns (each in name order, only those the indexes say name the user or
+// one of its groups), each binding's in its role's order, until visit
+// returns false. A
 // binding whose role is missing is visited as an error. source describes
 // the binding that grants a rule, as upstream's reasons do.
 func (a *RBAC) visitRules(user registry.User, ns string, visit func(source func() string, rule *rbacv1.PolicyRule, err error) bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	s := &a.state
-	for _, b := range s.clusterBindings {
+	var buf [16]int
+	for _, p := range s.clusterIndex.candidates(user, buf[:0]) {
+		b := s.clusterBindings[p]
 		i := subjectIndex(user, b.Subjects, "")
 		if i < 0 {
 			continue
@@ -454,7 +538,8 @@ func (a *RBAC) visitRules(user registry.User, ns string, visit func(source func(
 	if ns == "" {
 		return
 	}
-	for _, b := range s.bindings[ns] {
+	for _, p := range s.indexes[ns].candidates(user, buf[:0]) {
+		b := s.bindings[ns][p]
 		i := subjectIndex(user, b.Subjects, ns)
 		if i < 0 {
 			continue
@@ -515,12 +600,20 @@ func subjectIndex(user registry.User, subjects []rbacv1.Subject, ns string) int 
 			if s.Namespace != "" {
 				saNS = s.Namespace
 			}
-			if saNS != "" && user.Name == serviceAccountUser(saNS, s.Name) {
+			if saNS != "" && isServiceAccount(user.Name, saNS, s.Name) {
 				return i
 			}
 		}
 	}
 	return -1
+}
+
+// isServiceAccount reports whether user is the name of ServiceAccount
+// ns/name (serviceAccountUser's, without building it).
+func isServiceAccount(user, ns, name string) bool {
+	const prefix = "system:serviceaccount:"
+	return len(user) == len(prefix)+len(ns)+1+len(name) && strings.HasPrefix(user, prefix) &&
+		user[len(prefix):len(prefix)+len(ns)] == ns && user[len(prefix)+len(ns)] == ':' && user[len(prefix)+len(ns)+1:] == name
 }
 
 // describeSubject names a binding's subject in a reason.

@@ -95,7 +95,7 @@ func accessReview(authz *RBAC, subject, local bool) func(context.Context, string
 		status := map[string]any{}
 		switch {
 		case authz != nil:
-			allowed, reason := authz.Authorize(ctx, reviewAttributes(user, &spec))
+			allowed, reason := authz.review(ctx, reviewAttributes(user, &spec))
 			status["allowed"] = allowed
 			if reason != "" {
 				status["reason"] = reason
