@@ -214,6 +214,22 @@ func (r *Resource) List(ctx context.Context, version, ns string, opts ListOption
 	return list, nil
 }
 
+// ListFromStore is List read from the store itself, not the watch
+// cache, with no options: for start-up, before the caches run (Run).
+func (r *Resource) ListFromStore(ctx context.Context, version, ns string) (*unstructured.UnstructuredList, error) {
+	k := r.Kind()
+	list, err := r.store.List(ctx, r.scope(k, ns), storage.ListOptions{})
+	if err != nil {
+		return nil, interpret(err, k.GroupResource(), "")
+	}
+	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
+	list.SetKind(k.ListKind)
+	for i := range list.Items {
+		list.Items[i] = *present(k, version, &list.Items[i])
+	}
+	return list, nil
+}
+
 // ListRecords reads the objects of ns as stored, for a caller that
 // serves their JSON as it is: no decode, no encode (but, the first time
 // a record is read under a schema with defaults, a decode to see that

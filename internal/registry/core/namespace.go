@@ -164,9 +164,13 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 	if err != nil {
 		return err
 	}
+	stored, err := storedPolicy(ctx, reg)
+	if err != nil {
+		return err
+	}
 	for i, obj := range objs {
 		if res, ok := rbacResource(reg, resources[i]); ok {
-			do(func() error { return reconcilePolicy(ctx, res, obj) })
+			do(func() error { return reconcilePolicy(ctx, res, obj, stored[resources[i]][obj.GetName()]) })
 		}
 	}
 	wg.Wait()

@@ -197,17 +197,19 @@ func policyObjects() (resources []string, objs []*unstructured.Unstructured, err
 	return resources, objs, nil
 }
 
-// reconcilePolicy creates the default object want of resource res, or
-// gives the stored one what it lacks of want.
-func reconcilePolicy(ctx context.Context, res *registry.Resource, want *unstructured.Unstructured) error {
+// reconcilePolicy creates the default object want of resource res if
+// have (the stored one) is nil, or gives have what it lacks of want.
+func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *unstructured.Unstructured) error {
 	opts := registry.WriteOptions{FieldManager: "kube-apiserver"}
-	_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	have, err := res.Get(ctx, "v1", "", want.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return err
+	if have == nil {
+		_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// Made meanwhile (another kplane on the same etcd): as stored.
+		if have, err = res.Get(ctx, "v1", "", want.GetName(), metav1.GetOptions{}); err != nil {
+			return err
+		}
 	}
 	if have.GetAnnotations()[autoupdateAnnotaion] == "false" {
 		return nil
@@ -243,8 +245,31 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want *unstruct
 	if reflect.DeepEqual(next.Object, have.Object) {
 		return nil
 	}
-	_, err = res.Update(ctx, "v1", "", next.GetName(), next, opts)
+	_, err := res.Update(ctx, "v1", "", next.GetName(), next, opts)
 	return err
+}
+
+// storedPolicy returns the ClusterRoles and ClusterRoleBindings stored,
+// by resource and name: one list of each, read from the store (Bootstrap
+// runs before the watch caches).
+func storedPolicy(ctx context.Context, reg *registry.Registry) (map[string]map[string]*unstructured.Unstructured, error) {
+	stored := map[string]map[string]*unstructured.Unstructured{}
+	for _, resource := range []string{"clusterroles", "clusterrolebindings"} {
+		res, ok := rbacResource(reg, resource)
+		if !ok {
+			continue
+		}
+		list, err := res.ListFromStore(ctx, "v1", "")
+		if err != nil {
+			return nil, err
+		}
+		byName := map[string]*unstructured.Unstructured{}
+		for i := range list.Items {
+			byName[list.Items[i].GetName()] = &list.Items[i]
+		}
+		stored[resource] = byName
+	}
+	return stored, nil
 }
 
 // union returns the list have with the items of want it lacks, after
