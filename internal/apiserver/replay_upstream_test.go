@@ -120,7 +120,8 @@ func replayUpstream(t *testing.T, file string, min int) {
 
 // replayUpstreamAuthorizing is replayUpstream, with the server
 // authorizing by RBAC if rbac is set. A step whose "as" is TOKEN@n is
-// sent with that token instead of the admin's certificate.
+// sent with that token instead of the admin's certificate; its
+// "headers" ("Name:value") are added.
 func replayUpstreamAuthorizing(t *testing.T, file string, min int, rbac bool) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -129,6 +130,7 @@ func replayUpstreamAuthorizing(t *testing.T, file string, min int, rbac bool) {
 	var upstream struct {
 		Steps []struct {
 			Method, Path, ContentType, Accept, Body, As string
+			Headers                                     []string // "Name:value"
 			Code                                        int
 			Answer                                      any
 		}
@@ -142,8 +144,12 @@ func replayUpstreamAuthorizing(t *testing.T, file string, min int, rbac bool) {
 	h := newInProcessAuthorizing(t, rbac)
 	admin := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
 	const ns = "evt"
-	send := func(method, path, ctype, accept, body, token string) *httptest.ResponseRecorder {
+	send := func(method, path, ctype, accept, body, token string, headers ...string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, strings.ReplaceAll(path, "NS", ns), strings.NewReader(body))
+		for _, h := range headers {
+			name, value, _ := strings.Cut(strings.ReplaceAll(h, "NS", ns), ":")
+			r.Header.Add(name, value)
+		}
 		r.Header.Set("User-Agent", "curl/8.5.0") // upstream's answers name the manager "curl"
 		if token != "" {
 			r.Header.Set("Authorization", "Bearer "+token)
@@ -180,7 +186,7 @@ func replayUpstreamAuthorizing(t *testing.T, file string, min int, rbac bool) {
 				return tokens[n]
 			})
 		}
-		w := send(s.Method, s.Path, s.ContentType, s.Accept, subst(s.Body), subst(s.As))
+		w := send(s.Method, s.Path, s.ContentType, s.Accept, subst(s.Body), subst(s.As), s.Headers...)
 		var answer struct{ Status struct{ Token string } }
 		json.Unmarshal(w.Body.Bytes(), &answer)
 		tokens = append(tokens, answer.Status.Token)
@@ -386,4 +392,18 @@ func TestRBACAsKubeAPIServer(t *testing.T) {
 //   - a binding of a missing role to the writer is named in the refusal.
 func TestRBACEscalationAsKubeAPIServer(t *testing.T) {
 	replayUpstreamAuthorizing(t, "testdata/rbac-escalation-kube-apiserver-v1.37.2.json", 39, true)
+}
+
+// Impersonation (kubectl --as, --as-group, --as-uid) answers as
+// kube-apiserver v1.37.2's, with constrained impersonation (its
+// default) and RBAC. testdata/impersonation-kube-apiserver-v1.37.2.json
+// holds 31 requests and upstream's answers: whoami of impersonated users
+// (groups added, a ServiceAccount's groups, uid, extra keys lowercased
+// and unescaped, system:anonymous), a group or uid without a user (400),
+// requests refused as the impersonated user, and a service account
+// refused impersonation (the constrained modes' refusal first), then
+// allowed the users, groups, uids and extras its legacy impersonate
+// rules name, and refused the others.
+func TestImpersonationAsKubeAPIServer(t *testing.T) {
+	replayUpstreamAuthorizing(t, "testdata/impersonation-kube-apiserver-v1.37.2.json", 31, true)
 }

@@ -70,17 +70,18 @@ type Tokens interface {
 
 // Server serves the Kubernetes API. It is an http.Handler.
 type Server struct {
-	cfg          Config
-	started      atomic.Bool // start-up has finished: /readyz may pass
-	shuttingDown atomic.Bool // shutdown has begun: /readyz fails
-	mux          *http.ServeMux
-	stopping     context.Context // done once StopWatches is called
-	stopWatches  context.CancelFunc
-	openapi      openAPICache // the published documents, rebuilt when the kinds change
-	requests     requestMetrics
-	inflight     inflightRequests
-	watchEvents  watchEventMetrics
-	healthPaths  []string // /livez, /livez/ping, ...: for the index
+	cfg           Config
+	started       atomic.Bool // start-up has finished: /readyz may pass
+	shuttingDown  atomic.Bool // shutdown has begun: /readyz fails
+	mux           *http.ServeMux
+	stopping      context.Context // done once StopWatches is called
+	stopWatches   context.CancelFunc
+	openapi       openAPICache // the published documents, rebuilt when the kinds change
+	requests      requestMetrics
+	inflight      inflightRequests
+	watchEvents   watchEventMetrics
+	healthPaths   []string // /livez, /livez/ping, ...: for the index
+	impersonation impersonation
 }
 
 // New returns a server; its health checks fail until MarkStarted.
@@ -187,6 +188,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
+	}
+	if r = s.impersonate(w, r); r == nil {
+		return
 	}
 	if r = s.authorize(w, r); r == nil {
 		return

@@ -158,6 +158,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		return fmt.Errorf("creating the initial namespaces and the default roles: %w", err)
 	}
+	if err := (&core.RoleAggregation{Registry: reg, Logger: log}).Sync(ctx); err != nil {
+		return fmt.Errorf("aggregating the default roles: %w", err)
+	}
 
 	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
 	runCtx, stop := context.WithCancel(context.Background())

@@ -42,7 +42,8 @@ func tokenKubeconfig(t *testing.T, s *server, token, ns string) string {
 // client-go and controller-runtime:
 //   - refused (403, upstream's words) until a Role is bound to it; the
 //     binding applies to the very next request, with no wait;
-//   - kubectl auth can-i answers by the same rules;
+//   - kubectl auth can-i answers by the same rules, also for the admin
+//     impersonating the account (--as), which the account itself may not;
 //   - a controller-runtime manager with the account's token syncs its
 //     cache and reads, and is refused the writes its role lacks;
 //   - it cannot bind a role with more than it holds;
@@ -78,6 +79,24 @@ func TestRBACAuthorization(t *testing.T) {
 	}
 	if out, _, err := asOperator("auth", "can-i", "list", "configmaps"); err != nil || strings.TrimSpace(out) != "yes" {
 		t.Errorf("can-i after the binding: %q, %v", out, err)
+	}
+	// The admin asks for it by impersonation, as RBAC is usually checked.
+	for verb, want := range map[string]string{"list": "yes", "delete": "no"} {
+		out, _, _ := s.kubectl("-n", "team", "auth", "can-i", verb, "configmaps", "--as=system:serviceaccount:team:operator")
+		if strings.TrimSpace(out) != want {
+			t.Errorf("can-i %s --as the account: %q, want %s", verb, out, want)
+		}
+	}
+	if out := s.mustKubectl(t, "auth", "whoami", "--as=jane", "--as-group=devs", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); out != `jane ["devs","system:authenticated"]` {
+		t.Errorf("whoami --as jane: %q", out)
+	}
+	if _, errOut, err := s.kubectl("-n", "team", "get", "secrets", "--as=system:serviceaccount:team:operator"); err == nil ||
+		!strings.Contains(errOut, `User "system:serviceaccount:team:operator" cannot list resource "secrets"`) {
+		t.Errorf("get secrets --as the account: %v %s", err, errOut)
+	}
+	if _, errOut, err := asOperator("get", "configmaps", "--as=jane"); err == nil ||
+		!strings.Contains(errOut, `cannot impersonate-on:user-info:list resource "configmaps"`) {
+		t.Errorf("the account impersonating: %v %s", err, errOut)
 	}
 	if out, _, _ := asOperator("auth", "can-i", "--list"); !strings.Contains(out, "configmaps") || !strings.Contains(out, "selfsubjectaccessreviews.authorization.k8s.io") {
 		t.Errorf("can-i --list:\n%s", out)

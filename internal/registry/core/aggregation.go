@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -121,8 +123,74 @@ func (c *RoleAggregation) follow(ctx context.Context, roles *registry.Resource) 
 	}
 }
 
+// Sync brings every aggregated role up to date once, from the
+// ClusterRoles read from the store: for start-up, before the caches run,
+// so that the default roles admin, edit and view have their rules when
+// the server is ready rather than a moment later (Run keeps them).
+func (c *RoleAggregation) Sync(ctx context.Context) error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	roles, ok := rbacResource(c.Registry, "clusterroles")
+	if !ok {
+		return nil
+	}
+	list, err := roles.ListFromStore(ctx, "v1", "")
+	if err != nil {
+		return err
+	}
+	held := map[string]*rbacv1.ClusterRole{}
+	for i := range list.Items {
+		role := new(rbacv1.ClusterRole)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, role); err != nil {
+			return err
+		}
+		held[role.Name] = role
+	}
+	// A role may aggregate one that is aggregated itself (view into edit
+	// into admin): the rules are gathered in memory until nothing
+	// changes, then each role that changed is written, all at once (one
+	// commit).
+	names := slices.Sorted(maps.Keys(held))
+	changed := map[string]bool{}
+	for range 10 {
+		again := false
+		for _, name := range names {
+			role := held[name]
+			if role.AggregationRule == nil {
+				continue
+			}
+			rules, err := aggregatedRules(role, names, held)
+			if err != nil || apiequality.Semantic.DeepEqual(rules, role.Rules) {
+				continue
+			}
+			held[name] = role.DeepCopy()
+			held[name].Rules = rules
+			changed[name], again = true, true
+		}
+		if !again {
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(changed))
+	var mu sync.Mutex
+	for name := range changed {
+		wg.Go(func() {
+			if err := c.apply(ctx, roles, name, held[name].Rules); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // aggregateAll writes the rules of each aggregated role in held whose
-// rules are not what its selectors gather.
+// rules are not what its selectors gather. The writes' events bring the
+// roles that aggregate those back here.
 func (c *RoleAggregation) aggregateAll(ctx context.Context, roles *registry.Resource, held map[string]*rbacv1.ClusterRole) {
 	names := slices.Sorted(maps.Keys(held))
 	for _, name := range names {

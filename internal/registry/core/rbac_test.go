@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +350,47 @@ func TestRoleAggregationAsKubeControllerManager(t *testing.T) {
 		}
 	}
 	waitFor("after the deletes", upstream.AfterDelete)
+}
+
+// At start-up, before any controller runs, Sync gives the default
+// aggregated roles their rules, through the chain view → edit → admin,
+// so the server is ready with them: view's are aggregate-to-view's;
+// edit's aggregate-to-edit's then view's; admin's edit's then
+// aggregate-to-admin's (the matches in name order), as
+// kube-controller-manager converges to. A second Sync writes nothing.
+func TestRoleAggregationSyncAtStartUp(t *testing.T) {
+	reg := newRegistry(t, memoryStore(t), nil)
+	ctx := context.Background()
+	if err := core.Bootstrap(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&core.RoleAggregation{Registry: reg}).Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	roles := rbacResource(t, reg, "clusterroles")
+	rules := func(name string) []any {
+		t.Helper()
+		obj, err := roles.Get(ctx, "v1", "", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := obj.Object["rules"].([]any)
+		return r
+	}
+	view := rules("system:aggregate-to-view")
+	edit := append(rules("system:aggregate-to-edit"), view...)
+	admin := append(slices.Clone(edit), rules("system:aggregate-to-admin")...)
+	for name, want := range map[string][]any{"view": view, "edit": edit, "admin": admin} {
+		if got := rules(name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %d rules, want %d", name, len(got), len(want))
+		}
+	}
+	obj, _ := roles.Get(ctx, "v1", "", "admin", metav1.GetOptions{})
+	before := obj.GetResourceVersion()
+	if err := (&core.RoleAggregation{Registry: reg}).Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if obj, _ := roles.Get(ctx, "v1", "", "admin", metav1.GetOptions{}); obj.GetResourceVersion() != before {
+		t.Errorf("admin written again: %s, was %s", obj.GetResourceVersion(), before)
+	}
 }
