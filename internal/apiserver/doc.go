@@ -19,8 +19,13 @@
 // Config.Tokens accepts (a service account token). This package refuses
 // requests with neither (401), except /version and the three health
 // endpoints themselves (not their single checks, which say why they
-// fail), and every request with a token that is not valid. There is no
-// authorization beyond that: an authenticated client is an admin.
+// fail), and every request with a token that is not valid. A request's
+// Impersonate-* headers then make it run as another user, if its sender
+// may impersonate them (impersonate.go). Authorization is
+// Config.Authorizer's (the RBAC authorizer with --authorization-mode
+// RBAC): it decides on the attributes read off each request's path,
+// method and query, before routing, and a refusal is upstream's 403
+// (authorize.go). Without one an authenticated client is an admin.
 //
 // Request bodies may be JSON, YAML, or (for the built-in kinds and
 // DeleteOptions) the Kubernetes protobuf wire format. Responses are JSON,

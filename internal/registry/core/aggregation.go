@@ -46,24 +46,12 @@ func (c *RoleAggregation) Run(ctx context.Context) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	retry := c.Retry
-	if retry == 0 {
-		retry = time.Second
-	}
 	roles, ok := rbacResource(c.Registry, "clusterroles")
 	if !ok {
 		<-ctx.Done()
 		return nil
 	}
-	for ctx.Err() == nil {
-		if err := c.follow(ctx, roles); err != nil && ctx.Err() == nil {
-			c.Logger.Warn("clusterrole aggregation: watch", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(retry):
-			}
-		}
-	}
+	retryFollow(ctx, c.Logger, c.Retry, "clusterrole aggregation", func(ctx context.Context) error { return c.follow(ctx, roles) })
 	return nil
 }
 

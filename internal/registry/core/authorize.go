@@ -137,10 +137,6 @@ func (a *RBAC) Run(ctx context.Context) error {
 	if a.Logger == nil {
 		a.Logger = slog.New(slog.DiscardHandler)
 	}
-	retry := a.Retry
-	if retry == 0 {
-		retry = time.Second
-	}
 	a.Synced()
 	var res []*registry.Resource
 	for _, name := range rbacResources {
@@ -150,17 +146,7 @@ func (a *RBAC) Run(ctx context.Context) error {
 		}
 		res = append(res, r)
 	}
-	for ctx.Err() == nil {
-		err := a.follow(ctx, res)
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		a.Logger.Warn("rbac: watch", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(retry):
-		}
-	}
+	retryFollow(ctx, a.Logger, a.Retry, "rbac", func(ctx context.Context) error { return a.follow(ctx, res) })
 	return nil
 }
 

@@ -46,22 +46,29 @@ func (c *NamespaceDefaults) Run(ctx context.Context) error {
 }
 
 // followAgain runs follow, which watches the two core resources named
-// until a watch ends, again and again until ctx ends, waiting retry
-// (default 1 s) after a watch that failed. A registry that serves
-// neither has nothing to follow: it waits for ctx.
+// until a watch ends, again and again until ctx ends (retryFollow). A
+// registry that serves neither has nothing to follow: it waits for ctx.
 func followAgain(ctx context.Context, reg *registry.Registry, log *slog.Logger, retry time.Duration, what, first, second string,
 	follow func(ctx context.Context, first, second *registry.Resource) error) error {
-	if retry == 0 {
-		retry = time.Second
-	}
 	a, okA := reg.Get(schema.GroupResource{Resource: first})
 	b, okB := reg.Get(schema.GroupResource{Resource: second})
 	if !okA || !okB {
 		<-ctx.Done()
 		return nil
 	}
+	retryFollow(ctx, log, retry, what, func(ctx context.Context) error { return follow(ctx, a, b) })
+	return nil
+}
+
+// retryFollow runs follow, which follows watches until one ends, again
+// and again until ctx ends, waiting retry (default 1 s) after a watch
+// that failed.
+func retryFollow(ctx context.Context, log *slog.Logger, retry time.Duration, what string, follow func(ctx context.Context) error) {
+	if retry == 0 {
+		retry = time.Second
+	}
 	for ctx.Err() == nil {
-		if err := follow(ctx, a, b); err != nil && ctx.Err() == nil {
+		if err := follow(ctx); err != nil && ctx.Err() == nil {
 			log.Warn(what+": watch", "err", err)
 			select {
 			case <-ctx.Done():
@@ -69,7 +76,6 @@ func followAgain(ctx context.Context, reg *registry.Registry, log *slog.Logger, 
 			}
 		}
 	}
-	return nil
 }
 
 // follow watches the namespaces and the default ServiceAccounts until a
