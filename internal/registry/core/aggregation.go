@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -149,7 +149,7 @@ func (c *RoleAggregation) Sync(ctx context.Context) error {
 				continue
 			}
 			rules, err := aggregatedRules(role, names, held)
-			if err != nil || apiequality.Semantic.DeepEqual(rules, role.Rules) {
+			if err != nil || sameRules(rules, role.Rules) {
 				continue
 			}
 			held[name] = role.DeepCopy()
@@ -191,7 +191,7 @@ func (c *RoleAggregation) aggregateAll(ctx context.Context, roles *registry.Reso
 			c.Logger.Warn("clusterrole aggregation: a selector", "clusterRole", name, "err", err)
 			continue
 		}
-		if apiequality.Semantic.DeepEqual(rules, role.Rules) {
+		if sameRules(rules, role.Rules) {
 			continue
 		}
 		if err := c.apply(ctx, roles, name, rules); err != nil {
@@ -205,6 +205,7 @@ func (c *RoleAggregation) aggregateAll(ctx context.Context, roles *registry.Reso
 // role itself left out, each rule once.
 func aggregatedRules(role *rbacv1.ClusterRole, names []string, held map[string]*rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
 	rules := []rbacv1.PolicyRule{}
+	seen := map[string]bool{}
 	for i := range role.AggregationRule.ClusterRoleSelectors {
 		sel, err := metav1.LabelSelectorAsSelector(&role.AggregationRule.ClusterRoleSelectors[i])
 		if err != nil {
@@ -216,7 +217,8 @@ func aggregatedRules(role *rbacv1.ClusterRole, names []string, held map[string]*
 				continue
 			}
 			for _, r := range other.Rules {
-				if !slices.ContainsFunc(rules, func(x rbacv1.PolicyRule) bool { return apiequality.Semantic.DeepEqual(x, r) }) {
+				if k := ruleKey(&r); !seen[k] {
+					seen[k] = true
 					rules = append(rules, r)
 				}
 			}
@@ -245,4 +247,23 @@ func (c *RoleAggregation) apply(ctx context.Context, roles *registry.Resource, n
 		Type:         types.ApplyYAMLPatchType, Force: true,
 	})
 	return err
+}
+
+// ruleKey is a rule written out: equal keys, equal rules (an empty list
+// and none alike, as the semantic equality upstream compares with).
+func ruleKey(r *rbacv1.PolicyRule) string {
+	var b strings.Builder
+	for _, list := range [][]string{r.Verbs, r.APIGroups, r.Resources, r.ResourceNames, r.NonResourceURLs} {
+		for _, v := range list {
+			b.WriteString(v)
+			b.WriteByte(0)
+		}
+		b.WriteByte(1)
+	}
+	return b.String()
+}
+
+// sameRules reports whether a and b are the same rules in the same order.
+func sameRules(a, b []rbacv1.PolicyRule) bool {
+	return slices.EqualFunc(a, b, func(x, y rbacv1.PolicyRule) bool { return ruleKey(&x) == ruleKey(&y) })
 }

@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"maps"
-	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -214,12 +216,10 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 	if have.GetAnnotations()[autoupdateAnnotaion] == "false" {
 		return nil
 	}
-	next := have.DeepCopy()
-	next.SetLabels(mergeStrings(want.GetLabels(), have.GetLabels()))
-	next.SetAnnotations(mergeStrings(want.GetAnnotations(), have.GetAnnotations()))
+	labels, annotations := missingStrings(want.GetLabels(), have.GetLabels()), missingStrings(want.GetAnnotations(), have.GetAnnotations())
 	list := "rules"
 	if _, isBinding := want.Object["roleRef"]; isBinding {
-		if !reflect.DeepEqual(have.Object["roleRef"], want.Object["roleRef"]) {
+		if jsonKey(have.Object["roleRef"]) != jsonKey(want.Object["roleRef"]) {
 			// A binding's role never changes: it is made again.
 			uid := have.GetUID()
 			if _, _, err := res.Delete(ctx, "v1", "", have.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}, opts); err != nil {
@@ -230,23 +230,107 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 		}
 		list = "subjects"
 	}
-	next.Object[list] = union(next.Object[list], want.Object[list])
-	if wantRule, ok := want.Object["aggregationRule"].(map[string]any); ok {
-		haveRule, _ := next.Object["aggregationRule"].(map[string]any)
-		if haveRule == nil {
-			haveRule = map[string]any{}
+	items := missingItems(want.Object[list], have.Object[list])
+	wantRule, _ := want.Object["aggregationRule"].(map[string]any)
+	haveRule, _ := have.Object["aggregationRule"].(map[string]any)
+	selectors := missingItems(wantRule["clusterRoleSelectors"], haveRule["clusterRoleSelectors"])
+	if len(labels)+len(annotations)+len(items)+len(selectors) == 0 {
+		return nil // the common start: nothing lacking, nothing copied
+	}
+	next := have.DeepCopy()
+	next.SetLabels(merged(next.GetLabels(), labels))
+	next.SetAnnotations(merged(next.GetAnnotations(), annotations))
+	if len(items) > 0 {
+		next.Object[list] = append(asList(next.Object[list]), items...)
+	}
+	if len(selectors) > 0 {
+		rule, _ := next.Object["aggregationRule"].(map[string]any)
+		if rule == nil {
+			rule = map[string]any{}
+			next.Object["aggregationRule"] = rule
 		}
-		haveRule["clusterRoleSelectors"] = union(haveRule["clusterRoleSelectors"], wantRule["clusterRoleSelectors"])
-		next.Object["aggregationRule"] = haveRule
-	}
-	if next.Object[list] == nil {
-		delete(next.Object, list)
-	}
-	if reflect.DeepEqual(next.Object, have.Object) {
-		return nil
+		rule["clusterRoleSelectors"] = append(asList(rule["clusterRoleSelectors"]), selectors...)
 	}
 	_, err := res.Update(ctx, "v1", "", next.GetName(), next, opts)
 	return err
+}
+
+// missingItems returns the items of the list want that the list have
+// lacks, in want's order.
+func missingItems(want, have any) []any {
+	held := map[string]bool{}
+	for _, h := range asList(have) {
+		held[jsonKey(h)] = true
+	}
+	var missing []any
+	for _, w := range asList(want) {
+		if !held[jsonKey(w)] {
+			missing = append(missing, w)
+		}
+	}
+	return missing
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+// missingStrings returns the entries of want whose keys have lacks.
+func missingStrings(want, have map[string]string) map[string]string {
+	var missing map[string]string
+	for k, v := range want {
+		if _, ok := have[k]; !ok {
+			if missing == nil {
+				missing = map[string]string{}
+			}
+			missing[k] = v
+		}
+	}
+	return missing
+}
+
+// merged returns m with the entries of add.
+func merged(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, add)
+	return out
+}
+
+// jsonKey is a JSON value written out, map keys sorted: equal keys,
+// equal values.
+func jsonKey(v any) string {
+	var b strings.Builder
+	writeKey(&b, v)
+	return b.String()
+}
+
+func writeKey(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			b.WriteString(strconv.Quote(k))
+			b.WriteByte(':')
+			writeKey(b, v[k])
+			b.WriteByte(',')
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for _, x := range v {
+			writeKey(b, x)
+			b.WriteByte(',')
+		}
+		b.WriteByte(']')
+	case string:
+		b.WriteString(strconv.Quote(v))
+	default:
+		fmt.Fprintf(b, "%v", v)
+	}
 }
 
 // storedPolicy returns the ClusterRoles and ClusterRoleBindings stored,
@@ -270,37 +354,6 @@ func storedPolicy(ctx context.Context, reg *registry.Registry) (map[string]map[s
 		stored[resource] = byName
 	}
 	return stored, nil
-}
-
-// union returns the list have with the items of want it lacks, after
-// them; nil if both are empty.
-func union(have, want any) any {
-	items, _ := have.([]any)
-	for _, w := range asList(want) {
-		if !slices.ContainsFunc(items, func(x any) bool { return reflect.DeepEqual(x, w) }) {
-			items = append(items, w)
-		}
-	}
-	if items == nil {
-		return nil
-	}
-	return items
-}
-
-func asList(v any) []any { l, _ := v.([]any); return l }
-
-// mergeStrings returns have with the entries of want it lacks.
-func mergeStrings(want, have map[string]string) map[string]string {
-	out := maps.Clone(have)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for k, v := range want {
-		if _, ok := out[k]; !ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // rbacResource returns the served RBAC resource name.
