@@ -115,7 +115,7 @@ func (r *Resource) UpdateOrCreateEncoded(ctx context.Context, version, ns, name 
 		// it finds the object: one that does not exist is created.
 		if _, err := r.Get(ctx, version, ns, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			obj = sent.DeepCopy()
-			out, enc, err = r.CreateEncoded(ctx, version, ns, obj, opts)
+			out, enc, err = r.CreateEncoded(withCreateByName(ctx), version, ns, obj, opts)
 			if !apierrors.IsAlreadyExists(err) {
 				return out, enc, err == nil, err
 			}
@@ -130,7 +130,7 @@ func (r *Resource) UpdateOrCreateEncoded(ctx context.Context, version, ns, name 
 		}
 		obj = sent.DeepCopy()
 		obj.SetResourceVersion("")
-		out, enc, err = r.CreateEncoded(ctx, version, ns, obj, opts)
+		out, enc, err = r.CreateEncoded(withCreateByName(ctx), version, ns, obj, opts)
 		if !apierrors.IsAlreadyExists(err) {
 			return out, enc, err == nil, err
 		}

@@ -44,3 +44,20 @@ type Attributes struct {
 type Authorizer interface {
 	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string)
 }
+
+type createByNameKey struct{}
+
+// withCreateByName marks ctx as a create by a PUT to the object's own
+// path (Kind.CreateOnUpdate), not a POST to its collection.
+func withCreateByName(ctx context.Context) context.Context {
+	return context.WithValue(ctx, createByNameKey{}, true)
+}
+
+// CreatedByName reports whether a create (Kind.Admit with no old
+// object) is a PUT to the object's own path, whose request names the
+// object, rather than a POST to its collection, whose request names
+// none: upstream authorizes some checks on the request's name.
+func CreatedByName(ctx context.Context) bool {
+	by, _ := ctx.Value(createByNameKey{}).(bool)
+	return by
+}
