@@ -40,3 +40,17 @@ func TestStoreConfigRefusesWhatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// kplane serve refuses an authorization mode it does not serve (upstream's
+// Node, Webhook, ABAC, or a list of modes) and takes its two.
+func TestConfigAuthorizationModes(t *testing.T) {
+	base := Config{StoreConfig: StoreConfig{Storage: StorageMemory, DataDir: t.TempDir()}}
+	for mode, ok := range map[string]bool{"": true, AuthorizeAlways: true, AuthorizeRBAC: true, "Node,RBAC": false, "rbac": false, "Webhook": false} {
+		c := base
+		c.AuthorizationMode = mode
+		err := c.Validate()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--authorization-mode")) {
+			t.Errorf("--authorization-mode %q: %v", mode, err)
+		}
+	}
+}
