@@ -109,7 +109,9 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/metrics", s.serveMetrics)
 	if cfg.Tokens != nil {
 		s.mux.HandleFunc("/.well-known/openid-configuration", s.openIDConfiguration)
+		s.mux.HandleFunc("/.well-known/openid-configuration/", s.openIDConfiguration)
 		s.mux.HandleFunc("/openid/v1/jwks", s.openIDKeys)
+		s.mux.HandleFunc("/openid/v1/jwks/", s.openIDKeys)
 	}
 	if cfg.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)

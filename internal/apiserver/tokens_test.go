@@ -175,6 +175,37 @@ func TestOpenIDDiscovery(t *testing.T) {
 	if w := get(http.MethodPost, "/openid/v1/jwks"); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST keys: %d", w.Code)
 	}
+	// Both documents with a trailing slash too, in their one media type,
+	// as v1.37.2 answers them (the same requests sent to both servers).
+	for _, c := range []struct {
+		method, path, accept string
+		code                 int
+		message              string
+	}{
+		{"GET", "/openid/v1/jwks/", "", 200, ""},
+		{"GET", "/.well-known/openid-configuration/", "application/json", 200, ""},
+		{"GET", "/openid/v1/jwks", "application/json, */*", 200, ""},
+		{"GET", "/openid/v1/jwks", "application/jwk-set+json;q=0.5", 200, ""},
+		{"GET", "/openid/v1/jwks", "application/json", 406, "406: Not Acceptable\n\nAvailable representations: application/jwk-set+json"},
+		{"GET", "/openid/v1/jwks/", "application/*", 406, "406: Not Acceptable\n\nAvailable representations: application/jwk-set+json"},
+		{"GET", "/.well-known/openid-configuration", "text/plain", 406, "406: Not Acceptable\n\nAvailable representations: application/json"},
+		{"GET", "/openid/v1/jwks/foo", "", 404, "the server could not find the requested resource"},
+		{"POST", "/.well-known/openid-configuration/foo", "", 404, "the server could not find the requested resource"},
+		{"POST", "/openid/v1/jwks/", "", 405, ""},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.accept != "" {
+			r.Header.Set("Accept", c.accept)
+		}
+		admin(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var st struct{ Message, Reason string }
+		json.Unmarshal(w.Body.Bytes(), &st)
+		if w.Code != c.code || (c.message != "" && st.Message != c.message) {
+			t.Errorf("%s %s [%s]: %d %q, want %d %q", c.method, c.path, c.accept, w.Code, st.Message, c.code, c.message)
+		}
+	}
 	var index struct{ Paths []string }
 	if err := json.Unmarshal(get(http.MethodGet, "/").Body.Bytes(), &index); err != nil ||
 		!strings.Contains(strings.Join(index.Paths, " "), "/.well-known/openid-configuration /api") ||

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 )
@@ -64,10 +65,19 @@ func (s *Server) authenticateToken(r *http.Request) (authed *http.Request, ok bo
 
 // openIDConfiguration serves the OpenID Connect discovery document of the
 // service account token issuer, as kube-apiserver does, so that a relying
-// party can find the keys that check kplane's tokens.
+// party can find the keys that check kplane's tokens. Both documents are
+// served with and without a trailing slash, in their one media type, as
+// upstream's.
 func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
+	if !openIDPath(w, r, "/.well-known/openid-configuration") {
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeError(w, errMethodNotAllowed)
+		return
+	}
+	if !accepts(r, "application/json") {
+		writeError(w, notAcceptable("application/json"))
 		return
 	}
 	doc, err := json.Marshal(struct {
@@ -86,8 +96,15 @@ func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
 
 // openIDKeys serves the public keys of the service account tokens.
 func (s *Server) openIDKeys(w http.ResponseWriter, r *http.Request) {
+	if !openIDPath(w, r, "/openid/v1/jwks") {
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeError(w, errMethodNotAllowed)
+		return
+	}
+	if !accepts(r, "application/jwk-set+json") {
+		writeError(w, notAcceptable("application/jwk-set+json"))
 		return
 	}
 	keys, err := s.cfg.Tokens.JWKS()
@@ -105,4 +122,39 @@ func writeDiscoveryDoc(w http.ResponseWriter, ctype string, doc []byte) {
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	w.WriteHeader(http.StatusOK)
 	w.Write(doc)
+}
+
+// openIDPath reports whether r's path is the document's, with or without
+// a trailing slash; a path below it gets upstream's generic 404 Status.
+func openIDPath(w http.ResponseWriter, r *http.Request, doc string) bool {
+	if p := r.URL.Path; p != doc && p != doc+"/" {
+		writeError(w, errNoRoute)
+		return false
+	}
+	return true
+}
+
+// accepts reports whether r's Accept header takes ctype, as upstream's
+// routes of one media type decide: no header, the type itself or */*
+// (parameters ignored; application/* is not enough).
+func accepts(r *http.Request, ctype string) bool {
+	h := r.Header.Get("Accept")
+	if h == "" {
+		return true
+	}
+	for _, part := range strings.Split(h, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		if mt = strings.TrimSpace(mt); mt == ctype || mt == "*/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// notAcceptable is upstream's 406 for a route that offers only ctype.
+func notAcceptable(ctype string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "406: Not Acceptable\n\nAvailable representations: " + ctype, Details: &metav1.StatusDetails{},
+	}}
 }
