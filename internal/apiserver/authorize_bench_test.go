@@ -1,17 +1,10 @@
 package apiserver_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
-
-	"github.com/kplane-dev/kplane/internal/apiserver"
 )
 
 // BenchmarkAuthorize GETs one ConfigMap in process, with a service
@@ -22,26 +15,9 @@ import (
 // under RBAC.
 func BenchmarkAuthorize(b *testing.B) {
 	for _, rbac := range []bool{false, true} {
-		h := newInProcessAuthorizing(b, rbac, func(c *apiserver.Config) { c.Anonymous = false })
-		cert := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
-		admin := func(r *http.Request) { r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}} }
-		do := func(path, body string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			admin(r)
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			if w.Code != http.StatusCreated {
-				b.Fatalf("%s: %d %s", path, w.Code, w.Body)
-			}
-			return w
-		}
+		h, admin, token := tokenServerAuthorizing(b, rbac)
+		do := adminCreate(b, h, admin)
 		do("/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"c"},"data":{"k":"v"}}`)
-		do("/api/v1/namespaces/default/serviceaccounts", `{"metadata":{"name":"robot"}}`)
-		var tr struct{ Status struct{ Token string } }
-		if err := json.Unmarshal(do("/api/v1/namespaces/default/serviceaccounts/robot/token", `{}`).Body.Bytes(), &tr); err != nil {
-			b.Fatal(err)
-		}
 		do("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", `{"metadata":{"name":"reader"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"],"resourceNames":["c"]}]}`)
 		for i := range 100 {
 			do("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", fmt.Sprintf(
@@ -60,9 +36,9 @@ func BenchmarkAuthorize(b *testing.B) {
 			code       int
 			only       bool // RBAC only
 		}{
-			{"token", "/api/v1/namespaces/default/configmaps/c", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tr.Status.Token) }, http.StatusOK, false},
+			{"token", "/api/v1/namespaces/default/configmaps/c", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, http.StatusOK, false},
 			{"certificate", "/api/v1/namespaces/default/configmaps/c", admin, http.StatusOK, false},
-			{"token-refused", "/api/v1/namespaces/default/secrets/s", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tr.Status.Token) }, http.StatusForbidden, true},
+			{"token-refused", "/api/v1/namespaces/default/secrets/s", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, http.StatusForbidden, true},
 		} {
 			if c.only && !rbac {
 				continue

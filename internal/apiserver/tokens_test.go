@@ -21,10 +21,29 @@ import (
 // tokenServer is an in-process server that refuses anonymous requests,
 // with the ServiceAccount default/robot, and a token for it.
 func tokenServer(t testing.TB) (h http.Handler, admin func(*http.Request), token string) {
-	h = newInProcess(t, func(c *apiserver.Config) { c.Anonymous = false })
+	return tokenServerAuthorizing(t, false)
+}
+
+// tokenServerAuthorizing is tokenServer, authorizing by RBAC if rbac is
+// set: an in-process server without anonymous requests, a way to send a
+// request as its admin, and a token of the ServiceAccount default/robot.
+func tokenServerAuthorizing(t testing.TB, rbac bool) (h http.Handler, admin func(*http.Request), token string) {
+	h = newInProcessAuthorizing(t, rbac, func(c *apiserver.Config) { c.Anonymous = false })
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
 	admin = func(r *http.Request) { r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}} }
-	do := func(path, body string) *httptest.ResponseRecorder {
+	do := adminCreate(t, h, admin)
+	do("/api/v1/namespaces/default/serviceaccounts", `{"metadata":{"name":"robot"}}`)
+	var tr struct{ Status struct{ Token string } }
+	if err := json.Unmarshal(do("/api/v1/namespaces/default/serviceaccounts/robot/token", `{}`).Body.Bytes(), &tr); err != nil {
+		t.Fatal(err)
+	}
+	return h, admin, tr.Status.Token
+}
+
+// adminCreate returns a function that POSTs body (JSON) to path as the
+// admin, failing the test unless it creates.
+func adminCreate(t testing.TB, h http.Handler, admin func(*http.Request)) func(path, body string) *httptest.ResponseRecorder {
+	return func(path, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		admin(r)
@@ -35,12 +54,6 @@ func tokenServer(t testing.TB) (h http.Handler, admin func(*http.Request), token
 		}
 		return w
 	}
-	do("/api/v1/namespaces/default/serviceaccounts", `{"metadata":{"name":"robot"}}`)
-	var tr struct{ Status struct{ Token string } }
-	if err := json.Unmarshal(do("/api/v1/namespaces/default/serviceaccounts/robot/token", `{}`).Body.Bytes(), &tr); err != nil {
-		t.Fatal(err)
-	}
-	return h, admin, tr.Status.Token
 }
 
 // A request without a client certificate is authenticated by its bearer

@@ -69,15 +69,7 @@ func (s *Server) authenticateToken(r *http.Request) (authed *http.Request, ok bo
 // served with and without a trailing slash, in their one media type, as
 // upstream's.
 func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
-	if !openIDPath(w, r, "/.well-known/openid-configuration") {
-		return
-	}
-	if r.Method != http.MethodGet {
-		writeError(w, errMethodNotAllowed)
-		return
-	}
-	if !accepts(r, "application/json") {
-		writeError(w, notAcceptable("application/json"))
+	if !openIDRequest(w, r, "/.well-known/openid-configuration", "application/json") {
 		return
 	}
 	doc, err := json.Marshal(struct {
@@ -96,15 +88,7 @@ func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
 
 // openIDKeys serves the public keys of the service account tokens.
 func (s *Server) openIDKeys(w http.ResponseWriter, r *http.Request) {
-	if !openIDPath(w, r, "/openid/v1/jwks") {
-		return
-	}
-	if r.Method != http.MethodGet {
-		writeError(w, errMethodNotAllowed)
-		return
-	}
-	if !accepts(r, "application/jwk-set+json") {
-		writeError(w, notAcceptable("application/jwk-set+json"))
+	if !openIDRequest(w, r, "/openid/v1/jwks", "application/jwk-set+json") {
 		return
 	}
 	keys, err := s.cfg.Tokens.JWKS()
@@ -124,14 +108,24 @@ func writeDiscoveryDoc(w http.ResponseWriter, ctype string, doc []byte) {
 	w.Write(doc)
 }
 
-// openIDPath reports whether r's path is the document's, with or without
-// a trailing slash; a path below it gets upstream's generic 404 Status.
-func openIDPath(w http.ResponseWriter, r *http.Request, doc string) bool {
-	if p := r.URL.Path; p != doc && p != doc+"/" {
-		writeError(w, errNoRoute)
-		return false
+// openIDRequest reports whether r asks for the document doc as upstream
+// serves it: its path with or without a trailing slash (a path below it
+// gets the generic 404 Status), GET (405 otherwise), and an Accept that
+// takes its one media type ctype (406 otherwise). If not, it has answered.
+func openIDRequest(w http.ResponseWriter, r *http.Request, doc, ctype string) bool {
+	var err error
+	switch {
+	case r.URL.Path != doc && r.URL.Path != doc+"/":
+		err = errNoRoute
+	case r.Method != http.MethodGet:
+		err = errMethodNotAllowed
+	case !accepts(r, ctype):
+		err = notAcceptable(ctype)
+	default:
+		return true
 	}
-	return true
+	writeError(w, err)
+	return false
 }
 
 // accepts reports whether r's Accept header takes ctype, as upstream's
