@@ -118,3 +118,26 @@ func TestServeRefusesANegativeShutdownDelay(t *testing.T) {
 		t.Errorf("a refused configuration left %d files in the data dir", len(entries))
 	}
 }
+
+// --service-account-issuer may be repeated and --api-audiences takes a
+// comma-separated list (repeated too): what they gather reaches the
+// configuration's checks, which refuse before anything starts.
+func TestServiceAccountFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--service-account-issuer", "https://a", "--service-account-issuer", "https://b", "--service-account-issuer", "https://a"},
+			`kplane serve: --service-account-issuer "https://a" is already specified`},
+		{[]string{"--api-audiences", "api,x", "--api-audiences", "y,"},
+			"kplane serve: --api-audiences should not name an empty audience"},
+		{[]string{"--service-account-max-token-expiration", "59m"},
+			"kplane serve: --service-account-max-token-expiration 59m0s must be between 1 hour and 2^32 seconds"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"serve", "--storage", "memory", "--data-dir", t.TempDir()}, c.args...)
+		if code := run(context.Background(), args, &out, &errOut); code != 1 || strings.TrimSpace(errOut.String()) != c.err {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errOut.String(), c.err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kplane-dev/kplane/internal/app"
+	"github.com/kplane-dev/kplane/internal/registry/core"
 )
 
 const serveUsage = `Usage: kplane serve [flags]
@@ -47,6 +48,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
 	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "AlwaysAllow (every authenticated client may do everything) or RBAC (authorize by the cluster's Roles and bindings, as kube-apiserver)")
+	fs.Func("service-account-issuer", "issuer (\"iss\") of the service account tokens kplane signs, and the one OpenID discovery publishes (an https URL for that); repeat it to accept more issuers' tokens, the first signing (default "+core.ServiceAccountIssuer+")", func(v string) error {
+		cfg.ServiceAccountIssuers = append(cfg.ServiceAccountIssuers, v)
+		return nil
+	})
+	fs.Func("api-audiences", "comma-separated audiences a service account token must have one of to be accepted by the API, given to tokens asked for none (default: the issuers)", func(v string) error {
+		cfg.APIAudiences = append(cfg.APIAudiences, strings.Split(v, ",")...)
+		return nil
+	})
+	fs.StringVar(&cfg.ServiceAccountJWKSURI, "service-account-jwks-uri", "", "https URL the OpenID discovery document names for the token keys (default: this server's /openid/v1/jwks)")
+	fs.DurationVar(&cfg.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest lifetime of a requested service account token (1h to 2^32s); longer requests are shortened, with a warning. 0: no bound but TokenRequest's")
 	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")

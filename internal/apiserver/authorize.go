@@ -37,7 +37,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *http.Request
 	}
 	attrs := requestAttributes(r, u)
 	if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
-		writeError(w, forbidden(attrs, reason))
+		refuse(w, r, forbidden(attrs, reason))
 		return nil
 	}
 	return r

@@ -238,8 +238,9 @@ func decodeJSON(w http.ResponseWriter, k *registry.Kind, v string, body, raw []b
 			}
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s", k.Kind, v, k.Kind, strings.Join(msgs, ", ")))
 		case validationWarn:
+			warn := warner(w)
 			for _, e := range strictErrs {
-				w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
+				warn(e.Error())
 			}
 		}
 	}
@@ -362,6 +363,12 @@ func (s *Server) decodeDeleteOptions(w http.ResponseWriter, r *http.Request) (me
 func (fv fieldValidation) apply(w http.ResponseWriter, o *registry.WriteOptions) {
 	o.Strict = fv == validationStrict
 	if fv == validationWarn {
-		o.Warn = func(msg string) { w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg)) }
+		o.Warn = warner(w)
 	}
+}
+
+// warner returns a function that adds a warning to w's answer, as
+// upstream writes them: a Warning header "299 - <quoted text>".
+func warner(w http.ResponseWriter) func(msg string) {
+	return func(msg string) { w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg)) }
 }

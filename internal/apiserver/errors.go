@@ -22,6 +22,19 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, int(st.Code), st)
 }
 
+// refuse answers r with err before it is routed (authentication,
+// impersonation, authorization), indented for curl and browsers on every
+// path, as upstream's refusals are.
+func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if !prettyRequested(r) {
+		writeError(w, err)
+		return
+	}
+	pw := &prettyWriter{ResponseWriter: w}
+	writeError(pw, err)
+	pw.finish()
+}
+
 // errNoConversion answers a request in a version other than the storage
 // version of a custom resource whose CRD asks for a conversion webhook.
 // kplane calls no webhook, so the request fails as kube-apiserver's fails

@@ -285,7 +285,7 @@ func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry
 		writeError(w, err)
 		return
 	}
-	ctx = registry.WithUser(ctx, requestUser(r))
+	ctx = registry.WithWarnings(registry.WithUser(ctx, requestUser(r)), warner(w))
 	out, err := h.res.CreateSubreview(ctx, h.ri.subresource, h.ri.namespace, h.ri.name, obj, wo)
 	if err != nil {
 		writeError(w, err)

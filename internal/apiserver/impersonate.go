@@ -112,7 +112,7 @@ func (s *Server) impersonate(w http.ResponseWriter, r *http.Request) *http.Reque
 	}
 	wanted, err := impersonationHeaders(r.Header)
 	if err != nil {
-		writeError(w, err)
+		refuse(w, r, err)
 		return nil
 	}
 	if wanted == nil {
@@ -128,7 +128,7 @@ func (s *Server) impersonate(w http.ResponseWriter, r *http.Request) *http.Reque
 	attrs := requestAttributes(r, requestor)
 	u, err := s.impersonation.user(r, s.cfg.Authorizer, wanted, &attrs)
 	if err != nil {
-		writeError(w, err)
+		refuse(w, r, err)
 		return nil
 	}
 	return r.WithContext(registry.WithUser(r.Context(), u))

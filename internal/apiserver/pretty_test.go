@@ -10,7 +10,8 @@ import (
 // JSON answers are indented (two spaces, no final newline) when the
 // request asks with ?pretty or comes from curl, Wget or a browser, as
 // kube-apiserver v1.37.2 answered the same requests; /version and the
-// root paths always are; watches never are (their events are not held).
+// root paths always are; refusals before routing (a bad token's 401) are
+// when asked, on any path; watches never are (their events are not held).
 func TestPrettyAsKubeAPIServer(t *testing.T) {
 	h := newInProcess(t)
 	get := func(path, ua string) string {
@@ -43,6 +44,24 @@ func TestPrettyAsKubeAPIServer(t *testing.T) {
 		got := get(c.path, c.ua)
 		if c.pretty && !indented(got) || !c.pretty && !compact(got) {
 			t.Errorf("GET %s as %s: pretty %v, got %q", c.path, c.ua, c.pretty, got[:min(len(got), 60)])
+		}
+	}
+	// So are refusals before routing, on every path: a bad token's 401.
+	for _, c := range []struct {
+		path, ua string
+		pretty   bool
+	}{
+		{"/api/v1/namespaces", "curl/8.14.1", true},
+		{"/foo", "curl/8.14.1", true},
+		{"/version", "kubectl/v1.37.2", false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil)
+		r.Header.Set("User-Agent", c.ua)
+		r.Header.Set("Authorization", "Bearer not.a.token")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := w.Body.String(); w.Code != http.StatusUnauthorized || c.pretty && !indented(got) || !c.pretty && !compact(got) {
+			t.Errorf("GET %s as %s with a bad token: pretty %v, got %d %q", c.path, c.ua, c.pretty, w.Code, got[:min(len(got), 60)])
 		}
 	}
 	watch := get("/api/v1/namespaces?watch=1&timeoutSeconds=1", "curl/8.14.1")

@@ -50,8 +50,14 @@ type Config struct {
 	HealthChecks []HealthCheck
 	// Tokens, if set, authenticates the bearer tokens of requests without
 	// a client certificate (service account tokens), and publishes how to
-	// check them (/.well-known/openid-configuration, /openid/v1/jwks).
+	// check them (/.well-known/openid-configuration, /openid/v1/jwks) if
+	// its issuer is an https URL without query or fragment, as OpenID
+	// discovery requires.
 	Tokens Tokens
+	// ServiceAccountJWKSURI, if set, is the jwks_uri the discovery document
+	// names, as kube-apiserver's --service-account-jwks-uri; unset, it is
+	// /openid/v1/jwks on the host the client asked.
+	ServiceAccountJWKSURI string
 	// Authorizer, if set, decides what each authenticated request may do
 	// (--authorization-mode=RBAC: core.RBAC); a request it refuses gets
 	// 403. Unset, every authenticated request may do everything.
@@ -82,6 +88,8 @@ type Server struct {
 	watchEvents   watchEventMetrics
 	healthPaths   []string // /livez, /livez/ping, ...: for the index
 	impersonation impersonation
+	// openID: the OpenID discovery documents are served (Config.Tokens).
+	openID bool
 }
 
 // New returns a server; its health checks fail until MarkStarted.
@@ -108,6 +116,13 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
 	s.mux.HandleFunc("/metrics", s.serveMetrics)
 	if cfg.Tokens != nil {
+		// Upstream too serves the documents only for such an issuer.
+		err := discoverableIssuer(cfg.Tokens.Issuer())
+		if s.openID = err == nil; err != nil {
+			cfg.Logger.Error("service account issuer discovery not served", "err", err)
+		}
+	}
+	if s.openID {
 		s.mux.HandleFunc("/.well-known/openid-configuration", s.openIDConfiguration)
 		s.mux.HandleFunc("/.well-known/openid-configuration/", s.openIDConfiguration)
 		s.mux.HandleFunc("/openid/v1/jwks", s.openIDKeys)
@@ -132,7 +147,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paths := []string{"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/version"}
-	if s.cfg.Tokens != nil {
+	if s.openID {
 		paths = append(paths, "/.well-known/openid-configuration", "/openid/v1/jwks")
 	}
 	paths = append(paths, s.healthPaths...)
@@ -182,12 +197,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !ok:
 			// A token that is not valid fails every request, even one
 			// anyone may send, as upstream's.
-			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		case authed != nil:
 			r = authed
 		case !s.cfg.Anonymous && !public(r.URL.Path):
-			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
 	}

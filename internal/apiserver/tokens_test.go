@@ -9,13 +9,16 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
+	"github.com/kplane-dev/kplane/internal/registry/core"
 )
 
 // tokenServer is an in-process server that refuses anonymous requests,
@@ -27,8 +30,8 @@ func tokenServer(t testing.TB) (h http.Handler, admin func(*http.Request), token
 // tokenServerAuthorizing is tokenServer, authorizing by RBAC if rbac is
 // set: an in-process server without anonymous requests, a way to send a
 // request as its admin, and a token of the ServiceAccount default/robot.
-func tokenServerAuthorizing(t testing.TB, rbac bool) (h http.Handler, admin func(*http.Request), token string) {
-	h = newInProcessAuthorizing(t, rbac, func(c *apiserver.Config) { c.Anonymous = false })
+func tokenServerAuthorizing(t testing.TB, rbac bool, opts ...func(*apiserver.Config)) (h http.Handler, admin func(*http.Request), token string) {
+	h = newInProcessAuthorizing(t, rbac, append([]func(*apiserver.Config){func(c *apiserver.Config) { c.Anonymous = false }}, opts...)...)
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "kplane-admin", Organization: []string{"system:masters"}}, Raw: []byte("a certificate")}
 	admin = func(r *http.Request) { r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}} }
 	do := adminCreate(t, h, admin)
@@ -256,5 +259,169 @@ func BenchmarkGetWithToken(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The service account flags (--service-account-issuer, repeated,
+// --api-audiences, --service-account-jwks-uri and
+// --service-account-max-token-expiration) act as kube-apiserver v1.37.2's
+// did with the same flags, on the same requests: the first issuer signs
+// and is published, the others' tokens are still accepted; tokens asked
+// for no audience get the API's audiences, and only those authenticate
+// requests; a longer lifetime is shortened, with upstream's warning.
+func TestServiceAccountIssuerFlags(t *testing.T) {
+	const (
+		issuer   = "https://issuer.example.com/a"
+		previous = "https://kubernetes.default.svc.cluster.local"
+	)
+	var tokens *core.Tokens
+	h, admin, _ := tokenServerAuthorizing(t, false, func(c *apiserver.Config) {
+		tokens = c.Tokens.(*core.Tokens)
+		tokens.Issuers = []string{issuer, previous}
+		tokens.APIAudiences = []string{"api", "https://other"}
+		tokens.MaxExpiration = 2 * time.Hour
+		c.ServiceAccountJWKSURI = "https://keys.example.com/jwks"
+	})
+	send := func(method, path, body, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		} else {
+			admin(r)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := send(http.MethodGet, "/.well-known/openid-configuration", "", "")
+	if want := `{"issuer":"https://issuer.example.com/a","jwks_uri":"https://keys.example.com/jwks","response_types_supported":["id_token"],` +
+		`"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256"]}`; w.Body.String() != want {
+		t.Errorf("discovery: %d %s\nwant %s", w.Code, w.Body, want)
+	}
+	type answer struct {
+		Spec   map[string]any
+		Status struct{ Token string }
+	}
+	request := func(body, warning, spec string) string {
+		t.Helper()
+		w := send(http.MethodPost, "/api/v1/namespaces/default/serviceaccounts/robot/token", body, "")
+		var a answer
+		if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil || w.Code != http.StatusCreated {
+			t.Fatalf("%s: %d %s", body, w.Code, w.Body)
+		}
+		if got, _ := json.Marshal(a.Spec); string(got) != spec || w.Header().Get("Warning") != warning {
+			t.Errorf("%s: spec %s, warning %q\nwant %s, %q", body, got, w.Header().Get("Warning"), spec, warning)
+		}
+		return a.Status.Token
+	}
+	claims := func(token string) (c struct {
+		Aud           []string
+		Iss           string
+		Exp, Iat, Nbf int64
+	}) {
+		t.Helper()
+		parts := strings.Split(token, ".")
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil || json.Unmarshal(payload, &c) != nil {
+			t.Fatalf("token %s", token)
+		}
+		return c
+	}
+	apiToken := request(`{"spec":{}}`, "", `{"audiences":["api","https://other"],"boundObjectRef":null,"expirationSeconds":3600}`)
+	if c := claims(apiToken); c.Iss != issuer || strings.Join(c.Aud, " ") != "api https://other" || c.Exp-c.Iat != 3600 {
+		t.Errorf("claims %+v", c)
+	}
+	long := request(`{"spec":{"expirationSeconds":86400}}`, `299 - "requested expiration of 86400 seconds shortened to 7200 seconds"`,
+		`{"audiences":["api","https://other"],"boundObjectRef":null,"expirationSeconds":7200}`)
+	if c := claims(long); c.Exp-c.Iat != 7200 {
+		t.Errorf("a day asked: %d seconds", c.Exp-c.Iat)
+	}
+	request(`{"spec":{"expirationSeconds":7200}}`, "", `{"audiences":["api","https://other"],"boundObjectRef":null,"expirationSeconds":7200}`)
+	notAPI := request(`{"spec":{"audiences":["https://kubernetes.default.svc.cluster.local"]}}`, "",
+		`{"audiences":["https://kubernetes.default.svc.cluster.local"],"boundObjectRef":null,"expirationSeconds":3600}`)
+
+	// A token issued under the previous issuer alone, for the API: still
+	// accepted. One of an issuer not named: refused.
+	tokens.Issuers = []string{previous}
+	before := request(`{"spec":{"audiences":["api"]}}`, "", `{"audiences":["api"],"boundObjectRef":null,"expirationSeconds":3600}`)
+	tokens.Issuers = []string{"https://elsewhere.example.com"}
+	elsewhere := request(`{"spec":{"audiences":["api"]}}`, "", `{"audiences":["api"],"boundObjectRef":null,"expirationSeconds":3600}`)
+	tokens.Issuers = []string{issuer, previous}
+	for _, c := range []struct {
+		name, token string
+		code        int
+	}{
+		{"the API's audiences", apiToken, 200},
+		{"the previous issuer's", before, 200},
+		{"not for the API", notAPI, 401},
+		{"another issuer's", elsewhere, 401},
+	} {
+		if w := send(http.MethodGet, "/api/v1/namespaces/default/configmaps", "", c.token); w.Code != c.code {
+			t.Errorf("%s: %d %s, want %d", c.name, w.Code, w.Body, c.code)
+		}
+	}
+	review := func(spec string) string {
+		t.Helper()
+		w := send(http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", `{"spec":`+spec+`}`, "")
+		var r struct {
+			Status struct {
+				Authenticated bool
+				Audiences     []string
+				Error         string
+			}
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if r.Status.Error != "" {
+			return r.Status.Error
+		}
+		return fmt.Sprint(r.Status.Authenticated, r.Status.Audiences)
+	}
+	for _, c := range []struct{ spec, want string }{
+		{`{"token":"` + apiToken + `"}`, "true [api https://other]"},
+		{`{"token":"` + notAPI + `"}`, `[invalid bearer token, token audiences ["https://kubernetes.default.svc.cluster.local"] is invalid for the target audiences ["api" "https://other"]]`},
+		{`{"token":"` + notAPI + `","audiences":["https://kubernetes.default.svc.cluster.local"]}`, "true [https://kubernetes.default.svc.cluster.local]"},
+		{`{"token":"` + apiToken + `","audiences":["https://other","api","x"]}`, "true [https://other api]"},
+		{`{"token":"` + before + `"}`, "true [api]"},
+	} {
+		if got := review(c.spec); got != c.want {
+			t.Errorf("review %s:\n got  %s\n want %s", c.spec, got, c.want)
+		}
+	}
+}
+
+// An issuer that is not an https URL (or has a query or fragment) is not
+// published: the discovery documents are not served, as upstream's, and
+// its tokens still work.
+func TestServiceAccountIssuerNotDiscoverable(t *testing.T) {
+	for _, issuer := range []string{"kplane-issuer", "http://issuer.example.com", "https://issuer.example.com?x=1", "https://issuer.example.com#x"} {
+		h, admin, token := tokenServerAuthorizing(t, false, func(c *apiserver.Config) {
+			c.Tokens.(*core.Tokens).Issuers = []string{issuer}
+		})
+		for _, path := range []string{"/.well-known/openid-configuration", "/openid/v1/jwks"} {
+			r := httptest.NewRequest(http.MethodGet, path, nil)
+			admin(r)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusNotFound || w.Body.String() != "404 page not found\n" {
+				t.Errorf("%s: %s: %d %s", issuer, path, w.Code, w.Body)
+			}
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		admin(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if strings.Contains(w.Body.String(), "openid") {
+			t.Errorf("%s: index %s", issuer, w.Body)
+		}
+		r = httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Errorf("%s: its token: %d %s", issuer, w.Code, w.Body)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -78,12 +80,38 @@ func (s *Server) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
 		Responses []string `json:"response_types_supported"`
 		Subjects  []string `json:"subject_types_supported"`
 		Algs      []string `json:"id_token_signing_alg_values_supported"`
-	}{s.cfg.Tokens.Issuer(), "https://" + r.Host + "/openid/v1/jwks", []string{"id_token"}, []string{"public"}, []string{"ES256"}})
+	}{s.cfg.Tokens.Issuer(), s.jwksURI(r), []string{"id_token"}, []string{"public"}, []string{"ES256"}})
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(err))
 		return
 	}
 	writeDiscoveryDoc(w, "application/json", doc)
+}
+
+// jwksURI is where the discovery document answering r says the keys are.
+func (s *Server) jwksURI(r *http.Request) string {
+	if s.cfg.ServiceAccountJWKSURI != "" {
+		return s.cfg.ServiceAccountJWKSURI
+	}
+	return "https://" + r.Host + "/openid/v1/jwks"
+}
+
+// discoverableIssuer says why issuer cannot be published by OpenID
+// discovery, in upstream's words, if it cannot: it must be an https URL
+// without query or fragment.
+func discoverableIssuer(issuer string) error {
+	u, err := url.Parse(issuer)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "https":
+		return fmt.Errorf("issuer URL must use https scheme, got: %s", issuer)
+	case u.RawQuery != "":
+		return fmt.Errorf("issuer URL may not include a query, got: %s", issuer)
+	case u.Fragment != "":
+		return fmt.Errorf("issuer URL may not include a fragment, got: %s", issuer)
+	}
+	return nil
 }
 
 // openIDKeys serves the public keys of the service account tokens.

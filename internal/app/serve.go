@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +56,24 @@ type Config struct {
 	// are authorized by the cluster's Roles and bindings, as
 	// kube-apiserver's --authorization-mode=RBAC).
 	AuthorizationMode string
+	// ServiceAccountIssuers, as kube-apiserver's --service-account-issuer
+	// (repeated): the first is the issuer ("iss") of the tokens kplane
+	// signs and the one OpenID discovery publishes; all are accepted.
+	// Empty: core.ServiceAccountIssuer.
+	ServiceAccountIssuers []string
+	// APIAudiences, as --api-audiences: a bearer token must be for one of
+	// them, and a token asked for no audience gets them. Empty: the
+	// issuers.
+	APIAudiences []string
+	// ServiceAccountJWKSURI, as --service-account-jwks-uri: the https URL
+	// the discovery document names for the keys. Empty: the server's own
+	// /openid/v1/jwks.
+	ServiceAccountJWKSURI string
+	// ServiceAccountMaxTokenExpiration, as
+	// --service-account-max-token-expiration: a TokenRequest asking a
+	// longer lifetime gets this one (with a warning). From an hour to 2^32
+	// seconds; 0 leaves TokenRequest's own bound.
+	ServiceAccountMaxTokenExpiration time.Duration
 	// OnReady, if set, is called once the server is ready and the
 	// kubeconfig written.
 	OnReady func(Ready)
@@ -89,10 +110,49 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("--authorization-mode %q: must be %s or %s", c.AuthorizationMode, AuthorizeAlways, AuthorizeRBAC)
 	}
+	if err := c.validateServiceAccounts(); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(c.listen()); err != nil {
 		return fmt.Errorf("--listen %q: %v", c.Listen, err)
 	}
 	return c.StoreConfig.Validate()
+}
+
+// validateServiceAccounts checks the service account token flags as
+// kube-apiserver does, with its words.
+func (c Config) validateServiceAccounts() error {
+	seen := map[string]bool{}
+	for _, issuer := range c.ServiceAccountIssuers {
+		if strings.Contains(issuer, ":") {
+			if _, err := url.Parse(issuer); err != nil {
+				return fmt.Errorf("--service-account-issuer %q contained a ':' but was not a valid URL: %v", issuer, err)
+			}
+		}
+		switch {
+		case issuer == "":
+			return errors.New("--service-account-issuer should not be an empty string")
+		case seen[issuer]:
+			return fmt.Errorf("--service-account-issuer %q is already specified", issuer)
+		}
+		seen[issuer] = true
+	}
+	if slices.Contains(c.APIAudiences, "") {
+		return errors.New("--api-audiences should not name an empty audience")
+	}
+	if c.ServiceAccountJWKSURI != "" {
+		u, err := url.Parse(c.ServiceAccountJWKSURI)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--service-account-jwks-uri must be a valid URL: %v", err)
+		case u.Scheme != "https":
+			return fmt.Errorf("--service-account-jwks-uri requires https scheme, parsed as: %v", u)
+		}
+	}
+	if m := c.ServiceAccountMaxTokenExpiration; m != 0 && (m < time.Hour || m > (1<<32)*time.Second) {
+		return fmt.Errorf("--service-account-max-token-expiration %v must be between 1 hour and 2^32 seconds", m)
+	}
+	return nil
 }
 
 func (c Config) listen() string {
@@ -141,8 +201,12 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := registry.New(registry.Config{Store: store, Cache: watchcache.Config{Logger: log}, Logger: log})
 	crds := &crd.Controller{Registry: reg, Logger: log}
 	crdKind := crd.Kind()
-	crdKind.Written = crds.Written        // a CRD write returns once the controller has acted on it
-	tokens := &core.Tokens{Registry: reg} // its key once the credentials are loaded
+	crdKind.Written = crds.Written // a CRD write returns once the controller has acted on it
+	// The tokens' key is set once the credentials are loaded.
+	tokens := &core.Tokens{
+		Registry: reg, Issuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
+		MaxExpiration: cfg.ServiceAccountMaxTokenExpiration,
+	}
 	builtin := append(tokens.Install(core.Kinds()), crdKind)
 	var authz *core.RBAC
 	if cfg.AuthorizationMode == AuthorizeRBAC {
@@ -213,6 +277,8 @@ func Run(ctx context.Context, cfg Config) error {
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,
+
+		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
 	})
 	pr := <-pkiDone
 	if pr.err != nil {

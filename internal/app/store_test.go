@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpenStorePicksTheEngine(t *testing.T) {
@@ -51,6 +53,46 @@ func TestConfigAuthorizationModes(t *testing.T) {
 		err := c.Validate()
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--authorization-mode")) {
 			t.Errorf("--authorization-mode %q: %v", mode, err)
+		}
+	}
+}
+
+// The service account flags are checked as kube-apiserver checks them,
+// with its words (v1.37.2's, each seen refused there too).
+func TestConfigServiceAccountFlags(t *testing.T) {
+	base := Config{StoreConfig: StoreConfig{Storage: StorageMemory, DataDir: t.TempDir()}}
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+		err    string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"two issuers, audiences, a JWKS URI, a bound", func(c *Config) {
+			c.ServiceAccountIssuers = []string{"https://issuer.example.com", "kplane"}
+			c.APIAudiences = []string{"api"}
+			c.ServiceAccountJWKSURI = "https://keys.example.com/jwks"
+			c.ServiceAccountMaxTokenExpiration = 2 * time.Hour
+		}, ""},
+		{"an empty issuer", func(c *Config) { c.ServiceAccountIssuers = []string{""} },
+			"--service-account-issuer should not be an empty string"},
+		{"an issuer twice", func(c *Config) { c.ServiceAccountIssuers = []string{"https://a", "https://a"} },
+			`--service-account-issuer "https://a" is already specified`},
+		{"an issuer with a colon, not a URL", func(c *Config) { c.ServiceAccountIssuers = []string{"https://a/%zz"} },
+			`--service-account-issuer "https://a/%zz" contained a ':' but was not a valid URL: parse "https://a/%zz": invalid URL escape "%zz"`},
+		{"an empty audience", func(c *Config) { c.APIAudiences = []string{"api", ""} },
+			"--api-audiences should not name an empty audience"},
+		{"a JWKS URI over http", func(c *Config) { c.ServiceAccountJWKSURI = "http://x/y" },
+			"--service-account-jwks-uri requires https scheme, parsed as: http://x/y"},
+		{"a bound under an hour", func(c *Config) { c.ServiceAccountMaxTokenExpiration = 30 * time.Minute },
+			"--service-account-max-token-expiration 30m0s must be between 1 hour and 2^32 seconds"},
+		{"a bound over 2^32 seconds", func(c *Config) { c.ServiceAccountMaxTokenExpiration = (1<<32 + 1) * time.Second },
+			"--service-account-max-token-expiration 1193046h28m17s must be between 1 hour and 2^32 seconds"},
+	} {
+		cfg := base
+		c.change(&cfg)
+		err := cfg.Validate()
+		if got := fmt.Sprint(err); (c.err == "") != (err == nil) || err != nil && got != c.err {
+			t.Errorf("%s: %v, want %q", c.name, err, c.err)
 		}
 	}
 }

@@ -61,3 +61,19 @@ func CreatedByName(ctx context.Context) bool {
 	by, _ := ctx.Value(createByNameKey{}).(bool)
 	return by
 }
+
+type warnKey struct{}
+
+// WithWarnings returns ctx carrying warn, which AddWarning calls: the API
+// server passes one that adds a Warning header to the answer.
+func WithWarnings(ctx context.Context, warn func(msg string)) context.Context {
+	return context.WithValue(ctx, warnKey{}, warn)
+}
+
+// AddWarning tells the client msg in a Warning header, as upstream's
+// warning.AddWarning, if ctx carries a way to (WithWarnings).
+func AddWarning(ctx context.Context, msg string) {
+	if warn, ok := ctx.Value(warnKey{}).(func(string)); ok {
+		warn(msg)
+	}
+}

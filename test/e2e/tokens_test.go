@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,4 +148,64 @@ type: kubernetes.io/service-account-token
 		_, errOut, err := s.kubectl("get", "secret", "robot-token")
 		return err != nil && strings.Contains(errOut, "NotFound"), errOut
 	})
+}
+
+// Moving to another issuer, as on a cluster: restarted with a new
+// --service-account-issuer first and the old one after it, kplane signs
+// with the new one and publishes it, and the tokens already out keep
+// working; --api-audiences, --service-account-jwks-uri and
+// --service-account-max-token-expiration apply (kubectl shows the
+// shortening's warning).
+func TestServiceAccountIssuerMove(t *testing.T) {
+	s := startServer(t)
+	s.mustKubectl(t, "create", "serviceaccount", "robot")
+	old := strings.TrimSpace(s.mustKubectl(t, "create", "token", "robot"))
+	const next = "https://kplane.example.com"
+	s.args = append(s.args, "--service-account-issuer", next, "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--api-audiences", "https://kubernetes.default.svc.cluster.local,api", "--service-account-jwks-uri", "https://keys.example.com/jwks",
+		"--service-account-max-token-expiration", "1h")
+	s.restart()
+	asToken := func(token string) (string, error) {
+		cfg := rest.AnonymousClientConfig(s.config())
+		cfg.BearerToken = token
+		out, err := kubernetes.NewForConfigOrDie(cfg).AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return out.Status.UserInfo.Username, nil
+	}
+	if who, err := asToken(old); err != nil || who != "system:serviceaccount:default:robot" {
+		t.Errorf("the old issuer's token: %q, %v", who, err)
+	}
+	cmd := exec.Command("kubectl", "--kubeconfig", s.kubeconfig, "create", "token", "robot", "--duration", "2h")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl create token: %v %s", err, stderr.String())
+	}
+	if want := "Warning: requested expiration of 7200 seconds shortened to 3600 seconds\n"; stderr.String() != want {
+		t.Errorf("kubectl's stderr %q, want %q", stderr.String(), want)
+	}
+	token := strings.TrimSpace(stdout.String())
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
+	var claims struct {
+		Iss      string
+		Aud      []string
+		Exp, Iat int64
+	}
+	if err != nil || json.Unmarshal(payload, &claims) != nil || claims.Iss != next ||
+		strings.Join(claims.Aud, " ") != "https://kubernetes.default.svc.cluster.local api" || claims.Exp-claims.Iat != 3600 {
+		t.Errorf("the new token's claims: %s", payload)
+	}
+	if who, err := asToken(token); err != nil || who != "system:serviceaccount:default:robot" {
+		t.Errorf("the new issuer's token: %q, %v", who, err)
+	}
+	doc, err := kubernetes.NewForConfigOrDie(s.config()).RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(context.Background())
+	var discovery struct {
+		Issuer  string
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err != nil || json.Unmarshal(doc, &discovery) != nil || discovery.Issuer != next || discovery.JWKSURI != "https://keys.example.com/jwks" {
+		t.Errorf("discovery: %s, %v", doc, err)
+	}
 }

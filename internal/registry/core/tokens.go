@@ -26,10 +26,11 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// ServiceAccountIssuer is the issuer ("iss") of the service account tokens
-// kplane signs, and the audience a token is for when its request names
-// none: what kubeadm passes kube-apiserver as --service-account-issuer, so
-// that tools that expect a cluster's default find it.
+// ServiceAccountIssuer is the default issuer ("iss") of the service
+// account tokens kplane signs, and then the audience a token is for when
+// its request names none: what kubeadm passes kube-apiserver as
+// --service-account-issuer, so that tools that expect a cluster's default
+// find it.
 const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // Token lifetimes a TokenRequest may ask for, as upstream bounds them:
@@ -59,11 +60,23 @@ const tokenLeeway = time.Minute
 //
 // A token carries the user system:serviceaccount:<namespace>:<name>, in
 // the groups system:serviceaccounts and system:serviceaccounts:<namespace>.
-// kplane authorizes every authenticated request, so a token may do what
-// the admin certificate may: deleting its service account revokes it.
+// Deleting its service account revokes it.
 type Tokens struct {
 	// Registry holds the service accounts and secrets tokens name.
 	Registry *registry.Registry
+	// Issuers are the issuers ("iss") of the tokens accepted, as
+	// kube-apiserver's --service-account-issuer: the first signs new
+	// tokens, the others are accepted (to move to a new issuer without
+	// refusing the tokens already out). Empty: ServiceAccountIssuer.
+	Issuers []string
+	// APIAudiences are the API server's own audiences, as
+	// kube-apiserver's --api-audiences: a bearer token must be for one of
+	// them, and a TokenRequest or TokenReview naming none gets them.
+	// Empty: the issuers.
+	APIAudiences []string
+	// MaxExpiration, if not zero, shortens a token's lifetime to at most
+	// this, with a warning, as --service-account-max-token-expiration.
+	MaxExpiration time.Duration
 
 	key atomic.Pointer[jwsKey]
 	// now is the clock (nil: time.Now), for tests.
@@ -107,8 +120,22 @@ func (t *Tokens) JWKS() ([]byte, error) {
 	return k.jwks()
 }
 
-// Issuer is the issuer of the tokens (ServiceAccountIssuer).
-func (t *Tokens) Issuer() string { return ServiceAccountIssuer }
+// Issuer is the issuer of the tokens kplane signs.
+func (t *Tokens) Issuer() string { return t.issuers()[0] }
+
+func (t *Tokens) issuers() []string {
+	if len(t.Issuers) == 0 {
+		return []string{ServiceAccountIssuer}
+	}
+	return t.Issuers
+}
+
+func (t *Tokens) apiAudiences() []string {
+	if len(t.APIAudiences) == 0 {
+		return t.issuers()
+	}
+	return t.APIAudiences
+}
 
 // Install serves the tokens among kinds, the built-in kinds (Kinds): it
 // gives the ServiceAccount kind its token subresource, and returns kinds
@@ -197,17 +224,21 @@ func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Uns
 			return nil, err
 		}
 	}
+	if max := int64(t.MaxExpiration / time.Second); max > 0 && seconds > max {
+		registry.AddWarning(ctx, fmt.Sprintf("requested expiration of %d seconds shortened to %d seconds", seconds, max))
+		seconds = max
+	}
 	key := t.key.Load()
 	if key == nil {
 		return nil, apierrors.NewServiceUnavailable("no key to sign service account tokens with yet")
 	}
 	if len(req.Spec.Audiences) == 0 {
-		req.Spec.Audiences = []string{ServiceAccountIssuer}
+		req.Spec.Audiences = t.apiAudiences()
 	}
 	now := t.clock().Truncate(time.Second)
 	expiry := now.Add(time.Duration(seconds) * time.Second)
 	token, err := key.sign(&tokenClaims{
-		Audience: req.Spec.Audiences, Expiry: expiry.Unix(), IssuedAt: now.Unix(), Issuer: ServiceAccountIssuer,
+		Audience: req.Spec.Audiences, Expiry: expiry.Unix(), IssuedAt: now.Unix(), Issuer: t.Issuer(),
 		ID: string(uuid.NewUUID()),
 		Kubernetes: &kubernetesClaims{
 			Namespace: ns, Secret: secret,
@@ -335,7 +366,7 @@ var ErrNotServiceAccountToken = errors.New("not a service account token of this 
 
 // AuthenticateToken returns the user a service account token names, and
 // the audiences it is valid for among those asked (none: the API
-// server's, ServiceAccountIssuer), if kplane signed it, it has not
+// server's, APIAudiences), if kplane signed it, it has not
 // expired, one of its audiences is asked, and its service account (and
 // the secret it is bound to) exist with the uids it names, or are being
 // deleted for less than a minute. The errors are kube-apiserver's.
@@ -349,7 +380,7 @@ func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []s
 			return registry.User{}, nil, err
 		}
 	}
-	apiAudiences := []string{ServiceAccountIssuer}
+	apiAudiences := t.apiAudiences()
 	tokenAudiences := []string(c.Audience)
 	if len(tokenAudiences) == 0 {
 		tokenAudiences = apiAudiences
@@ -431,7 +462,7 @@ func (t *Tokens) verify(token string) (*tokenClaims, error) {
 	var unverified struct {
 		Issuer string `json:"iss"`
 	}
-	if err := json.Unmarshal(payload, &unverified); err != nil || (unverified.Issuer != ServiceAccountIssuer && unverified.Issuer != LegacyIssuer) {
+	if err := json.Unmarshal(payload, &unverified); err != nil || (!slices.Contains(t.issuers(), unverified.Issuer) && unverified.Issuer != LegacyIssuer) {
 		return nil, ErrNotServiceAccountToken
 	}
 	key := t.key.Load()
