@@ -119,10 +119,11 @@ func TestServeRefusesANegativeShutdownDelay(t *testing.T) {
 	}
 }
 
-// --service-account-issuer may be repeated and --api-audiences takes a
-// comma-separated list (repeated too): what they gather reaches the
-// configuration's checks, which refuse before anything starts.
-func TestServiceAccountFlags(t *testing.T) {
+// --service-account-issuer may be repeated, and --api-audiences and
+// --tls-san take comma-separated lists (repeated too): what they gather
+// reaches the configuration's checks, which refuse before anything
+// starts.
+func TestServeListFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		err  string
@@ -131,6 +132,8 @@ func TestServiceAccountFlags(t *testing.T) {
 			`kplane serve: --service-account-issuer "https://a" is already specified`},
 		{[]string{"--api-audiences", "api,x", "--api-audiences", "y,"},
 			"kplane serve: --api-audiences should not name an empty audience"},
+		{[]string{"--tls-san", "kplane.example.com,10.0.0.1", "--tls-san", "lb.example.com,not a name"},
+			`kplane serve: --tls-san: pki: host "not a name" is neither an IP address nor a DNS name`},
 		{[]string{"--service-account-max-token-expiration", "59m"},
 			"kplane serve: --service-account-max-token-expiration 59m0s must be between 1 hour and 2^32 seconds"},
 	} {

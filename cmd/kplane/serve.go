@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
 	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "AlwaysAllow (every authenticated client may do everything) or RBAC (authorize by the cluster's Roles and bindings, as kube-apiserver)")
+	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC authorized by its roles, as kube-apiserver; with AlwaysAllow only to /version and the health checks. =false answers them all 401", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		cfg.RefuseAnonymous = !on
+		return err
+	})
+	fs.Func("tls-san", "comma-separated DNS names or IP addresses the serving certificate names besides localhost, 127.0.0.1, ::1 and the --listen host (a load balancer's name, this machine's names); may be repeated", func(v string) error {
+		cfg.TLSSANs = append(cfg.TLSSANs, strings.Split(v, ",")...)
+		return nil
+	})
 	fs.Func("service-account-issuer", "issuer (\"iss\") of the service account tokens kplane signs, and the one OpenID discovery publishes (an https URL for that); repeat it to accept more issuers' tokens, the first signing (default "+core.ServiceAccountIssuer+")", func(v string) error {
 		cfg.ServiceAccountIssuers = append(cfg.ServiceAccountIssuers, v)
 		return nil

@@ -30,6 +30,13 @@ type Config struct {
 	// Anonymous lets requests without a client certificate in (tests over
 	// plain HTTP). Off by default.
 	Anonymous bool
+	// RefuseAnonymous answers every request without a credential 401, as
+	// kube-apiserver's --anonymous-auth=false. Otherwise such a request
+	// is system:anonymous (group system:unauthenticated): authorized by
+	// Authorizer if there is one, as upstream's, and without one let only
+	// to /version and the health checks (upstream's AlwaysAllow would let
+	// it do everything).
+	RefuseAnonymous bool
 	// MaxBodyBytes bounds request bodies (413 beyond). Default 3 MiB, as
 	// kube-apiserver.
 	MaxBodyBytes int64
@@ -176,9 +183,9 @@ func (s *Server) MarkStarted() { s.started.Store(true) }
 // stop sending requests while those in flight finish.
 func (s *Server) MarkShuttingDown() { s.shuttingDown.Store(true) }
 
-// public paths need no credentials, as kube-apiserver's role
-// system:public-info-viewer lets anyone read them. A single health check
-// (/readyz/etcd) says why it fails, and needs them.
+// public paths need no credentials without an authorizer, as
+// kube-apiserver's role system:public-info-viewer lets anyone read them.
+// A single health check (/readyz/etcd) says why it fails, and needs them.
 func public(path string) bool {
 	switch path {
 	case "/version", "/livez", "/readyz", "/healthz":
@@ -201,7 +208,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case authed != nil:
 			r = authed
-		case !s.cfg.Anonymous && !public(r.URL.Path):
+		case s.cfg.Anonymous:
+		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path):
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}

@@ -74,6 +74,17 @@ type Config struct {
 	// longer lifetime gets this one (with a warning). From an hour to 2^32
 	// seconds; 0 leaves TokenRequest's own bound.
 	ServiceAccountMaxTokenExpiration time.Duration
+	// RefuseAnonymous, as kube-apiserver's --anonymous-auth=false, answers
+	// every request without a credential 401. Otherwise such a request is
+	// system:anonymous: with RBAC authorized by the roles bound to it (the
+	// default policy lets it read /version and the health checks), with
+	// AlwaysAllow let only to those.
+	RefuseAnonymous bool
+	// TLSSANs are names (DNS names or IP addresses) the serving
+	// certificate covers besides localhost, the loopback addresses and the
+	// listen host: a load balancer's name, the machine's names for a
+	// server listening on 0.0.0.0.
+	TLSSANs []string
 	// OnReady, if set, is called once the server is ready and the
 	// kubeconfig written.
 	OnReady func(Ready)
@@ -109,6 +120,9 @@ func (c Config) Validate() error {
 	case "", AuthorizeAlways, AuthorizeRBAC:
 	default:
 		return fmt.Errorf("--authorization-mode %q: must be %s or %s", c.AuthorizationMode, AuthorizeAlways, AuthorizeRBAC)
+	}
+	if err := pki.CheckHosts(c.TLSSANs); err != nil {
+		return fmt.Errorf("--tls-san: %v", err)
 	}
 	if err := c.validateServiceAccounts(); err != nil {
 		return err
@@ -182,7 +196,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pkiDone := make(chan pkiResult, 1)
 	go func() {
-		b, err := pki.Ensure(filepath.Join(cfg.DataDir, "pki"), []string{host})
+		b, err := pki.Ensure(filepath.Join(cfg.DataDir, "pki"), append([]string{host}, cfg.TLSSANs...))
 		pkiDone <- pkiResult{b, err}
 	}()
 	ln, err := net.Listen("tcp", cfg.listen())
@@ -278,6 +292,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Tokens:       tokens,
 		Authorizer:   authorizer,
 
+		RefuseAnonymous:       cfg.RefuseAnonymous,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
 	})
 	pr := <-pkiDone

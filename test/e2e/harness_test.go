@@ -122,7 +122,14 @@ func forEachEngine(t *testing.T, f func(t *testing.T, s *server), extra ...strin
 // and waits until it has written its kubeconfig (it is then ready).
 func startServer(t testing.TB, flags ...string) *server {
 	t.Helper()
-	s := &server{t: t, dir: t.TempDir(), flags: flags}
+	return startServerIn(t, t.TempDir(), flags...)
+}
+
+// startServerIn is startServer on the data dir dir, which may hold
+// credentials already (<dir>/pki).
+func startServerIn(t testing.TB, dir string, flags ...string) *server {
+	t.Helper()
+	s := &server{t: t, dir: dir, flags: flags}
 	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
 	s.args = append([]string{"serve", "--data-dir", s.dir, "--log-level", "debug"}, flags...)
 	s.start("127.0.0.1:0")

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -196,4 +198,46 @@ rules:
 	if canI("delete") {
 		t.Error("view lets it delete widgets")
 	}
+}
+
+// With RBAC, a client without credentials is system:anonymous, authorized
+// by its roles as on a cluster: refused with a 403 naming it, let to the
+// health checks, and to the OpenID documents once an operator binds them
+// to system:unauthenticated (a relying party outside the cluster fetching
+// the keys). --anonymous-auth=false refuses it everything, 401.
+func TestAnonymousAuth(t *testing.T) {
+	get := func(s *server, path string) (int, string) {
+		client, err := rest.UnversionedRESTClientFor(setNegotiated(rest.AnonymousClientConfig(s.config())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var code int
+		body, _ := client.Get().AbsPath(path).Do(context.Background()).StatusCode(&code).Raw()
+		return code, string(body)
+	}
+	s := startServer(t, "--authorization-mode", "RBAC")
+	for path, want := range map[string]int{"/api/v1/namespaces": 403, "/readyz": 200, "/version": 200, "/openid/v1/jwks": 403} {
+		if code, body := get(s, path); code != want {
+			t.Errorf("anonymous %s: %d %s, want %d", path, code, body, want)
+		}
+	}
+	if _, body := get(s, "/api/v1/namespaces"); !strings.Contains(body, `User \"system:anonymous\" cannot list resource \"namespaces\"`) {
+		t.Errorf("anonymous list: %s", body)
+	}
+	s.mustKubectl(t, "create", "clusterrolebinding", "anonymous-discovery", "--clusterrole", "system:service-account-issuer-discovery", "--group", "system:unauthenticated")
+	if code, body := get(s, "/openid/v1/jwks"); code != 200 || !strings.Contains(body, `"keys"`) {
+		t.Errorf("anonymous keys after the binding: %d %s", code, body)
+	}
+	refusing := startServer(t, "--authorization-mode", "RBAC", "--anonymous-auth=false")
+	for _, path := range []string{"/readyz", "/version", "/api/v1/namespaces"} {
+		if code, body := get(refusing, path); code != 401 {
+			t.Errorf("--anonymous-auth=false: anonymous %s: %d %s", path, code, body)
+		}
+	}
+}
+
+// setNegotiated gives cfg what an unversioned REST client needs.
+func setNegotiated(cfg *rest.Config) *rest.Config {
+	cfg.NegotiatedSerializer = clientscheme.Codecs.WithoutConversion()
+	return cfg
 }

@@ -370,6 +370,13 @@ func servingSANs(hosts []string) (sanList, error) {
 	return s, nil
 }
 
+// CheckHosts reports the first of hosts that the serving certificate
+// could not name (Ensure's hosts): neither an IP address nor a DNS name.
+func CheckHosts(hosts []string) error {
+	_, err := servingSANs(hosts)
+	return err
+}
+
 // validDNSName accepts dot-separated labels of letters, digits, '-' and '_',
 // with an optional leading "*" label.
 func validDNSName(name string) bool {
