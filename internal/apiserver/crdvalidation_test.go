@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,5 +309,71 @@ func TestWebhookConversionServesOnlyTheStorageVersion(t *testing.T) {
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || len(list.Items) != 1 || list.Items[0].Metadata.Name != "h1" || list.Items[0].A != 1 {
 		t.Errorf("after the refused requests, the objects are %s", w.Body)
+	}
+}
+
+// A request to a deprecated version of a CRD gets its deprecation warning
+// on every answer (lists, gets, a 404, creates, watches), as kube-apiserver
+// v1.37.2 answered the same requests: the version's deprecationWarning,
+// or a default naming the highest served version that is not deprecated
+// and ranks above it (v1 above v2beta1, so v3alpha1 is told v1 too).
+func TestDeprecatedVersionsWarn(t *testing.T) {
+	schema := `"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}`
+	_, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"gizmos.dep.example.com"},
+"spec":{"group":"dep.example.com","scope":"Namespaced","names":{"plural":"gizmos","kind":"Gizmo"},"versions":[
+{"name":"v1alpha1","served":true,"storage":false,"deprecated":true,`+schema+`},
+{"name":"v1beta1","served":true,"storage":false,"deprecated":true,"deprecationWarning":"dep.example.com/v1beta1 Gizmo goes away in 2027; move to v1",`+schema+`},
+{"name":"v1","served":true,"storage":true,`+schema+`},
+{"name":"v2beta1","served":true,"storage":false,`+schema+`},
+{"name":"v3alpha1","served":true,"storage":false,"deprecated":true,`+schema+`}]}}`)
+	const (
+		alpha = `299 - "dep.example.com/v1alpha1 Gizmo is deprecated; use dep.example.com/v1 Gizmo"`
+		beta  = `299 - "dep.example.com/v1beta1 Gizmo goes away in 2027; move to v1"`
+		three = `299 - "dep.example.com/v3alpha1 Gizmo is deprecated; use dep.example.com/v1 Gizmo"`
+	)
+	path := func(v, rest string) string { return "/apis/dep.example.com/" + v + "/namespaces/default/gizmos" + rest }
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		warning            string
+	}{
+		{"GET", path("v1alpha1", ""), "", 200, alpha},
+		{"GET", path("v1beta1", ""), "", 200, beta},
+		{"GET", path("v1", ""), "", 200, ""},
+		{"GET", path("v2beta1", ""), "", 200, ""},
+		{"GET", path("v3alpha1", ""), "", 200, three},
+		{"GET", path("v1alpha1", "/nope"), "", 404, alpha},
+		{"POST", path("v1alpha1", ""), `{"apiVersion":"dep.example.com/v1alpha1","kind":"Gizmo","metadata":{"name":"g1"}}`, 201, alpha},
+		{"GET", path("v1alpha1", "/g1/status"), "", 404, alpha},
+		{"GET", path("v1alpha1", "?watch=1&timeoutSeconds=1"), "", 200, alpha},
+	} {
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := strings.Join(w.Header().Values("Warning"), " | "); w.Code != c.code || got != c.warning {
+			t.Errorf("%s %s: %d, warning %q; want %d, %q", c.method, c.path, w.Code, got, c.code, c.warning)
+		}
+	}
+	// /metrics names the deprecated versions requested on a route served
+	// (not the status subresource this CRD lacks), as upstream's did.
+	r := httptest.NewRequest("GET", "/metrics", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var got []string
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if strings.Contains(line, "apiserver_requested_deprecated_apis") {
+			got = append(got, line)
+		}
+	}
+	want := []string{
+		"# HELP apiserver_requested_deprecated_apis Deprecated API versions requested since the start (1), by group, version, resource, subresource and the release that removes them.",
+		"# TYPE apiserver_requested_deprecated_apis gauge",
+		`apiserver_requested_deprecated_apis{group="dep.example.com",removed_release="",resource="gizmos",subresource="",version="v1alpha1"} 1`,
+		`apiserver_requested_deprecated_apis{group="dep.example.com",removed_release="",resource="gizmos",subresource="",version="v1beta1"} 1`,
+		`apiserver_requested_deprecated_apis{group="dep.example.com",removed_release="",resource="gizmos",subresource="",version="v3alpha1"} 1`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("/metrics:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -16,10 +16,13 @@
 //
 // Authentication is by client certificate (the TLS layer verifies it
 // against kplane's CA) or, without one, by a bearer token that
-// Config.Tokens accepts (a service account token). This package refuses
-// requests with neither (401), except /version and the three health
-// endpoints themselves (not their single checks, which say why they
-// fail), and every request with a token that is not valid. A request's
+// Config.Tokens accepts (a service account token). A request with neither
+// is system:anonymous: with an authorizer it is authorized as any other,
+// as upstream's; without one this package refuses it (401) except on
+// /version and the three health endpoints themselves (not their single
+// checks, which say why they fail); with Config.RefuseAnonymous
+// (--anonymous-auth=false) it is refused everywhere. A request with a
+// token that is not valid is always refused. A request's
 // Impersonate-* headers then make it run as another user, if its sender
 // may impersonate them (impersonate.go). Authorization is
 // Config.Authorizer's (the RBAC authorizer with --authorization-mode

@@ -51,6 +51,10 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := res.Kind()
+	deprecation := k.VersionWarnings[ri.version]
+	if deprecation != "" {
+		warner(w)(deprecation) // on every answer, errors too, as upstream's
+	}
 	switch m := installed(ri, k); {
 	case m == 0:
 		writeError(w, errNoRoute)
@@ -61,6 +65,9 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	}
 	watch := r.Method == http.MethodGet && (ri.watchPrefix || (ri.name == "" && watchParam(r.URL.Query())))
 	series := s.countRequest(w, r, ri, watch)
+	if deprecation != "" {
+		s.requests.requestedDeprecated(ri) // a route served: counted
+	}
 	if k.WebhookConversion && ri.version != k.StorageVersion() {
 		writeError(w, errNoConversion(k, ri.version))
 		return

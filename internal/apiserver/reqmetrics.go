@@ -167,6 +167,18 @@ type requestSeries struct {
 // read-locked map lookup and a few atomic adds.
 type requestMetrics struct {
 	seriesMap[requestLabels, requestSeries]
+	// deprecated holds the deprecated API versions requested since the
+	// start (apiserver_requested_deprecated_apis), as their labels in the
+	// text format.
+	deprecated sync.Map // string → struct{}
+}
+
+// requestedDeprecated notes a request to a deprecated version of a
+// resource (a CRD's), for apiserver_requested_deprecated_apis. kplane
+// serves no built-in version with a planned removal, so removed_release
+// is empty, as upstream's for CRDs.
+func (m *requestMetrics) requestedDeprecated(ri requestInfo) {
+	m.deprecated.LoadOrStore(fmt.Sprintf("group=%q,removed_release=\"\",resource=%q,subresource=%q,version=%q", ri.group, ri.resource, ri.subresource, ri.version), struct{}{})
 }
 
 // seriesMap holds the series of a metric by their labels, each made on
@@ -249,6 +261,15 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 		if l := e.labels; l.verb == "WATCH" {
 			fmt.Fprintf(b, "apiserver_longrunning_requests{component=\"apiserver\",group=%q,resource=%q,scope=%q,subresource=%q,verb=\"WATCH\",version=%q} %d\n",
 				l.group, l.resource, l.scope, l.subresource, l.version, e.s.running.Load())
+		}
+	}
+	var deprecated []string
+	m.deprecated.Range(func(k, _ any) bool { deprecated = append(deprecated, k.(string)); return true })
+	if len(deprecated) > 0 {
+		slices.Sort(deprecated)
+		b.WriteString("# HELP apiserver_requested_deprecated_apis Deprecated API versions requested since the start (1), by group, version, resource, subresource and the release that removes them.\n# TYPE apiserver_requested_deprecated_apis gauge\n")
+		for _, labels := range deprecated {
+			fmt.Fprintf(b, "apiserver_requested_deprecated_apis{%s} 1\n", labels)
 		}
 	}
 }

@@ -148,6 +148,11 @@ type Kind struct {
 	// request).
 	Deleted func(ctx context.Context, obj *unstructured.Unstructured)
 
+	// VersionWarnings are the warnings every request to a version gets,
+	// by version: a CRD's deprecated versions', so the versions named are
+	// deprecated (/metrics counts their requests).
+	VersionWarnings map[string]string
+
 	// WebhookConversion marks a custom resource whose CRD converts
 	// between versions with a webhook. kplane calls none: only requests in
 	// the storage version are served (the others fail as upstream's do

@@ -230,7 +230,15 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 		}
 		list = "subjects"
 	}
-	items := missingItems(want.Object[list], have.Object[list])
+	var items []any
+	if list == "rules" {
+		var err error
+		if items, err = missingRules(want, have); err != nil {
+			return err
+		}
+	} else {
+		items = missingItems(want.Object[list], have.Object[list])
+	}
 	wantRule, _ := want.Object["aggregationRule"].(map[string]any)
 	haveRule, _ := have.Object["aggregationRule"].(map[string]any)
 	selectors := missingItems(wantRule["clusterRoleSelectors"], haveRule["clusterRoleSelectors"])
@@ -253,6 +261,41 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 	}
 	_, err := res.Update(ctx, "v1", "", next.GetName(), next, opts)
 	return err
+}
+
+// missingRules returns the single permissions of want's rules that no
+// rule of have's covers (broken down: one group, resource, verb and name,
+// or one URL and verb, each), in want's order, as upstream's
+// reconciliation adds them: a rule an operator widened still covers its
+// original, and adds nothing.
+func missingRules(want, have *unstructured.Unstructured) ([]any, error) {
+	if len(missingItems(want.Object["rules"], have.Object["rules"])) == 0 {
+		return nil, nil // the common start: every rule as written
+	}
+	rules := func(obj *unstructured.Unstructured) ([]rbacv1.PolicyRule, error) {
+		var r struct {
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"rules": obj.Object["rules"]}, &r)
+		return r.Rules, err
+	}
+	w, err := rules(want)
+	if err != nil {
+		return nil, err
+	}
+	h, err := rules(have)
+	if err != nil {
+		return nil, fmt.Errorf("clusterrole %s: %w", have.GetName(), err)
+	}
+	var missing []any
+	for _, r := range uncovered(h, w) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+		if err != nil {
+			return nil, err
+		}
+		missing = append(missing, m)
+	}
+	return missing, nil
 }
 
 // missingItems returns the items of the list want that the list have

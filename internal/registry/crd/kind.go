@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -140,6 +141,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		}
 	}
 	k.WebhookConversion = s.Conversion != nil && s.Conversion.Strategy == apiextensionsv1.WebhookConverter
+	k.VersionWarnings = deprecationWarnings(&s)
 	k.TypeConverter = typeConverter(crd, k.Schemas)
 	k.Fields, k.VersionFields = selectableFields(crd)
 	if storageVersion != nil {
@@ -354,3 +356,38 @@ func openAPISchema(p *apiextensionsv1.JSONSchemaProps) *spec.Schema {
 }
 
 // printerColumn turns an additionalPrinterColumn into a Table column.
+
+// deprecationWarnings are the warnings of the CRD's deprecated served
+// versions, by version, as upstream words them: the version's
+// deprecationWarning, or "<group>/<version> <Kind> is deprecated" and,
+// if a served version that is not deprecated ranks above it, "; use"
+// the highest of them (Kubernetes version order: v2 > v1 > v1beta2 >
+// v1alpha1).
+func deprecationWarnings(s *apiextensionsv1.CustomResourceDefinitionSpec) map[string]string {
+	var warnings map[string]string
+	for _, v := range s.Versions {
+		if !v.Served || !v.Deprecated {
+			continue
+		}
+		if warnings == nil {
+			warnings = map[string]string{}
+		}
+		if v.DeprecationWarning != nil {
+			warnings[v.Name] = *v.DeprecationWarning
+			continue
+		}
+		msg := fmt.Sprintf("%s/%s %s is deprecated", s.Group, v.Name, s.Names.Kind)
+		use := ""
+		for _, o := range s.Versions {
+			if o.Served && !o.Deprecated && version.CompareKubeAwareVersionStrings(v.Name, o.Name) < 0 &&
+				(use == "" || version.CompareKubeAwareVersionStrings(o.Name, use) > 0) {
+				use = o.Name
+			}
+		}
+		if use != "" {
+			msg += fmt.Sprintf("; use %s/%s %s", s.Group, use, s.Names.Kind)
+		}
+		warnings[v.Name] = msg
+	}
+	return warnings
+}
