@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -326,4 +327,46 @@ func managedFieldsJSON(mf []metav1.ManagedFieldsEntry) string {
 		fmt.Fprintf(&b, "\n  %s %s %s", e.Manager, e.Operation, raw)
 	}
 	return b.String()
+}
+
+// kubectl prints a deprecated CRD version's warning, as against
+// kube-apiserver, on reads and writes in that version alone.
+func TestCRDDeprecatedVersionWarning(t *testing.T) {
+	s := startServer(t)
+	anything := `
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}`
+	s.mustKubectl(t, "apply", "-f", writeFile(t, "gizmo-crd.yaml", `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.dep.example.com}
+spec:
+  group: dep.example.com
+  names: {kind: Gizmo, plural: gizmos}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: false
+    deprecated: true`+anything+`
+  - name: v1
+    served: true
+    storage: true`+anything+`
+`))
+	const warning = "Warning: dep.example.com/v1alpha1 Gizmo is deprecated; use dep.example.com/v1 Gizmo\n"
+	eventually(t, 10*time.Second, "gizmos served", func() (bool, string) {
+		_, errOut, err := s.kubectl("get", "gizmos.v1.dep.example.com")
+		return err == nil, errOut
+	})
+	for _, c := range []struct {
+		args    []string
+		warning string
+	}{
+		{[]string{"create", "-f", writeFile(t, "gizmo.yaml", "apiVersion: dep.example.com/v1alpha1\nkind: Gizmo\nmetadata: {name: g1}\n")}, warning},
+		{[]string{"get", "gizmos.v1alpha1.dep.example.com", "g1", "-o", "name"}, warning},
+		{[]string{"get", "gizmos.v1.dep.example.com", "g1", "-o", "name"}, ""},
+	} {
+		out, errOut, err := s.kubectl(c.args...)
+		if err != nil || errOut != c.warning {
+			t.Errorf("kubectl %s: %v, stdout %q, stderr %q, want stderr %q", strings.Join(c.args, " "), err, out, errOut, c.warning)
+		}
+	}
 }
