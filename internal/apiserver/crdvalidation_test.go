@@ -377,3 +377,56 @@ func TestDeprecatedVersionsWarn(t *testing.T) {
 		t.Errorf("/metrics:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A write of a custom resource that adds finalizers without a domain gets
+// upstream's warnings, one per finalizer added (not those it had), in
+// name order, dry runs too, as kube-apiserver v1.37.2 answered the same
+// requests; the standard finalizers and domain/path names get none.
+func TestFinalizerWarnings(t *testing.T) {
+	_, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"gizmos.dep.example.com"},
+"spec":{"group":"dep.example.com","scope":"Namespaced","names":{"plural":"gizmos","kind":"Gizmo"},"versions":[
+{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`)
+	const (
+		path = "/apis/dep.example.com/v1/namespaces/default/gizmos"
+		pre  = `299 - "metadata.finalizers: \"`
+	)
+	warning := func(name string) string {
+		return pre + name + `\": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers"`
+	}
+	for _, c := range []struct {
+		method, path, ctype, body string
+		code                      int
+		warnings                  []string
+	}{
+		{"POST", path, "application/json", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f1","finalizers":["foo","a.b","example.com/x","kubernetes","orphan","foo"]}}`, 201,
+			[]string{pre + `a.b\": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers"`, warning("foo")}},
+		{"PATCH", path + "/f1", "application/merge-patch+json", `{"metadata":{"finalizers":["foo","bar"]}}`, 200, []string{warning("bar")}},
+		{"PATCH", path + "/f1?fieldManager=me", "application/apply-patch+yaml", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f1","finalizers":["baz"]}}`, 200, []string{warning("baz")}},
+		{"PUT", path + "/f1", "application/json", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f1","resourceVersion":"RV","finalizers":["foo","bar","baz","qux"]}}`, 200, []string{warning("qux")}},
+		{"PUT", path + "/f1/status", "application/json", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f1","resourceVersion":"RV","finalizers":["zzz"]},"status":{"a":1}}`, 200, nil},
+		{"GET", path + "/f1", "", "", 200, nil},
+		{"POST", path + "?dryRun=All", "application/json", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f2","finalizers":["zed"]}}`, 201, []string{warning("zed")}},
+		{"POST", path, "application/json", `{"apiVersion":"dep.example.com/v1","kind":"Gizmo","metadata":{"name":"f3","finalizers":["bad name"]}}`, 422, nil},
+	} {
+		if strings.Contains(c.body, `"RV"`) { // an update: the current resourceVersion
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", path+"/f1", nil))
+			var cur struct {
+				Metadata struct{ ResourceVersion string }
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &cur); err != nil {
+				t.Fatal(err)
+			}
+			c.body = strings.Replace(c.body, `"RV"`, `"`+cur.Metadata.ResourceVersion+`"`, 1)
+		}
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		if c.ctype != "" {
+			r.Header.Set("Content-Type", c.ctype)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := w.Header().Values("Warning"); w.Code != c.code || strings.Join(got, "\n") != strings.Join(c.warnings, "\n") {
+			t.Errorf("%s %s %s: %d, warnings\n%s\nwant %d,\n%s", c.method, c.path, c.body, w.Code, strings.Join(got, "\n"), c.code, strings.Join(c.warnings, "\n"))
+		}
+	}
+}

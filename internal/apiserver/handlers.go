@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -261,9 +262,19 @@ func listSize(l *storage.RecordList) int {
 	return n
 }
 
+// warnings returns ctx carrying a way to add a warning to w's answer
+// (registry.AddWarning), for a write of a kind that may warn.
+func (h *handler) warnings(ctx context.Context, w http.ResponseWriter) context.Context {
+	if h.kind.Warnings == nil {
+		return ctx
+	}
+	return registry.WithWarnings(ctx, warner(w))
+}
+
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
+	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -304,6 +315,7 @@ func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
+	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -358,6 +370,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
+	ctx = h.warnings(ctx, w)
 	body, po, err := h.patchRequest(w, r, registry.PatchTypes(h.kind))
 	if err != nil {
 		writeError(w, err)

@@ -197,6 +197,11 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(k.invalidKind(), obj.GetName(), errs)
 	}
+	if k.Warnings != nil {
+		for _, w := range k.Warnings(obj, nil) {
+			AddWarning(ctx, w)
+		}
+	}
 	if opts.DryRun {
 		// Upstream's dry run stops before its storage, which alone
 		// refuses a resourceVersion: it is answered as sent.

@@ -136,6 +136,11 @@ type Kind struct {
 	// the patch applied) and before it is validated, dry runs too.
 	Admit func(ctx context.Context, obj, old *unstructured.Unstructured) error
 
+	// Warnings, if set, are the warnings a valid create (old is nil) or
+	// update of the kind gets (AddWarning), dry runs too, as upstream's
+	// WarningsOnCreate and WarningsOnUpdate; not a status update.
+	Warnings func(obj, old *unstructured.Unstructured) []string
+
 	// Written, if set, is called after every stored create or update of
 	// the kind, before the client gets its answer (the CRD controller uses
 	// it so a CRD change applies to the next request). It must not change

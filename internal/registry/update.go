@@ -182,6 +182,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	key := r.key(k, ns, name)
 	var deleteAt string // set when the update empties the finalizers of a deleted object
 	var dry *unstructured.Unstructured
+	var warnings []string // the last attempt's, told once it succeeds
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		// The current object as upstream reads it back: with the
 		// schema's defaults (those added since it was stored), which
@@ -235,6 +236,9 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		if err != nil {
 			return nil, err
 		}
+		if warnings = nil; k.Warnings != nil && opts.Subresource == "" {
+			warnings = k.Warnings(next, stored)
+		}
 		if next.GetDeletionTimestamp() != nil && !pendingFinalizers(k, next) {
 			deleteAt = cur.GetResourceVersion()
 			return nil, errDeleteNow
@@ -258,6 +262,9 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	}
 	if err != nil {
 		return nil, nil, interpret(err, gr, name)
+	}
+	for _, w := range warnings {
+		AddWarning(ctx, w)
 	}
 	if dry != nil {
 		dry.SetResourceVersion(out.GetResourceVersion())

@@ -12,9 +12,11 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -142,6 +144,7 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 	}
 	k.WebhookConversion = s.Conversion != nil && s.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	k.VersionWarnings = deprecationWarnings(&s)
+	k.Warnings = finalizerWarnings
 	k.TypeConverter = typeConverter(crd, k.Schemas)
 	k.Fields, k.VersionFields = selectableFields(crd)
 	if storageVersion != nil {
@@ -388,6 +391,39 @@ func deprecationWarnings(s *apiextensionsv1.CustomResourceDefinitionSpec) map[st
 			msg += fmt.Sprintf("; use %s/%s %s", s.Group, use, s.Names.Kind)
 		}
 		warnings[v.Name] = msg
+	}
+	return warnings
+}
+
+// standardFinalizers are the finalizers Kubernetes itself names, which
+// need no domain.
+var standardFinalizers = sets.New(metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents, "kubernetes")
+
+// finalizerWarnings are upstream's warnings for the finalizers a write of
+// a custom resource adds (not those the object had), in name order: a
+// name that is not a qualified name, or one without a domain and a path
+// that is not a standard finalizer.
+func finalizerWarnings(obj, old *unstructured.Unstructured) []string {
+	fins := obj.GetFinalizers()
+	if len(fins) == 0 {
+		return nil
+	}
+	added := sets.New(fins...)
+	if old != nil {
+		added = added.Difference(sets.New(old.GetFinalizers()...))
+	}
+	var warnings []string
+	for _, f := range sets.List(added) {
+		for _, msg := range validation.IsQualifiedName(f) {
+			warnings = append(warnings, fmt.Sprintf("metadata.finalizers: %q: %s", f, msg))
+		}
+		switch {
+		case strings.Contains(f, "/") || standardFinalizers.Has(f):
+		case strings.Contains(f, "."):
+			warnings = append(warnings, fmt.Sprintf("metadata.finalizers: %q: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers", f))
+		default:
+			warnings = append(warnings, fmt.Sprintf("metadata.finalizers: %q: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers", f))
+		}
 	}
 	return warnings
 }
