@@ -9,6 +9,7 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
 	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv"
 )
 
 // historySizer is implemented by the engines that keep the old versions
@@ -18,11 +19,21 @@ type historySizer interface {
 	HistoryBytes() (held, superseded int64)
 }
 
+// turnTaker is implemented by the engines on a cluster other servers may
+// share (etcd, etcdkv.Store.CompactInTurn): the servers take turns
+// compacting it.
+type turnTaker interface {
+	CompactInTurn(ctx context.Context, turn, rev int64) (etcdkv.CompactTurn, error)
+}
+
 // compactor runs the store's compactions.
 //
 // Every interval it compacts to the revision it saw on the tick before,
 // as kube-apiserver does, so a client always has at least one interval to
-// finish paging or resume a watch.
+// finish paging or resume a watch. On etcd the servers sharing the cluster
+// take turns, as kube-apiserver's do (and with them): a tick compacts only
+// if no other server has since the tick before, so the cluster is compacted
+// about once an interval however many servers run.
 //
 // Over an engine that keeps the old versions in memory it also looks, every
 // check, at how many bytes they hold. Past maxHistory it compacts early, to
@@ -37,11 +48,13 @@ type historySizer interface {
 type compactor struct {
 	kvs        kv.Store
 	sizer      historySizer // nil: an engine that does not say (etcd)
+	turns      turnTaker    // nil: an engine no other server shares
 	maxHistory int64        // 0: the history's size is not bounded
 	log        *slog.Logger
 	now        func() time.Time
 
 	last    int64       // the revision seen at the previous interval tick
+	turn    int64       // the turns taken by every server, at the previous tick (turns)
 	samples []revSample // one per check, oldest first, all above the compaction point
 
 	// Counted for /metrics, which reads them from another goroutine.
@@ -70,6 +83,7 @@ func newCompactor(kvs kv.Store, maxHistory int64, log *slog.Logger) *compactor {
 		c.sizer = s
 		c.maxHistory = max(maxHistory, 0)
 	}
+	c.turns, _ = kvs.(turnTaker)
 	return c
 }
 
@@ -107,6 +121,10 @@ func (c *compactor) run(ctx context.Context, interval, checkEvery time.Duration)
 
 // tick is the interval compaction: to the revision seen at the tick before.
 func (c *compactor) tick(ctx context.Context) {
+	if c.turns != nil {
+		c.tickInTurn(ctx)
+		return
+	}
 	rev, err := c.revision(ctx)
 	if err != nil {
 		return
@@ -116,6 +134,22 @@ func (c *compactor) tick(ctx context.Context) {
 		c.log.Info("compacted", "revision", c.last)
 	}
 	c.last = rev
+}
+
+// tickInTurn is tick on a shared cluster: it compacts only if no server
+// has taken a turn since the tick before.
+func (c *compactor) tickInTurn(ctx context.Context) {
+	t, err := c.turns.CompactInTurn(ctx, c.turn, c.last)
+	if err != nil {
+		c.log.Warn("compaction failed", "revision", c.last, "err", err)
+	}
+	c.turn, c.last = t.Turn, t.Revision
+	if t.Compacted > 0 {
+		c.intervalCompactions.Add(1)
+		c.log.Info("compacted", "revision", t.Compacted)
+	} else if err == nil && t.Latest > 0 {
+		c.log.Debug("another server compacted the cluster", "revision", t.Latest)
+	}
 }
 
 // check samples the revision and the bytes superseded, and compacts early
@@ -191,7 +225,7 @@ func (c *compactor) metrics() []apiserver.Metric {
 	ms := []apiserver.Metric{{
 		Name: "kplane_storage_compactions_total",
 		Type: "counter",
-		Help: "Compactions of the store, by reason: every --compaction-interval, or early, when the old versions held passed --compaction-max-history.",
+		Help: "Compactions of the store done by this server, by reason: every --compaction-interval (on etcd, in the turns it took), or early, when the old versions held passed --compaction-max-history.",
 		Read: func() []apiserver.Sample {
 			return []apiserver.Sample{
 				{Labels: []string{"reason", "interval"}, Value: float64(c.intervalCompactions.Load())},

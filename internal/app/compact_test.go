@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/kv/etcdkv/etcdtest"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 )
 
@@ -228,5 +230,40 @@ func TestCompactorLogsEarlyCompactionsAtInfoOnceAMinute(t *testing.T) {
 	}
 	if fmt.Sprint(values) != fmt.Sprint(want) {
 		t.Errorf("metrics: %v, want %v", values, want)
+	}
+}
+
+func TestCompactorsOnOneEtcdTakeTurns(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	a, b := srv.NewStore(t), srv.NewStore(t)
+	ca := newCompactor(a, 0, slog.New(slog.DiscardHandler))
+	cb := newCompactor(b, 0, slog.New(slog.DiscardHandler))
+	if ca.turns == nil || ca.bounded() {
+		t.Fatal("the compactor over etcd does not take turns, or bounds a history it cannot see")
+	}
+	// Interleaved ticks, as two servers' would be: A took the first turn,
+	// so A compacts at each of its ticks and B at none.
+	for i := range 4 {
+		rewrite(t, a, "/a", fmt.Sprint(i))
+		ca.tick(ctx)
+		rewrite(t, b, "/b", fmt.Sprint(i))
+		cb.tick(ctx)
+	}
+	if na, nb := ca.intervalCompactions.Load(), cb.intervalCompactions.Load(); na != 3 || nb != 0 {
+		t.Fatalf("compactions: A %d, B %d; want 3 and 0 (one a tick, the first tick records)", na, nb)
+	}
+	// A stops: B takes over at its next tick, compacting to the revision it
+	// saw at its tick before.
+	to := cb.last
+	cb.tick(ctx)
+	if nb := cb.intervalCompactions.Load(); nb != 1 {
+		t.Fatalf("B compacted %d times once A stopped, want 1", nb)
+	}
+	if _, err := b.Range(ctx, "/", kv.RangeOptions{Revision: to, CountOnly: true}); err != nil {
+		t.Fatalf("B compacted past the revision it saw at its last tick, %d: %v", to, err)
+	}
+	if _, err := b.Range(ctx, "/", kv.RangeOptions{Revision: to - 1, CountOnly: true}); !errors.Is(err, kv.ErrCompacted) {
+		t.Fatalf("a read below %d, where B compacted: %v; want ErrCompacted", to, err)
 	}
 }

@@ -23,6 +23,8 @@
 // # What it does not do
 //
 // Compact compacts the whole etcd cluster, as kube-apiserver does, not
-// just this prefix. The store does not run etcd, manage its members or
+// just this prefix. CompactInTurn is the compaction of a server among
+// several on one cluster: they take turns through kube-apiserver's
+// compact_rev_key, the one key written outside the prefix. The store does not run etcd, manage its members or
 // defragment it.
 package etcdkv

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -311,6 +312,82 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 	defer cancel()
 	_, err := s.c.Compact(ctx, rev)
 	return mapErr(err)
+}
+
+// compactRevKey is the key through which the API servers sharing an etcd
+// cluster take turns compacting it: kube-apiserver's, outside any prefix,
+// because a compaction is the whole cluster's. kplane and kube-apiserver
+// servers on one cluster so share the turns too.
+const compactRevKey = "compact_rev_key"
+
+// CompactTurn is what CompactInTurn did; pass its Turn and Revision to the
+// next call.
+type CompactTurn struct {
+	// Turn is the number of turns taken so far by every server (the
+	// version of compact_rev_key).
+	Turn int64
+	// Revision is the cluster's revision when the turn was tried: the
+	// revision to compact to at the next one.
+	Revision int64
+	// Compacted is the revision this call compacted the cluster to: 0 when
+	// another server had taken a turn since this one's last call, or on a
+	// first call.
+	Compacted int64
+	// Latest is the revision the last turn recorded (another server's when
+	// Compacted is 0), 0 if unknown.
+	Latest int64
+}
+
+// CompactInTurn compacts the cluster to rev if no server has taken a turn
+// since turn, as kube-apiserver's compactor does. The turn is one etcd
+// transaction on compact_rev_key: if its version is still turn, it is
+// rewritten with rev (taking the turn) and the cluster compacted to rev;
+// otherwise the key is read, and the caller learns the turn to pass next
+// time. So however many servers run, the cluster is compacted about once
+// per interval, and when the one that has been compacting stops another
+// takes over within two intervals. A rev of 0 (the first call) takes the
+// turn without compacting. A compaction already at or past rev is not an
+// error.
+func (s *Store) CompactInTurn(ctx context.Context, turn, rev int64) (CompactTurn, error) {
+	if err := s.checkOpen(); err != nil {
+		return CompactTurn{}, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.Version(compactRevKey), "=", turn),
+	).Then(
+		clientv3.OpPut(compactRevKey, strconv.FormatInt(rev, 10)),
+	).Else(
+		clientv3.OpGet(compactRevKey),
+	).Commit()
+	if err != nil {
+		return CompactTurn{Turn: turn, Revision: rev}, mapErr(err)
+	}
+	t := CompactTurn{Revision: resp.Header.Revision}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 { // deleted by hand: start the count again
+			return t, nil
+		}
+		t.Turn = kvs[0].Version
+		// A value that is not a revision is left to whoever wrote it.
+		t.Latest, _ = strconv.ParseInt(string(kvs[0].Value), 10, 64)
+		return t, nil
+	}
+	t.Turn, t.Latest = turn+1, rev
+	if rev == 0 {
+		return t, nil
+	}
+	if _, err := s.c.Compact(ctx, rev); err != nil {
+		err = mapErr(err)
+		if errors.Is(err, kv.ErrCompacted) {
+			return t, nil
+		}
+		return t, err
+	}
+	t.Compacted = rev
+	return t, nil
 }
 
 // DiskBytes reports the size etcd's database file takes on disk (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -177,5 +178,121 @@ func TestDiskBytesIsTheDatabaseSize(t *testing.T) {
 	s.Close()
 	if _, err := s.DiskBytes(ctx); !errors.Is(err, kv.ErrClosed) {
 		t.Errorf("DiskBytes of a closed store: %v, want ErrClosed", err)
+	}
+}
+
+// compactedTo reports whether the cluster is compacted to exactly rev: a
+// read at rev works, one below it does not.
+func compactedTo(t *testing.T, s kv.Store, rev int64) bool {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Range(ctx, "/", kv.RangeOptions{Revision: rev, CountOnly: true}); err != nil {
+		return false
+	}
+	_, err := s.Range(ctx, "/", kv.RangeOptions{Revision: rev - 1, CountOnly: true})
+	return errors.Is(err, kv.ErrCompacted)
+}
+
+func TestCompactInTurn(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	// Two servers, each with its own prefix: a compaction is the cluster's.
+	a, b := srv.NewStore(t).(*etcdkv.Store), srv.NewStore(t).(*etcdkv.Store)
+	raw := srv.Client(t)
+	defer raw.Close()
+	key := func() (value string, version int64) {
+		t.Helper()
+		r, err := raw.Get(ctx, "compact_rev_key")
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("reading compact_rev_key: %v, %v", r, err)
+		}
+		return string(r.Kvs[0].Value), r.Kvs[0].Version
+	}
+	write := func(s kv.Store) {
+		t.Helper()
+		if _, err := s.Create(ctx, fmt.Sprintf("/k%d", time.Now().UnixNano()), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn := func(s *etcdkv.Store, prev etcdkv.CompactTurn) etcdkv.CompactTurn {
+		t.Helper()
+		next, err := s.CompactInTurn(ctx, prev.Turn, prev.Revision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return next
+	}
+
+	// A's first tick takes the first turn and compacts nothing; B's finds
+	// it taken. kube-apiserver writes "0" there on its first tick.
+	ta := turn(a, etcdkv.CompactTurn{})
+	if ta.Turn != 1 || ta.Compacted != 0 || ta.Revision == 0 {
+		t.Fatalf("first turn = %+v", ta)
+	}
+	if v, n := key(); v != "0" || n != 1 {
+		t.Fatalf("compact_rev_key after the first turn = %q version %d, want \"0\" version 1", v, n)
+	}
+	write(a)
+	tb := turn(b, etcdkv.CompactTurn{})
+	if tb.Turn != 1 || tb.Compacted != 0 || tb.Revision <= ta.Revision {
+		t.Fatalf("B's first tick = %+v, want turn 1 seen, nothing compacted", tb)
+	}
+
+	// A's next tick compacts to what it saw at its last; B's sees that and
+	// does not compact; A keeps the turn.
+	for range 3 {
+		write(b)
+		prev := ta
+		ta = turn(a, ta)
+		if ta.Compacted != prev.Revision || ta.Turn != prev.Turn+1 {
+			t.Fatalf("A's tick after %+v = %+v, want a compaction to %d", prev, ta, prev.Revision)
+		}
+		if !compactedTo(t, b, prev.Revision) {
+			t.Fatalf("the cluster is not compacted to %d", prev.Revision)
+		}
+		if v, n := key(); v != strconv.FormatInt(prev.Revision, 10) || n != ta.Turn {
+			t.Fatalf("compact_rev_key = %q version %d, want %d version %d", v, n, prev.Revision, ta.Turn)
+		}
+		write(a)
+		tb = turn(b, tb)
+		if tb.Compacted != 0 || tb.Turn != ta.Turn || tb.Latest != prev.Revision {
+			t.Fatalf("B's tick after A compacted = %+v, want no compaction, turn %d, latest %d", tb, ta.Turn, prev.Revision)
+		}
+	}
+
+	// A stops: B's next tick takes over, to what B saw at its last.
+	write(b)
+	prev := tb
+	tb = turn(b, tb)
+	if tb.Compacted != prev.Revision {
+		t.Fatalf("B's tick with A gone = %+v, want a compaction to %d", tb, prev.Revision)
+	}
+	if !compactedTo(t, a, prev.Revision) {
+		t.Fatalf("the cluster is not compacted to %d", prev.Revision)
+	}
+
+	// A turn past a compaction someone did by hand is not an error.
+	write(b)
+	cur, err := raw.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Compact(ctx, cur.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.CompactInTurn(ctx, tb.Turn, tb.Revision); err != nil || got.Compacted != 0 || got.Turn != tb.Turn+1 {
+		t.Fatalf("a turn behind a manual compaction = %+v, %v; want the turn taken, no error", got, err)
+	}
+
+	// The key deleted by hand: the count starts again.
+	if _, err := raw.Delete(ctx, "compact_rev_key"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.CompactInTurn(ctx, ta.Turn, ta.Revision)
+	if err != nil || got.Turn != 0 || got.Compacted != 0 {
+		t.Fatalf("a turn with the key gone = %+v, %v; want turn 0, nothing compacted", got, err)
+	}
+	if got, err = a.CompactInTurn(ctx, got.Turn, got.Revision); err != nil || got.Compacted == 0 || got.Turn != 1 {
+		t.Fatalf("the next turn = %+v, %v; want a compaction, turn 1", got, err)
 	}
 }
