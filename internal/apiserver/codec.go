@@ -77,20 +77,25 @@ func readBody(rd io.Reader, announced, limit int64) ([]byte, error) {
 	return nil, err
 }
 
-// toJSON converts a JSON or YAML body to JSON; other media types are 415.
+// errUnknownBodyFormat is the 415 of a body in a media type kplane does not
+// read. It names protobuf for custom resources too, as upstream's, whose
+// serializer lists it (and fails on it).
+const errUnknownBodyFormat = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, " + protobufType
+
+// toJSON converts a JSON or YAML body to JSON; other media types are 415,
+// as upstream's (which takes no YAML aliases, and no */*).
 func toJSON(r *http.Request, body []byte) ([]byte, error) {
-	var err error
-	ct := r.Header.Get("Content-Type")
 	mt := "application/json"
-	if ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, r.Method, schemaGroupResource(""), "", "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml", 0, false)
+			mt = "" // 415, parameters that do not parse too
 		}
 	}
 	switch mt {
-	case "application/json", "*/*":
+	case "application/json":
 		return body, nil
-	case "application/yaml", "application/x-yaml", "text/yaml":
+	case "application/yaml":
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
 			return nil, &malformedYAML{err}
@@ -99,7 +104,7 @@ func toJSON(r *http.Request, body []byte) ([]byte, error) {
 	}
 	return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-		Message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+		Message: errUnknownBodyFormat,
 	}}
 }
 

@@ -342,7 +342,7 @@ func newCustomResources(b testing.TB, crdBody string) func(method, path, body st
 }
 
 // newCustomResourcesHandler is newCustomResources that also returns the
-// handler.
+// handler, which serves service account tokens too.
 func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path, body string) *httptest.ResponseRecorder, http.Handler) {
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
@@ -353,7 +353,15 @@ func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path,
 	crds := &crd.Controller{Registry: reg}
 	crdKind := crd.Kind()
 	crdKind.Written = crds.Written
-	kinds := append(core.Kinds(), crdKind)
+	tokens := &core.Tokens{Registry: reg}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tokens.SetKey(key); err != nil {
+		b.Fatal(err)
+	}
+	kinds := append(tokens.Install(core.Kinds()), crdKind)
 	registry.SetTypeConverters(kinds...)
 	for _, k := range kinds {
 		if err := reg.Add(k); err != nil {
@@ -367,7 +375,7 @@ func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path,
 	}
 	go reg.Run(ctx)
 	go crds.Run(ctx)
-	h := apiserver.New(apiserver.Config{Registry: reg, Anonymous: true})
+	h := apiserver.New(apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens})
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

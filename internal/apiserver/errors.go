@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,23 +18,97 @@ import (
 )
 
 // writeError answers err as a metav1.Status, as kube-apiserver's
-// responsewriters.ErrorNegotiated does.
+// responsewriters.ErrorNegotiated does: in the form the request's Accept
+// asks for among JSON, YAML and protobuf, whatever the route (a custom
+// resource's errors come in protobuf too), never as a Table or metadata;
+// to a client that accepts none of them, in indented JSON. A Status with
+// a retry delay sets Retry-After.
 func writeError(w http.ResponseWriter, err error) {
-	st := statusOf(err)
-	writeJSON(w, int(st.Code), st)
+	writeErrorFor(w, acceptOf(w), err)
 }
 
 // refuse answers r with err before it is routed (authentication,
 // impersonation, authorization), indented for curl and browsers on every
 // path, as upstream's refusals are.
 func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	accept := r.Header.Get("Accept")
 	if !prettyRequested(r) {
-		writeError(w, err)
+		writeErrorFor(w, accept, err)
 		return
 	}
 	pw := &prettyWriter{ResponseWriter: w}
-	writeError(pw, err)
+	writeErrorFor(pw, accept, err)
 	pw.finish()
+}
+
+// acceptOf is the Accept of the request w answers, which the server's
+// statusWriter under the handlers' writers holds.
+func acceptOf(w http.ResponseWriter) string {
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			return x.accept
+		case *prettyWriter:
+			w = x.ResponseWriter
+		case *compressWriter:
+			w = x.ResponseWriter
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return ""
+		}
+	}
+}
+
+func writeErrorFor(w http.ResponseWriter, accept string, err error) {
+	st := statusOf(err)
+	code := int(st.Code)
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
+	f, ok := errorForm(accept)
+	switch {
+	case !ok:
+		data, _ := json.MarshalIndent(st, "", "  ")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write(data)
+	case f == formProtobuf:
+		var buf bytes.Buffer
+		if protoSerializer.Encode(st, &buf) != nil {
+			writeJSON(w, code, st) // not expected: a Status always encodes
+			return
+		}
+		w.Header().Set("Content-Type", protobufType)
+		w.WriteHeader(code)
+		w.Write(buf.Bytes())
+	default:
+		write(w, f, code, st)
+	}
+}
+
+// errorForm is the form of an error's Status for a request that sent
+// accept: the first of Accept's ranges that names JSON, YAML or protobuf
+// as such (a range with "as" is a conversion, which errors are not given).
+// ok is false when there is none.
+func errorForm(accept string) (f form, ok bool) {
+	if strings.TrimSpace(accept) == "" {
+		return formJSON, true
+	}
+	for _, m := range acceptRanges(accept) {
+		if m.params["as"] != "" {
+			continue
+		}
+		switch m.mt {
+		case "application/json", "application/*", "*/*":
+			return formJSON, true
+		case "application/yaml":
+			return formYAML, true
+		case protobufType:
+			return formProtobuf, true
+		}
+	}
+	return 0, false
 }
 
 // errNoConversion answers a request in a version other than the storage

@@ -69,11 +69,19 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 	if deprecation != "" {
 		s.requests.requestedDeprecated(ri) // a route served: counted
 	}
+	// What the answer can be is settled first, as upstream's routes and
+	// handlers settle it: a client that accepts none of it gets 406 before
+	// anything is read or written.
+	f, err := negotiateRoute(r, k, ri, watch)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	if k.WebhookConversion && ri.version != k.StorageVersion() {
 		writeError(w, errNoConversion(k, ri.version))
 		return
 	}
-	h := &handler{s: s, res: res, kind: k, ri: ri}
+	h := &handler{s: s, res: res, kind: k, ri: ri, form: f}
 	if ri.subresource == "scale" {
 		h.scale(w, r)
 		return
@@ -117,6 +125,51 @@ type handler struct {
 	res  *registry.Resource
 	kind *registry.Kind
 	ri   requestInfo
+	form form // the answer's, negotiated (negotiateRoute)
+}
+
+// negotiateRoute is the form of the answer to a request on a resource
+// route. For a built-in kind upstream's router (go-restful) first checks
+// Accept against what the route produces, comparing media types without
+// their parameters, a lone */* matching and application/* not, and
+// answers its own 406; its handler then negotiates the form
+// (negotiateAccept). A custom resource's handler only negotiates.
+func negotiateRoute(r *http.Request, k *registry.Kind, ri requestInfo, watch bool) (form, error) {
+	proto := protoCapable(k, ri.version)
+	switch sk := k.ReviewSubresources[ri.subresource]; {
+	case sk != nil:
+		proto = protoCapable(sk, sk.StorageVersion())
+	case ri.subresource == "scale":
+		proto = false // as upstream's custom resources' Scale
+	}
+	if k.Typed != nil && !routeProduces(r.Header.Get("Accept")) {
+		produces := "application/json, application/yaml, " + protobufType
+		if r.Method == http.MethodGet && (ri.name == "" || watch) {
+			produces += ", application/json;stream=watch, " + protobufType + ";stream=watch"
+		}
+		return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+			Message: "406: Not Acceptable\n\nAvailable representations: " + produces,
+			Details: &metav1.StatusDetails{},
+		}}
+	}
+	return negotiateAccept(r, proto)
+}
+
+// routeProduces reports whether go-restful would find that a built-in
+// kind's route produces something in accept.
+func routeProduces(accept string) bool {
+	if accept == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.TrimSpace(mt) {
+		case "*/*", "application/json", "application/yaml", protobufType:
+			return true
+		}
+	}
+	return false
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +181,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts := metav1.GetOptions{ResourceVersion: q.Get("resourceVersion")}
-	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f != formYAML {
+	if f := h.form; f != formYAML && (f != formTable || tableOptions(r) == nil) {
 		// The common case, served from the stored JSON as it is (or from
 		// the protobuf form kept with the record, or the stored metadata).
 		rec, asStored, err := h.res.GetRecord(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
@@ -155,7 +208,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, obj)
+		h.s.writeObject(w, r, h.form, h.kind, h.ri.version, http.StatusOK, obj)
 		return
 	}
 	obj, err := h.res.Get(ctx, h.ri.version, h.ri.namespace, h.ri.name, opts)
@@ -163,7 +216,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.s.writeObject(w, r, h.kind, h.ri.version, http.StatusOK, obj)
+	h.s.writeObject(w, r, h.form, h.kind, h.ri.version, http.StatusOK, obj)
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +229,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version)); err == nil && f != formYAML {
+	if f := h.form; f != formYAML && (f != formTable || tableOptions(r) == nil) {
 		// The common case, served from the stored JSON as it is (or
 		// decoded from it straight into the Go types, for protobuf; a
 		// Table's cells from the objects decoded, its rows' metadata
@@ -231,7 +284,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.s.writeList(w, r, h.kind, h.ri.version, list)
+	h.s.writeList(w, r, h.form, h.kind, h.ri.version, list)
 }
 
 // recordsMeta is a record list's ListMeta.
@@ -288,7 +341,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, http.StatusCreated, out, enc)
+	h.s.writeObjectEncoded(w, r, h.form, h.kind, h.ri.version, http.StatusCreated, out, enc)
 }
 
 // subreview answers a create on a review subresource of an object
@@ -309,7 +362,7 @@ func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry
 		writeError(w, err)
 		return
 	}
-	h.s.writeObjectEncoded(w, r, sk, sk.StorageVersion(), http.StatusCreated, out, nil)
+	h.s.writeObjectEncoded(w, r, h.form, sk, sk.StorageVersion(), http.StatusCreated, out, nil)
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
@@ -331,7 +384,7 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, code, out, enc)
+	h.s.writeObjectEncoded(w, r, h.form, h.kind, h.ri.version, code, out, enc)
 }
 
 // objectWrite reads a create or update request: its options, then its
@@ -385,7 +438,7 @@ func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	h.s.writeObjectEncoded(w, r, h.kind, h.ri.version, code, out, enc)
+	h.s.writeObjectEncoded(w, r, h.form, h.kind, h.ri.version, code, out, enc)
 }
 
 // patchRequest reads a PATCH: its media type, which must be one of
@@ -477,7 +530,7 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	write(w, h.form, http.StatusOK, out)
 }
 
 // writeOptions reads the options of a create or update (dryRun,
@@ -520,7 +573,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusAccepted
 	}
 	if u, ok := out.(*unstructured.Unstructured); ok {
-		h.s.writeObject(w, r, h.kind, h.ri.version, code, u)
+		h.s.writeObject(w, r, h.form, h.kind, h.ri.version, code, u)
 		return
 	}
 	writeJSON(w, code, out)
@@ -544,5 +597,5 @@ func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.s.writeList(w, r, h.kind, h.ri.version, list)
+	h.s.writeList(w, r, h.form, h.kind, h.ri.version, list)
 }

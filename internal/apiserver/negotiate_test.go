@@ -59,15 +59,13 @@ func TestNegotiate(t *testing.T) {
 		if tc.accept != "" {
 			r.Header.Set("Accept", tc.accept)
 		}
-		got, err := negotiateFor(r, tc.proto)
+		got, err := negotiateAccept(r, tc.proto)
 		if (err != nil) != tc.err || (err == nil && got != tc.want) {
 			t.Errorf("Accept %q (protobuf offered: %v): got %v, %v; want %v (error: %v)", tc.accept, tc.proto, got, err, tc.want, tc.err)
 		}
-		// The 406 names what kplane could have answered.
-		if want := "only the following media types are accepted: application/json, application/yaml"; err != nil {
-			if tc.proto {
-				want += ", application/vnd.kubernetes.protobuf"
-			}
+		// The 406 names what upstream's handlers list, custom resources'
+		// too.
+		if want := "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"; err != nil {
 			if err.Error() != want {
 				t.Errorf("Accept %q (protobuf offered: %v): %q, want %q", tc.accept, tc.proto, err, want)
 			}

@@ -32,7 +32,7 @@ const (
 	formMetadataProto // PartialObjectMetadata(List) in protobuf, any kind
 )
 
-// negotiateFor picks the form of a response as kube-apiserver's content
+// negotiateAccept picks the form of a response as kube-apiserver's content
 // negotiation does: Accept's media ranges are taken by q-value, the more
 // specific first among equals (type/subtype, then type/*, then */*), and
 // in the order sent among those; the first that kplane can produce wins,
@@ -46,32 +46,48 @@ const (
 // numbers its fields differently, and is offered in JSON only). Unlike
 // kube-apiserver, a range with
 // q=0 is not acceptable (RFC 9110). CBOR is not offered. A client that
-// accepts nothing kplane can produce gets 406.
-func negotiateFor(r *http.Request, proto bool) (form, error) {
-	f, err := negotiateAccept(r, proto)
-	if err == nil && f == formTable {
-		// A Table's TableOptions, refused as upstream refuses them.
-		switch v := r.URL.Query().Get("includeObject"); v {
-		case "", "None", "Metadata", "Object":
-		default:
-			return 0, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", v))
-		}
-	}
-	return f, err
-}
-
-// negotiateAccept is negotiateFor's reading of Accept.
+// accepts nothing kplane can produce gets 406, with the media types
+// upstream's handlers list (protobuf too: its custom resources'
+// serializer names it, though it encodes only errors in it).
+//
+// The resource routes negotiate once, before anything is read or
+// written (resources); a Table's options are checked when one is written
+// (tableOptions).
 func negotiateAccept(r *http.Request, proto bool) (form, error) {
 	accept := r.Header.Get("Accept")
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, nil
 	}
-	type mediaRange struct {
-		mt       string
-		params   map[string]string
-		q        float64
-		specific int // 2: type/subtype, 1: type/*, 0: */*
+	for _, m := range acceptRanges(accept) {
+		if m.mt == protobufType {
+			switch as := m.params["as"]; {
+			case as == "" && proto:
+				return formProtobuf, nil
+			case (as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") && m.params["g"] == "meta.k8s.io" && m.params["v"] == "v1":
+				return formMetadataProto, nil
+			}
+			continue
+		}
+		if f, ok := formOf(m.mt, m.params); ok {
+			return f, nil
+		}
 	}
+	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "only the following media types are accepted: application/json, application/yaml, " + protobufType,
+	}}
+}
+
+// mediaRange is one entry of Accept.
+type mediaRange struct {
+	mt       string
+	params   map[string]string
+	q        float64
+	specific int // 2: type/subtype, 1: type/*, 0: */*
+}
+
+// acceptRanges are the valid entries of Accept, the preferred first.
+func acceptRanges(accept string) []mediaRange {
 	var ranges []mediaRange
 	for part := range strings.SplitSeq(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -99,28 +115,17 @@ func negotiateAccept(r *http.Request, proto bool) (form, error) {
 		}
 		return b.specific - a.specific
 	})
-	for _, m := range ranges {
-		if m.mt == protobufType {
-			switch as := m.params["as"]; {
-			case as == "" && proto:
-				return formProtobuf, nil
-			case (as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") && m.params["g"] == "meta.k8s.io" && m.params["v"] == "v1":
-				return formMetadataProto, nil
-			}
-			continue
-		}
-		if f, ok := formOf(m.mt, m.params); ok {
-			return f, nil
-		}
+	return ranges
+}
+
+// tableOptions refuses a Table's TableOptions as upstream refuses them.
+func tableOptions(r *http.Request) error {
+	switch v := r.URL.Query().Get("includeObject"); v {
+	case "", "None", "Metadata", "Object":
+		return nil
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", v))
 	}
-	accepted := "application/json, application/yaml"
-	if proto {
-		accepted += ", " + protobufType
-	}
-	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: " + accepted,
-	}}
 }
 
 // formOf is the form of an Accept entry other than protobuf, if kplane
@@ -167,8 +172,8 @@ func write(w http.ResponseWriter, f form, code int, v any) {
 	w.Write(data)
 }
 
-func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
-	s.writeObjectEncoded(w, r, k, v, code, obj, nil)
+func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, f form, k *registry.Kind, v string, code int, obj *unstructured.Unstructured) {
+	s.writeObjectEncoded(w, r, f, k, v, code, obj, nil)
 }
 
 // writeObjectEncoded is writeObject, with the object's JSON from the store
@@ -179,11 +184,12 @@ var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); retu
 
 const maxPooledAnswer = 64 << 10
 
-func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, code int, obj *unstructured.Unstructured, enc *storage.Encoded) {
-	f, err := negotiateFor(r, protoCapable(k, v))
-	if err != nil {
-		writeError(w, err)
-		return
+func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, f form, k *registry.Kind, v string, code int, obj *unstructured.Unstructured, enc *storage.Encoded) {
+	if f == formTable {
+		if err := tableOptions(r); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	if f == formJSON && enc != nil {
 		writeJSONFrom(w, code, func(b []byte) ([]byte, error) { return enc.AppendJSON(b), nil })
@@ -271,11 +277,12 @@ func writeStreamed(w http.ResponseWriter, pool *sync.Pool, maxPooled int, conten
 	}
 }
 
-func (s *Server) writeList(w http.ResponseWriter, r *http.Request, k *registry.Kind, v string, list *unstructured.UnstructuredList) {
-	f, err := negotiateFor(r, protoCapable(k, v))
-	if err != nil {
-		writeError(w, err)
-		return
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, f form, k *registry.Kind, v string, list *unstructured.UnstructuredList) {
+	if f == formTable {
+		if err := tableOptions(r); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	switch f {
 	case formTable:

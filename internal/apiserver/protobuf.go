@@ -374,7 +374,7 @@ func decodeProto(k *registry.Kind, v string, body []byte) (runtime.Object, error
 	if k.Typed == nil {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+			Message: errUnknownBodyFormat,
 		}}
 	}
 	gvk := k.GroupVersionKind(v)

@@ -230,7 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := kindOf(r)
 	s.inflight.add(kind, 1, start)
-	sw := &statusWriter{ResponseWriter: w, inflight: true}
+	sw := &statusWriter{ResponseWriter: w, inflight: true, accept: r.Header.Get("Accept")}
 	defer func() {
 		// Deferred: a handler's panic (net/http recovers it) must not
 		// leave the request counted for ever.
@@ -292,8 +292,8 @@ func growStackMore() {
 func touch(b []byte) { b[0] = 1 }
 
 // statusWriter remembers the response code for the request log and the
-// request metrics, counts the body's bytes for the latter, and passes
-// Flush through for watches.
+// request metrics, counts the body's bytes for the latter, passes Flush
+// through for watches, and holds what the request accepts for its errors.
 type statusWriter struct {
 	http.ResponseWriter
 	code     int
@@ -301,6 +301,7 @@ type statusWriter struct {
 	inflight bool           // counted in Server.inflight: until it ends, or turns out to be a watch
 	sized    bool           // the response's size is counted (apiserver_response_sizes)
 	written  int64          // bytes of the body written
+	accept   string         // the request's Accept, for the form of an error (writeError)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {

@@ -43,10 +43,12 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Predicate.Field = one
 	}
-	f, err := negotiateFor(r, protoCapable(h.kind, h.ri.version))
-	if err != nil {
-		writeError(w, err)
-		return
+	f := h.form
+	if f == formTable {
+		if err := tableOptions(r); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	timeout := h.s.cfg.MinWatchTimeout + time.Duration(rand.Int64N(int64(h.s.cfg.MinWatchTimeout)))
 	// listOptions checked that it is a number; 0 or less is none, as

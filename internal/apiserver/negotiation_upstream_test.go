@@ -1,0 +1,129 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+)
+
+// What a request accepts decides its answer as kube-apiserver v1.37.2's
+// did. testdata/negotiation-kube-apiserver-v1.37.2.json holds 68 requests
+// and upstream's answers, byte for byte:
+//   - errors come in the form Accept names among JSON, YAML and protobuf,
+//     on every route (a custom resource's in protobuf too), never as a
+//     Table; when none is acceptable, in indented JSON;
+//   - a client that accepts nothing the route produces gets 406 before
+//     anything is read or written (a POST so refused creates nothing, a
+//     GET of a missing object is 406, not 404), with go-restful's message
+//     for built-in kinds (application/* is not enough there; a list's
+//     route names its watch streams) and the handler's for custom
+//     resources, in the error's own negotiated form;
+//   - a custom resource's /scale comes in YAML when asked, and refuses
+//     protobuf;
+//   - a body in a media type other than JSON, YAML and (for built-in
+//     kinds) protobuf is 415, naming the three: text/yaml,
+//     application/x-yaml and */* too, and parameters that do not parse.
+//
+// Answers that are objects (uids, times) are compared by code and
+// Content-Type only.
+func TestNegotiationAsKubeAPIServer(t *testing.T) {
+	data, err := os.ReadFile("testdata/negotiation-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream struct {
+		Steps []struct {
+			Method, Path, Accept, UserAgent, Body, RequestContentType string
+			Code                                                      int
+			ContentType                                               string
+			Answer, AnswerBase64                                      string
+			AnswerVolatile                                            bool
+		}
+	}
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	if len(upstream.Steps) < 68 {
+		t.Fatalf("%d steps", len(upstream.Steps))
+	}
+	do, h := newCustomResourcesHandler(t, scalersCRD)
+	for _, setup := range []struct{ path, body string }{
+		{"/api/v1/namespaces/default/configmaps", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"yes"}}`},
+		{"/apis/ex.com/v1/namespaces/default/scalers", `{"apiVersion":"ex.com/v1","kind":"Scaler","metadata":{"name":"s1"},"spec":{"replicas":2}}`},
+	} {
+		if w := do(http.MethodPost, setup.path, setup.body); w.Code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", setup.path, w.Code, w.Body)
+		}
+	}
+	for i, s := range upstream.Steps {
+		r := httptest.NewRequest(s.Method, s.Path, strings.NewReader(s.Body))
+		r.Header.Set("User-Agent", s.UserAgent)
+		if s.Accept != "" {
+			r.Header.Set("Accept", s.Accept)
+		}
+		if s.RequestContentType != "" {
+			r.Header.Set("Content-Type", s.RequestContentType)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		want := []byte(s.Answer)
+		if s.AnswerBase64 != "" {
+			if want, err = base64.StdEncoding.DecodeString(s.AnswerBase64); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ct := w.Header().Get("Content-Type")
+		if w.Code != s.Code || ct != s.ContentType || !s.AnswerVolatile && !bytes.Equal(w.Body.Bytes(), want) {
+			t.Errorf("step %d, %s %s, Accept %q:\n got  %d %s %q\n want %d %s %q", i, s.Method, s.Path, s.Accept, w.Code, ct, w.Body, s.Code, s.ContentType, want)
+		}
+	}
+}
+
+// scalersCRD defines ex.com/v1 Scaler with a /scale subresource.
+const scalersCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"scalers.ex.com"},
+"spec":{"group":"ex.com","names":{"kind":"Scaler","plural":"scalers"},"scope":"Namespaced",
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"scale":{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}},
+"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+// An error that says when to retry sets Retry-After, as upstream's: a
+// read at a resourceVersion the server has not reached (504, retry after
+// 1 s, which client-go's reflector honours).
+func TestErrorRetryAfter(t *testing.T) {
+	h := newInProcess(t)
+	for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?resourceVersion=999999&resourceVersionMatch=NotOlderThan", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusGatewayTimeout || w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != accept {
+			t.Errorf("Accept %s: %d, Retry-After %q, Content-Type %q; want 504, 1, %s", accept, w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"), accept)
+		}
+	}
+}
+
+// Refusals before routing (a bad token's 401) are negotiated as every
+// error is: kube-apiserver v1.37.2's answers to the same request.
+func TestRefusalsNegotiatedAsKubeAPIServer(t *testing.T) {
+	pb, _ := base64.StdEncoding.DecodeString("azhzAAoMCgJ2MRIGU3RhdHVzEjAKBgoAEgAaABIHRmFpbHVyZRoMVW5hdXRob3JpemVkIgxVbmF1dGhvcml6ZWQwkQMaACIA")
+	h := newInProcess(t)
+	for _, c := range []struct{ accept, contentType, answer string }{
+		{"application/yaml", "application/yaml", "apiVersion: v1\ncode: 401\nkind: Status\nmessage: Unauthorized\nmetadata: {}\nreason: Unauthorized\nstatus: Failure\n"},
+		{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf", string(pb)},
+		{"application/xml", "application/json", "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"Unauthorized\",\n  \"reason\": \"Unauthorized\",\n  \"code\": 401\n}"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)
+		r.Header.Set("User-Agent", "kubectl/v1.37.2")
+		r.Header.Set("Authorization", "Bearer bad.token.x")
+		r.Header.Set("Accept", c.accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || w.Header().Get("Content-Type") != c.contentType || w.Body.String() != c.answer {
+			t.Errorf("Accept %s: %d %s %q; want 401 %s %q", c.accept, w.Code, w.Header().Get("Content-Type"), w.Body, c.contentType, c.answer)
+		}
+	}
+}
