@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // HealthCheck is one named check of the health endpoints, for what only
@@ -86,7 +90,9 @@ func (s *Server) healthAll(name string, checks []HealthCheck) http.HandlerFunc {
 				fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.Name)
 				continue
 			}
-			if err := c.Check(r.Context()); err != nil {
+			err := c.Check(r.Context())
+			s.slis.record(name, c.Name, err == nil)
+			if err != nil {
 				// The endpoint is public: the reason goes to the log,
 				// and to whoever may ask for the single check.
 				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.Name)
@@ -137,5 +143,102 @@ func healthOne(name string, checks []HealthCheck) http.HandlerFunc {
 			return
 		}
 		http.NotFound(w, r)
+	}
+}
+
+// healthSLIs are the results of the checks the three endpoints ran, for
+// /metrics/slis: kube-apiserver's component SLIs. Each run of /livez,
+// /readyz or /healthz (not excluded) counts, as upstream's; a single check
+// (/livez/<check>) does not.
+type healthSLIs struct {
+	mu      sync.Mutex
+	results map[sliKey]*sliResult
+}
+
+type sliKey struct{ endpoint, check string }
+
+type sliResult struct {
+	passing         bool
+	success, errors int64
+}
+
+func (h *healthSLIs) record(endpoint, check string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.results == nil {
+		h.results = map[sliKey]*sliResult{}
+	}
+	r := h.results[sliKey{endpoint, check}]
+	if r == nil {
+		r = &sliResult{}
+		h.results[sliKey{endpoint, check}] = r
+	}
+	r.passing = ok
+	if ok {
+		r.success++
+	} else {
+		r.errors++
+	}
+}
+
+// serveSLIs serves /metrics/slis as kube-apiserver v1.37 does: each
+// check's last result per endpoint (kubernetes_healthcheck{name,type}, 1
+// passing, 0 failing), the results counted by status
+// (kubernetes_healthchecks_total{name,status,type}), series in label
+// order, and the process's start time.
+func (s *Server) serveSLIs(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
+		return
+	}
+	s.slis.mu.Lock()
+	keys := make([]sliKey, 0, len(s.slis.results))
+	results := make(map[sliKey]sliResult, len(s.slis.results))
+	for k, v := range s.slis.results {
+		keys = append(keys, k)
+		results[k] = *v
+	}
+	s.slis.mu.Unlock()
+	slices.SortFunc(keys, func(a, b sliKey) int {
+		return cmp.Or(strings.Compare(a.check, b.check), strings.Compare(a.endpoint, b.endpoint))
+	})
+	var b bytes.Buffer
+	if len(keys) > 0 {
+		b.WriteString("# HELP kubernetes_healthcheck The last result of each health check, by endpoint: 1 passed, 0 failed.\n# TYPE kubernetes_healthcheck gauge\n")
+		for _, k := range keys {
+			v := 0
+			if results[k].passing {
+				v = 1
+			}
+			fmt.Fprintf(&b, "kubernetes_healthcheck{name=%q,type=%q} %d\n", k.check, k.endpoint, v)
+		}
+		b.WriteString("# HELP kubernetes_healthchecks_total The results of the health checks run, by endpoint and status.\n# TYPE kubernetes_healthchecks_total counter\n")
+		// By name, status, then type: a check's errors on every endpoint,
+		// then its successes.
+		for i := 0; i < len(keys); {
+			j := i
+			for j < len(keys) && keys[j].check == keys[i].check {
+				j++
+			}
+			for _, status := range []string{"error", "success"} {
+				for _, k := range keys[i:j] {
+					n := results[k].success
+					if status == "error" {
+						n = results[k].errors
+					}
+					if n > 0 {
+						fmt.Fprintf(&b, "kubernetes_healthchecks_total{name=%q,status=%q,type=%q} %d\n", k.check, status, k.endpoint, n)
+					}
+				}
+			}
+			i = j
+		}
+	}
+	metric(&b, "process_start_time_seconds", "gauge", "When the process started, in seconds since the Unix epoch.", float64(processStart.UnixNano())/1e9)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		w.Write(b.Bytes())
 	}
 }

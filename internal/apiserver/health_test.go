@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -78,4 +79,62 @@ func TestHealthEndpointsAnswerAsKubeAPIServer(t *testing.T) {
 	check("shutting down", "/livez", answer{200, "ok"})
 	check("shutting down", "/healthz", answer{200, "ok"})
 	check("shutting down", "/readyz/shutdown", answer{500, "internal server error: process is shutting down\n"})
+}
+
+// /metrics/slis serves the checks' results as kube-apiserver v1.37.2's
+// did for the same requests: the last result of each check per endpoint
+// and the results counted by status, in label order, for every run of the
+// three endpoints (what ?exclude leaves out is not run, and a single
+// check's path is not counted), then the process's start time.
+func TestHealthSLIs(t *testing.T) {
+	var etcdDown atomic.Bool
+	h := newInProcess(t, func(c *apiserver.Config) {
+		c.HealthChecks = []apiserver.HealthCheck{{Name: "etcd", Check: func(context.Context) error {
+			if etcdDown.Load() {
+				return errors.New("down")
+			}
+			return nil
+		}}}
+	})
+	get := func(path string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		return w
+	}
+	h.(*apiserver.Server).MarkStarted()
+	get("/livez")
+	get("/readyz?exclude=etcd")
+	get("/readyz/etcd")
+	get("/healthz/ping")
+	etcdDown.Store(true)
+	get("/readyz")
+	w := get("/metrics/slis")
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Fatalf("/metrics/slis: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	const started = "poststarthook/crd-informer-synced"
+	want := "# HELP kubernetes_healthcheck The last result of each health check, by endpoint: 1 passed, 0 failed.\n" +
+		"# TYPE kubernetes_healthcheck gauge\n" +
+		`kubernetes_healthcheck{name="etcd",type="livez"} 1` + "\n" +
+		`kubernetes_healthcheck{name="etcd",type="readyz"} 0` + "\n" +
+		`kubernetes_healthcheck{name="ping",type="livez"} 1` + "\n" +
+		`kubernetes_healthcheck{name="ping",type="readyz"} 1` + "\n" +
+		`kubernetes_healthcheck{name="` + started + `",type="livez"} 1` + "\n" +
+		`kubernetes_healthcheck{name="` + started + `",type="readyz"} 1` + "\n" +
+		`kubernetes_healthcheck{name="shutdown",type="readyz"} 1` + "\n" +
+		"# HELP kubernetes_healthchecks_total The results of the health checks run, by endpoint and status.\n" +
+		"# TYPE kubernetes_healthchecks_total counter\n" +
+		`kubernetes_healthchecks_total{name="etcd",status="error",type="readyz"} 1` + "\n" +
+		`kubernetes_healthchecks_total{name="etcd",status="success",type="livez"} 1` + "\n" +
+		`kubernetes_healthchecks_total{name="ping",status="success",type="livez"} 1` + "\n" +
+		`kubernetes_healthchecks_total{name="ping",status="success",type="readyz"} 2` + "\n" +
+		`kubernetes_healthchecks_total{name="` + started + `",status="success",type="livez"} 1` + "\n" +
+		`kubernetes_healthchecks_total{name="` + started + `",status="success",type="readyz"} 2` + "\n" +
+		`kubernetes_healthchecks_total{name="shutdown",status="success",type="readyz"} 2` + "\n" +
+		"# HELP process_start_time_seconds When the process started, in seconds since the Unix epoch.\n" +
+		"# TYPE process_start_time_seconds gauge\n" +
+		"process_start_time_seconds "
+	if got := w.Body.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != strings.Count(want, "\n")+1 {
+		t.Errorf("/metrics/slis:\n%s\nwant\n%s<time>", got, want)
+	}
 }

@@ -127,3 +127,80 @@ func TestRefusalsNegotiatedAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// A path that is not clean (an empty segment, "." or "..") is answered
+// as kube-apiserver v1.37.2 answered the same requests, never with the
+// redirect Go's mux would send (a 307 that a client follows with the same
+// method and body): its go-restful routes (/api/..., a built-in group's
+// /apis/<group>/...) serve the path with trailing slashes collapsed and
+// otherwise answer the generic 404 Status (negotiated); every other path
+// gets the plain-text 404.
+func TestUncleanPathsAsKubeAPIServer(t *testing.T) {
+	do, h := newCustomResourcesHandler(t, scalersCRD)
+	if w := do(http.MethodPost, "/api/v1/namespaces/default/configmaps", `{"metadata":{"name":"yes"}}`); w.Code != http.StatusCreated {
+		t.Fatalf("ConfigMap: %d %s", w.Code, w.Body)
+	}
+	const (
+		text     = "404 page not found\n"
+		status   = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}` + "\n"
+		yaml     = "apiVersion: v1\ncode: 404\ndetails: {}\nkind: Status\nmessage: the server could not find the requested resource\nmetadata: {}\nreason: NotFound\nstatus: Failure\n"
+		cm       = `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slash"}}`
+		required = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Namespace parameter required.","reason":"BadRequest","code":400}` + "\n"
+	)
+	for _, c := range []struct {
+		method, path, accept, body string
+		code                       int
+		contentType, answer        string // answer "": not compared (an object)
+	}{
+		{"GET", "//api/v1/namespaces/default/configmaps/yes", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/api/v1//namespaces/default/configmaps/yes", "", "", 404, "application/json", status},
+		{"GET", "/api/v1//namespaces/default/configmaps/yes", "application/yaml", "", 404, "application/yaml", yaml},
+		{"GET", "/api/v1/namespaces/default/configmaps/./yes", "", "", 404, "application/json", status},
+		{"GET", "/api/v1/namespaces/default/configmaps/../configmaps/yes", "", "", 404, "application/json", status},
+		{"GET", "/api/v1/namespaces/default/configmaps/yes/.", "", "", 404, "application/json", status},
+		{"GET", "/./api/v1/namespaces/default/configmaps/yes", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/apis//ex.com/v1/namespaces/default/scalers/s1", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/apis/ex.com/v1/namespaces/default//scalers/s1", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/apis/ex.com//v1/namespaces/default/scalers", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/apis/rbac.authorization.k8s.io/v1//clusterroles", "", "", 404, "application/json", status},
+		{"GET", "/apis/rbac.authorization.k8s.io//v1/clusterroles", "", "", 404, "application/json", status},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases//x", "", "", 404, "application/json", status},
+		{"GET", "/api//v1", "", "", 404, "application/json", status},
+		{"GET", "/apis//", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "//version", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "//healthz", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/healthz//", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "//metrics", "", "", 404, "text/plain; charset=utf-8", text},
+		{"GET", "/openapi//v2", "", "", 404, "text/plain; charset=utf-8", text},
+		{"POST", "//api/v1/namespaces/default/configmaps", "", cm, 404, "text/plain; charset=utf-8", text},
+		{"POST", "/api/v1//namespaces/default/configmaps", "", cm, 404, "application/json", status},
+		{"GET", "/api/v1/namespaces/default/configmaps/slash", "", "", 404, "application/json", ""}, // neither POST created it
+		{"GET", "/api/v1/namespaces/default/configmaps/yes//", "", "", 200, "application/json", ""},
+		{"GET", "/api/v1/namespaces/default/configmaps//", "", "", 200, "application/json", ""},
+		{"GET", "/api/v1//", "", "", 200, "application/json", ""},
+		{"GET", "/api//", "", "", 200, "application/json", ""},
+		// An empty namespace: across namespaces for a GET of the
+		// collection, 400 on an object; kplane refuses a POST (upstream:
+		// 422, metadata.namespace required).
+		{"GET", "/api/v1/namespaces//configmaps", "", "", 200, "application/json", ""},
+		{"GET", "/apis/ex.com/v1/namespaces//scalers", "", "", 200, "application/json", ""},
+		{"GET", "/api/v1/namespaces//configmaps/yes", "", "", 400, "application/json", required},
+		{"DELETE", "/api/v1/namespaces//configmaps/yes", "", "", 400, "application/json", required},
+		{"GET", "/api/v1/namespaces/default/configmaps/yes", "", "", 200, "application/json", ""}, // not deleted
+		{"POST", "/api/v1/namespaces//configmaps", "", cm, 404, "application/json", status},
+	} {
+		r := httptest.NewRequest(c.method, "/", strings.NewReader(c.body))
+		r.URL.Path = c.path // as sent: httptest would not parse "//api/..." as a path
+		r.RequestURI = c.path
+		r.Header.Set("User-Agent", "kubectl/v1.37.2")
+		r.Header.Set("Content-Type", "application/json")
+		if c.accept != "" {
+			r.Header.Set("Accept", c.accept)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code || w.Header().Get("Content-Type") != c.contentType || c.answer != "" && w.Body.String() != c.answer {
+			t.Errorf("%s %s: %d %s %q; want %d %s %q", c.method, c.path, w.Code, w.Header().Get("Content-Type"), w.Body, c.code, c.contentType, c.answer)
+		}
+	}
+}

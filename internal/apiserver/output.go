@@ -3,7 +3,6 @@ package apiserver
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -124,7 +124,8 @@ func tableOptions(r *http.Request) error {
 	case "", "None", "Metadata", "Object":
 		return nil
 	default:
-		return apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", v))
+		bad := field.Invalid(field.NewPath("includeObject"), v, "must be 'Metadata', 'Object', 'None', or empty")
+		return apierrors.NewBadRequest("Unable to convert to Table as requested: " + bad.Error())
 	}
 }
 

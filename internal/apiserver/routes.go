@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -125,4 +126,100 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, group string) {
 		return
 	}
 	noGroup(w, r)
+}
+
+// route serves r by the server's mux, except a path that is not clean
+// (an empty segment, "." or ".."), which Go's mux would redirect to its
+// clean form (307, which a client follows with the same method and
+// body). kube-apiserver never redirects: see unclean.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; strings.Contains(p, "//") || strings.Contains(p, "/.") && !cleanDots(p) {
+		s.unclean(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// cleanDots reports whether p, which has a "/.", has no "." or ".."
+// segment (it may have names that start with a dot).
+func cleanDots(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// unclean answers a path that is not clean as kube-apiserver v1.37.2
+// does. Paths of its go-restful routes (under /api/, or /apis/<group>/ of
+// a built-in group) are served with trailing slashes collapsed, which
+// go-restful ignores, and are otherwise the generic 404 Status; every
+// other path (custom resources', /apis//, //api/..., //version) falls to
+// its last handler's plain-text 404.
+//
+// An empty namespace (/namespaces//<resource>) is upstream's namespace
+// parameter left empty, for custom resources too: a GET of the collection
+// lists across namespaces, and any request on an object is 400
+// "Namespace parameter required.". kplane refuses a POST or DELETE of
+// such a collection with the generic 404 (upstream's POST fails
+// validation, 422; its DELETE would delete across namespaces).
+func (s *Server) unclean(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	if base := strings.TrimRight(p, "/") + "/"; len(base) < len(p) && !strings.Contains(base, "//") && cleanDots(base) && s.restful(base) {
+		s.mux.ServeHTTP(w, withPath(r, base))
+		return
+	}
+	if gv, rest, ok := strings.Cut(p, "/namespaces//"); ok && !strings.Contains(rest, "//") && cleanDots(rest) {
+		resource, name, _ := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
+		if ri, ok := parsePath(gv + "/" + resource); ok && !ri.discovery && !ri.groupOnly {
+			if _, served := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource); served {
+				switch {
+				case name != "":
+					writeError(w, apierrors.NewBadRequest("Namespace parameter required."))
+					return
+				case r.Method == http.MethodGet:
+					s.mux.ServeHTTP(w, withPath(r, gv+"/"+resource))
+					return
+				}
+			}
+		}
+	}
+	if s.restful(p) {
+		writeError(w, errNoRoute)
+		return
+	}
+	noGroup(w, r)
+}
+
+// restful reports whether upstream's go-restful container would take
+// path p: the core group's paths, and a built-in group's.
+func (s *Server) restful(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/api")
+	if ok && (rest == "" || rest[0] == '/') {
+		return true
+	}
+	rest, ok = strings.CutPrefix(p, "/apis/")
+	if !ok {
+		return false
+	}
+	group, _, _ := strings.Cut(rest, "/")
+	if group == "" {
+		return false
+	}
+	for _, res := range s.cfg.Registry.Resources() {
+		if k := res.Kind(); k.Group == group && k.Typed != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// withPath is r for path p.
+func withPath(r *http.Request, p string) *http.Request {
+	c := *r
+	u := *r.URL
+	u.Path, u.RawPath = p, ""
+	c.URL = &u
+	return &c
 }

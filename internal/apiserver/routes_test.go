@@ -244,7 +244,7 @@ func TestRootListsThePaths(t *testing.T) {
 		t.Errorf("not sorted: %q", root.Paths)
 	}
 	for _, p := range []string{"/api", "/api/v1", "/apis", "/apis/", "/apis/rbac.authorization.k8s.io",
-		"/apis/rbac.authorization.k8s.io/v1", "/healthz", "/livez/ping", "/metrics", "/openapi/v2",
+		"/apis/rbac.authorization.k8s.io/v1", "/healthz", "/livez/ping", "/metrics", "/metrics/slis", "/openapi/v2",
 		"/openapi/v3", "/openapi/v3/", "/readyz", "/readyz/poststarthook/crd-informer-synced",
 		"/readyz/shutdown", "/version"} {
 		if !slices.Contains(root.Paths, p) {

@@ -93,7 +93,8 @@ type Server struct {
 	requests      requestMetrics
 	inflight      inflightRequests
 	watchEvents   watchEventMetrics
-	healthPaths   []string // /livez, /livez/ping, ...: for the index
+	healthPaths   []string   // /livez, /livez/ping, ...: for the index
+	slis          healthSLIs // the health checks' results, for /metrics/slis
 	impersonation impersonation
 	// openID: the OpenID discovery documents are served (Config.Tokens).
 	openID bool
@@ -122,6 +123,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("/openapi/v3", s.openAPIV3Root)
 	s.mux.HandleFunc("/openapi/v3/", s.openAPIV3)
 	s.mux.HandleFunc("/metrics", s.serveMetrics)
+	s.mux.HandleFunc("/metrics/slis", s.serveSLIs)
 	if cfg.Tokens != nil {
 		// Upstream too serves the documents only for such an issuer.
 		err := discoverableIssuer(cfg.Tokens.Issuer())
@@ -153,7 +155,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	paths := []string{"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/version"}
+	paths := []string{"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3", "/openapi/v3/", "/version"}
 	if s.openID {
 		paths = append(paths, "/.well-known/openid-configuration", "/openid/v1/jwks")
 	}
@@ -240,10 +242,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	if pretty := apiPath(r.URL.Path) && !isWatch(r) && prettyRequested(r); pretty {
 		pw := &prettyWriter{ResponseWriter: sw}
-		s.mux.ServeHTTP(pw, r)
+		s.route(pw, r)
 		pw.finish()
 	} else {
-		s.mux.ServeHTTP(sw, r)
+		s.route(sw, r)
 	}
 	end := time.Now()
 	if sw.series != nil {

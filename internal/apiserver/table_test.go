@@ -141,7 +141,8 @@ func TestTableAndMetadataFromRecords(t *testing.T) {
 	}
 
 	// An includeObject a Table does not know is refused, as upstream's
-	// TableOptions are.
+	// TableOptions are, in kube-apiserver v1.37.2's words (a get, a list
+	// and a watch alike).
 	for _, path := range []string{cms, cms + "/plain", cms + "?watch=1"} {
 		sep := "?"
 		if strings.Contains(path, "?") {
@@ -151,7 +152,7 @@ func TestTableAndMetadataFromRecords(t *testing.T) {
 		r.Header.Set("Accept", asTable)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `unrecognized includeObject value: \"Everything\"`) {
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"Unable to convert to Table as requested: includeObject: Invalid value: \"Everything\": must be 'Metadata', 'Object', 'None', or empty"`) {
 			t.Errorf("%s with includeObject=Everything: %d %s", path, w.Code, w.Body)
 		}
 	}
