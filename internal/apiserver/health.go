@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // HealthCheck is one named check of the health endpoints, for what only
@@ -186,11 +184,8 @@ func (h *healthSLIs) record(endpoint, check string, ok bool) {
 // passing, 0 failing), the results counted by status
 // (kubernetes_healthchecks_total{name,status,type}), series in label
 // order, and the process's start time.
+// Any method is answered, as /metrics.
 func (s *Server) serveSLIs(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeError(w, apierrors.NewMethodNotSupported(schemaGroupResource("metrics"), r.Method))
-		return
-	}
 	s.slis.mu.Lock()
 	keys := make([]sliKey, 0, len(s.slis.results))
 	results := make(map[sliKey]sliResult, len(s.slis.results))
@@ -238,7 +233,7 @@ func (s *Server) serveSLIs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodGet {
+	if r.Method != http.MethodHead {
 		w.Write(b.Bytes())
 	}
 }

@@ -138,3 +138,28 @@ func TestHealthSLIs(t *testing.T) {
 		t.Errorf("/metrics/slis:\n%s\nwant\n%s<time>", got, want)
 	}
 }
+
+// /metrics and /metrics/slis answer any method, as kube-apiserver
+// v1.37.2's handlers did (POST, PUT, OPTIONS, TRACE: 200 and the
+// figures; HEAD: no body); /version refuses them with its router's 405,
+// indented for curl.
+func TestMetricsAnswerAnyMethod(t *testing.T) {
+	h := newInProcess(t)
+	for _, path := range []string{"/metrics", "/metrics/slis"} {
+		for _, m := range []string{"POST", "PUT", "OPTIONS", "TRACE", "HEAD"} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(m, path, nil))
+			hasBody := strings.Contains(w.Body.String(), "process_start_time_seconds")
+			if w.Code != http.StatusOK || hasBody == (m == "HEAD") {
+				t.Errorf("%s %s: %d, body %.40q", m, path, w.Code, w.Body)
+			}
+		}
+	}
+	r := httptest.NewRequest("POST", "/version", nil)
+	r.Header.Set("User-Agent", "curl/8.14.1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusMethodNotAllowed || !strings.HasPrefix(w.Body.String(), "{\n  \"kind\": \"Status\"") {
+		t.Errorf("POST /version from curl: %d %q", w.Code, w.Body)
+	}
+}

@@ -17,8 +17,6 @@ import (
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
-func schemaGroupResource(r string) schema.GroupResource { return schema.GroupResource{Resource: r} }
-
 // requestInfo is what a resource path names, parsed as kube-apiserver's
 // RequestInfoFactory does.
 type requestInfo struct {

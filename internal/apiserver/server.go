@@ -344,7 +344,7 @@ func (s *Server) Info() version.Info {
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, errMethodNotAllowed)
+		refuse(w, r, errMethodNotAllowed) // indented for curl, as upstream's router's
 		return
 	}
 	indentedJSON(w, s.Info())
