@@ -12,6 +12,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -85,13 +86,37 @@ func (s *Server) legacyVersions(w http.ResponseWriter, r *http.Request) {
 		s.aggregated(w, func(g *servedGroup) bool { return g.name == "" })
 		return
 	}
-	writeJSON(w, http.StatusOK, &metav1.APIVersions{
+	writeDiscovery(w, r, true, &metav1.APIVersions{
 		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
 		Versions: []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
 			{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host},
 		},
 	})
+}
+
+// writeDiscovery answers a discovery document (the unaggregated forms) in
+// JSON, YAML or protobuf, as Accept asks, as kube-apiserver v1.37.2 did:
+// a media type with "as" is none of them (a Table of discovery is 406).
+// /api, /api/v1 and a built-in group's versions are go-restful routes
+// (restful), which first check Accept as a resource route does
+// (negotiateRoute); the others (/apis, a group, a custom resource group's
+// versions) only negotiate.
+func writeDiscovery(w http.ResponseWriter, r *http.Request, restful bool, obj runtime.Object) {
+	accept := r.Header.Get("Accept")
+	if restful && !routeProduces(accept) {
+		writeError(w, errNotProduced(false))
+		return
+	}
+	f, ok := errorForm(accept)
+	switch {
+	case !ok:
+		writeError(w, errNotAcceptable)
+	case f == formProtobuf:
+		writeProto(w, http.StatusOK, obj)
+	default:
+		write(w, f, http.StatusOK, obj)
+	}
 }
 
 func apiGroup(g *servedGroup) metav1.APIGroup {
@@ -112,17 +137,19 @@ func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
 	for _, g := range s.servedGroups() {
 		if g.name != "" {
-			list.Groups = append(list.Groups, apiGroup(g))
+			ag := apiGroup(g)
+			ag.TypeMeta = metav1.TypeMeta{} // a member of the list, as upstream's
+			list.Groups = append(list.Groups, ag)
 		}
 	}
-	writeJSON(w, http.StatusOK, list)
+	writeDiscovery(w, r, false, list)
 }
 
 func (s *Server) group(w http.ResponseWriter, r *http.Request, name string) {
 	for _, g := range s.servedGroups() {
 		if g.name == name && name != "" {
 			ag := apiGroup(g)
-			writeJSON(w, http.StatusOK, &ag)
+			writeDiscovery(w, r, false, &ag)
 			return
 		}
 	}
@@ -145,10 +172,15 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 		gv := schema.GroupVersion{Group: group, Version: ver}.String()
 		list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv,
 			APIResources: []metav1.APIResource{}}
+		if group == "" {
+			list.APIVersion = "" // as upstream's /api/v1, alone
+		}
+		builtin := false
 		for _, k := range kinds {
 			list.APIResources = append(list.APIResources, apiResources(k)...)
+			builtin = builtin || k.Typed != nil
 		}
-		writeJSON(w, http.StatusOK, list)
+		writeDiscovery(w, r, builtin, list)
 		return
 	}
 	s.noRoute(w, r, group)

@@ -60,6 +60,20 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 		t.Errorf("custom resource verbs %v, want %v", gizmos.APIResources, want)
 	}
 
+	// The groups' list does not repeat kind and apiVersion in its members,
+	// and /api/v1's list has no apiVersion, as upstream's JSON.
+	for path, want := range map[string]string{
+		"/apis":   `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"`,
+		"/api/v1": `{"kind":"APIResourceList","groupVersion":"v1","resources":[`,
+	} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if !strings.HasPrefix(w.Body.String(), want) {
+			t.Errorf("GET %s: %.80s, want it to start %s", path, w.Body, want)
+		}
+	}
+
 	var agg apidiscoveryv2.APIGroupDiscoveryList
 	get("/api", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", &agg)
 	for _, r := range agg.Items[0].Versions[0].Resources {

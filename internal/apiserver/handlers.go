@@ -143,17 +143,23 @@ func negotiateRoute(r *http.Request, k *registry.Kind, ri requestInfo, watch boo
 		proto = false // as upstream's custom resources' Scale
 	}
 	if k.Typed != nil && !routeProduces(r.Header.Get("Accept")) {
-		produces := "application/json, application/yaml, " + protobufType
-		if r.Method == http.MethodGet && (ri.name == "" || watch) {
-			produces += ", application/json;stream=watch, " + protobufType + ";stream=watch"
-		}
-		return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-			Message: "406: Not Acceptable\n\nAvailable representations: " + produces,
-			Details: &metav1.StatusDetails{},
-		}}
+		return 0, errNotProduced(r.Method == http.MethodGet && (ri.name == "" || watch))
 	}
 	return negotiateAccept(r, proto)
+}
+
+// errNotProduced is go-restful's 406, naming what the route produces: a
+// list's route its watch streams too.
+func errNotProduced(list bool) error {
+	produces := "application/json, application/yaml, " + protobufType
+	if list {
+		produces += ", application/json;stream=watch, " + protobufType + ";stream=watch"
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "406: Not Acceptable\n\nAvailable representations: " + produces,
+		Details: &metav1.StatusDetails{},
+	}}
 }
 
 // routeProduces reports whether go-restful would find that a built-in

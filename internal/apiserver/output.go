@@ -72,11 +72,14 @@ func negotiateAccept(r *http.Request, proto bool) (form, error) {
 			return f, nil
 		}
 	}
-	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: application/json, application/yaml, " + protobufType,
-	}}
+	return 0, errNotAcceptable
 }
+
+// errNotAcceptable is upstream's handlers' 406.
+var errNotAcceptable = &apierrors.StatusError{ErrStatus: metav1.Status{
+	Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+	Message: "only the following media types are accepted: application/json, application/yaml, " + protobufType,
+}}
 
 // mediaRange is one entry of Accept.
 type mediaRange struct {
