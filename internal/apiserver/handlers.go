@@ -162,6 +162,21 @@ func errNotProduced(list bool) error {
 	}}
 }
 
+// producesJSON reports whether go-restful would find that a route that
+// produces JSON alone (/version) produces something in accept.
+func producesJSON(accept string) bool {
+	if accept == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		if mt = strings.TrimSpace(mt); mt == "*/*" || mt == "application/json" {
+			return true
+		}
+	}
+	return false
+}
+
 // routeProduces reports whether go-restful would find that a built-in
 // kind's route produces something in accept.
 func routeProduces(accept string) bool {

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -161,5 +162,37 @@ func TestMetricsAnswerAnyMethod(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusMethodNotAllowed || !strings.HasPrefix(w.Body.String(), "{\n  \"kind\": \"Status\"") {
 		t.Errorf("POST /version from curl: %d %q", w.Code, w.Body)
+	}
+}
+
+// /version produces JSON alone, as upstream's route: a client that does
+// not accept it gets kube-apiserver v1.37.2's 406, in the error's own
+// negotiated form (these bodies are upstream's, byte for byte).
+func TestVersionNotAcceptableAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	for _, c := range []struct{ accept, contentType, answer string }{
+		{"application/xml", "application/json", "ewogICJraW5kIjogIlN0YXR1cyIsCiAgImFwaVZlcnNpb24iOiAidjEiLAogICJtZXRhZGF0YSI6IHt9LAogICJzdGF0dXMiOiAiRmFpbHVyZSIsCiAgIm1lc3NhZ2UiOiAiNDA2OiBOb3QgQWNjZXB0YWJsZVxuXG5BdmFpbGFibGUgcmVwcmVzZW50YXRpb25zOiBhcHBsaWNhdGlvbi9qc29uIiwKICAicmVhc29uIjogIk5vdEFjY2VwdGFibGUiLAogICJkZXRhaWxzIjoge30sCiAgImNvZGUiOiA0MDYKfQ=="},
+		{"application/*", "application/json", "eyJraW5kIjoiU3RhdHVzIiwiYXBpVmVyc2lvbiI6InYxIiwibWV0YWRhdGEiOnt9LCJzdGF0dXMiOiJGYWlsdXJlIiwibWVzc2FnZSI6IjQwNjogTm90IEFjY2VwdGFibGVcblxuQXZhaWxhYmxlIHJlcHJlc2VudGF0aW9uczogYXBwbGljYXRpb24vanNvbiIsInJlYXNvbiI6Ik5vdEFjY2VwdGFibGUiLCJkZXRhaWxzIjp7fSwiY29kZSI6NDA2fQo="},
+		{"application/yaml", "application/yaml", "YXBpVmVyc2lvbjogdjEKY29kZTogNDA2CmRldGFpbHM6IHt9CmtpbmQ6IFN0YXR1cwptZXNzYWdlOiB8LQogIDQwNjogTm90IEFjY2VwdGFibGUKCiAgQXZhaWxhYmxlIHJlcHJlc2VudGF0aW9uczogYXBwbGljYXRpb24vanNvbgptZXRhZGF0YToge30KcmVhc29uOiBOb3RBY2NlcHRhYmxlCnN0YXR1czogRmFpbHVyZQo="},
+		{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf", "azhzAAoMCgJ2MRIGU3RhdHVzEnEKBgoAEgAaABIHRmFpbHVyZRpANDA2OiBOb3QgQWNjZXB0YWJsZQoKQXZhaWxhYmxlIHJlcHJlc2VudGF0aW9uczogYXBwbGljYXRpb24vanNvbiINTm90QWNjZXB0YWJsZSoKCgASABoAKAAyADCWAxoAIgA="},
+	} {
+		want, _ := base64.StdEncoding.DecodeString(c.answer)
+		r := httptest.NewRequest(http.MethodGet, "/version", nil)
+		r.Header.Set("User-Agent", "kubectl/v1.37.2")
+		r.Header.Set("Accept", c.accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNotAcceptable || w.Header().Get("Content-Type") != c.contentType || w.Body.String() != string(want) {
+			t.Errorf("Accept %s: %d %s %q; want 406 %s %q", c.accept, w.Code, w.Header().Get("Content-Type"), w.Body, c.contentType, want)
+		}
+	}
+	for _, accept := range []string{"*/*", "application/json;q=0.5, text/html", ""} {
+		r := httptest.NewRequest(http.MethodGet, "/version", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Errorf("Accept %q: %d", accept, w.Code)
+		}
 	}
 }

@@ -347,6 +347,16 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, errMethodNotAllowed) // indented for curl, as upstream's router's
 		return
 	}
+	if !producesJSON(r.Header.Get("Accept")) {
+		// Upstream's route produces JSON alone; its 406 is negotiated
+		// (YAML or protobuf when asked).
+		refuse(w, r, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+			Message: "406: Not Acceptable\n\nAvailable representations: application/json",
+			Details: &metav1.StatusDetails{},
+		}})
+		return
+	}
 	indentedJSON(w, s.Info())
 }
 
