@@ -103,7 +103,9 @@ func errorForm(accept string) (f form, ok bool) {
 		case "application/json", "application/*", "*/*":
 			return formJSON, true
 		case "application/yaml":
-			return formYAML, true
+			if m.params["stream"] == "" { // YAML has no stream form
+				return formYAML, true
+			}
 		case protobufType:
 			return formProtobuf, true
 		}

@@ -145,8 +145,20 @@ func negotiateRoute(r *http.Request, k *registry.Kind, ri requestInfo, watch boo
 	if k.Typed != nil && !routeProduces(r.Header.Get("Accept")) {
 		return 0, errNotProduced(r.Method == http.MethodGet && (ri.name == "" || watch))
 	}
-	return negotiateAccept(r, proto)
+	f, err := negotiateAccept(r, proto)
+	if err == nil && watch && f == formYAML {
+		// YAML has no stream form: upstream does not fall back to a
+		// lower range, it refuses.
+		return 0, errNoWatchStream
+	}
+	return f, err
 }
+
+// errNoWatchStream is upstream's 406 for a watch negotiated to YAML.
+var errNoWatchStream = &apierrors.StatusError{ErrStatus: metav1.Status{
+	Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+	Message: "only the following media types are accepted: application/json;stream=watch, " + protobufType + ";stream=watch",
+}}
 
 // errNotProduced is go-restful's 406, naming what the route produces: a
 // list's route its watch streams too.

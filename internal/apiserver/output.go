@@ -150,7 +150,7 @@ func formOf(mt string, params map[string]string) (form, bool) {
 			}
 		}
 	case "application/yaml":
-		if params["as"] == "" {
+		if params["as"] == "" && params["stream"] == "" { // YAML has no stream form
 			return formYAML, true
 		}
 	}
