@@ -509,6 +509,13 @@ func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted 
 	if err != nil {
 		return nil, registry.PatchOptions{}, err
 	}
+	switch pt {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		// Upstream's first check, before the object is read.
+		if !json.Valid(body) {
+			return nil, registry.PatchOptions{}, apierrors.NewBadRequest("invalid JSON patch")
+		}
+	}
 	po := registry.PatchOptions{
 		WriteOptions: registry.WriteOptions{
 			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,

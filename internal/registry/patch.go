@@ -308,6 +308,17 @@ func strategicPatchError(err error) error {
 	return apierrors.NewBadRequest(err.Error())
 }
 
+// yamlApplyError is the 400 of an apply configuration that yaml.Unmarshal
+// refused. YAML that does not parse fails upstream's first check of an
+// apply, in its words ("error encoding patch: yaml: line 1: ..."); YAML
+// that is not an object fails later, in kplane's.
+func yamlApplyError(err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "error converting YAML to JSON: "); ok {
+		return apierrors.NewBadRequest("error encoding patch: " + msg)
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+}
+
 // parseApply decodes an apply configuration (YAML or JSON).
 func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
 	applied := &unstructured.Unstructured{Object: map[string]any{}}
@@ -315,7 +326,7 @@ func parseApply(k *Kind, version string, data []byte, opts PatchOptions) (*unstr
 	if plainJSON {
 		applied.Object = m
 	} else if err := yaml.Unmarshal(data, &applied.Object); err != nil {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+		return nil, nil, yamlApplyError(err)
 	}
 	if applied.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")

@@ -254,7 +254,7 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 	}
 	var config map[string]any
 	if err := yaml.Unmarshal(data, &config); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+		return nil, yamlApplyError(err)
 	}
 	if config == nil {
 		return nil, apierrors.NewBadRequest("error decoding YAML: the configuration is empty")
