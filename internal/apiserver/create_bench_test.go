@@ -102,14 +102,7 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 	}
 	tb.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	tokens := &core.Tokens{Registry: reg}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := tokens.SetKey(key); err != nil {
-		tb.Fatal(err)
-	}
+	tokens := newTokens(tb, reg)
 	kinds := append(tokens.Install(core.Kinds()), crd.Kind())
 	var authz *core.RBAC
 	if rbac {
@@ -333,6 +326,21 @@ func resourceVersionIn(b *testing.B, body []byte) string {
 	return string(rest[:bytes.IndexByte(rest, '"')])
 }
 
+// newTokens returns the service account tokens of reg, signed with a new
+// key.
+func newTokens(tb testing.TB, reg *registry.Registry) *core.Tokens {
+	tb.Helper()
+	tokens := &core.Tokens{Registry: reg}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := tokens.SetKey(key); err != nil {
+		tb.Fatal(err)
+	}
+	return tokens
+}
+
 // newCustomResources serves the built-in kinds and CRDs in process, with
 // crdBody's CRD created, and returns a function that sends a request as
 // client-go does (JSON both ways).
@@ -353,14 +361,7 @@ func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path,
 	crds := &crd.Controller{Registry: reg}
 	crdKind := crd.Kind()
 	crdKind.Written = crds.Written
-	tokens := &core.Tokens{Registry: reg}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := tokens.SetKey(key); err != nil {
-		b.Fatal(err)
-	}
+	tokens := newTokens(b, reg)
 	kinds := append(tokens.Install(core.Kinds()), crdKind)
 	registry.SetTypeConverters(kinds...)
 	for _, k := range kinds {
