@@ -60,6 +60,7 @@ func acceptOf(w http.ResponseWriter) string {
 	}
 }
 
+// writeErrorFor is writeError for a request that sent accept.
 func writeErrorFor(w http.ResponseWriter, accept string, err error) {
 	st := statusOf(err)
 	code := int(st.Code)
