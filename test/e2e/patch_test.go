@@ -182,7 +182,7 @@ func TestPatchSemantics(t *testing.T) {
 		}{
 			// A built-in kind's patch routes take four types; kube-apiserver's router refuses any other.
 			{"unknown patch type", "application/xml", "", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type"},
-			{"malformed merge patch", merge, "", `{"data":`, 400, metav1.StatusReasonBadRequest, "error decoding patch"},
+			{"malformed merge patch", merge, "", `{"data":`, 400, metav1.StatusReasonBadRequest, "invalid JSON patch"}, // upstream's words
 			{"malformed json patch", jsonp, "", `{"op":"add"}`, 400, metav1.StatusReasonBadRequest, ""},
 			{"json patch on a missing path", jsonp, "", `[{"op":"replace","path":"/nope/x","value":1}]`, 422, metav1.StatusReasonInvalid, ""},
 			{"wrong type", merge, "", `{"data":{"a":1}}`, 422, metav1.StatusReasonInvalid, "cannot unmarshal number"},
