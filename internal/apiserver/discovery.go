@@ -108,7 +108,7 @@ func writeDiscovery(w http.ResponseWriter, r *http.Request, restful bool, obj ru
 		writeError(w, errNotProduced(false))
 		return
 	}
-	f, ok := errorForm(accept)
+	f, ok := plainForm(accept)
 	switch {
 	case !ok:
 		writeError(w, errNotAcceptable)

@@ -67,7 +67,7 @@ func writeErrorFor(w http.ResponseWriter, accept string, err error) {
 	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
-	f, ok := errorForm(accept)
+	f, ok := plainForm(accept)
 	switch {
 	case !ok:
 		data, _ := json.MarshalIndent(st, "", "  ")
@@ -88,11 +88,12 @@ func writeErrorFor(w http.ResponseWriter, accept string, err error) {
 	}
 }
 
-// errorForm is the form of an error's Status for a request that sent
-// accept: the first of Accept's ranges that names JSON, YAML or protobuf
-// as such (a range with "as" is a conversion, which errors are not given).
-// ok is false when there is none.
-func errorForm(accept string) (f form, ok bool) {
+// plainForm is the form of an answer that has no other (an error's
+// Status, a discovery document) for a request that sent accept: the first
+// of Accept's ranges that names JSON, YAML or protobuf as such (a range
+// with "as" is a conversion, which such answers are not given). ok is
+// false when there is none.
+func plainForm(accept string) (f form, ok bool) {
 	if strings.TrimSpace(accept) == "" {
 		return formJSON, true
 	}

@@ -174,31 +174,20 @@ func errNotProduced(list bool) error {
 	}}
 }
 
-// producesJSON reports whether go-restful would find that a route that
-// produces JSON alone (/version) produces something in accept.
-func producesJSON(accept string) bool {
+// routeProduces reports whether go-restful would find that a route
+// producing the media types produced (a built-in kind's: JSON, YAML and
+// protobuf, the default) produces something in accept: Accept's media
+// types compared without their parameters, a lone */* matching.
+func routeProduces(accept string, produced ...string) bool {
 	if accept == "" {
 		return true
 	}
-	for part := range strings.SplitSeq(accept, ",") {
-		mt, _, _ := strings.Cut(part, ";")
-		if mt = strings.TrimSpace(mt); mt == "*/*" || mt == "application/json" {
-			return true
-		}
-	}
-	return false
-}
-
-// routeProduces reports whether go-restful would find that a built-in
-// kind's route produces something in accept.
-func routeProduces(accept string) bool {
-	if accept == "" {
-		return true
+	if len(produced) == 0 {
+		produced = []string{"application/json", "application/yaml", protobufType}
 	}
 	for part := range strings.SplitSeq(accept, ",") {
 		mt, _, _ := strings.Cut(part, ";")
-		switch strings.TrimSpace(mt) {
-		case "*/*", "application/json", "application/yaml", protobufType:
+		if mt = strings.TrimSpace(mt); mt == "*/*" || slices.Contains(produced, mt) {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,6 +178,29 @@ func (h *healthSLIs) record(endpoint, check string, ok bool) {
 	}
 }
 
+// samples are each check's last result per endpoint and its results
+// counted by status, each in the order of its labels' values.
+func (h *healthSLIs) samples() (last, counts []Sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, r := range h.results {
+		passing := 0.0
+		if r.passing {
+			passing = 1
+		}
+		last = append(last, Sample{Labels: []string{"name", k.check, "type", k.endpoint}, Value: passing})
+		for status, n := range map[string]int64{"error": r.errors, "success": r.success} {
+			if n > 0 {
+				counts = append(counts, Sample{Labels: []string{"name", k.check, "status", status, "type", k.endpoint}, Value: float64(n)})
+			}
+		}
+	}
+	byLabels := func(a, b Sample) int { return slices.Compare(a.Labels, b.Labels) }
+	slices.SortFunc(last, byLabels)
+	slices.SortFunc(counts, byLabels)
+	return last, counts
+}
+
 // serveSLIs serves /metrics/slis as kube-apiserver v1.37 does: each
 // check's last result per endpoint (kubernetes_healthcheck{name,type}, 1
 // passing, 0 failing), the results counted by status
@@ -186,49 +208,12 @@ func (h *healthSLIs) record(endpoint, check string, ok bool) {
 // order, and the process's start time.
 // Any method is answered, as /metrics.
 func (s *Server) serveSLIs(w http.ResponseWriter, r *http.Request) {
-	s.slis.mu.Lock()
-	keys := make([]sliKey, 0, len(s.slis.results))
-	results := make(map[sliKey]sliResult, len(s.slis.results))
-	for k, v := range s.slis.results {
-		keys = append(keys, k)
-		results[k] = *v
-	}
-	s.slis.mu.Unlock()
-	slices.SortFunc(keys, func(a, b sliKey) int {
-		return cmp.Or(strings.Compare(a.check, b.check), strings.Compare(a.endpoint, b.endpoint))
-	})
+	last, counts := s.slis.samples()
 	var b bytes.Buffer
-	if len(keys) > 0 {
-		b.WriteString("# HELP kubernetes_healthcheck The last result of each health check, by endpoint: 1 passed, 0 failed.\n# TYPE kubernetes_healthcheck gauge\n")
-		for _, k := range keys {
-			v := 0
-			if results[k].passing {
-				v = 1
-			}
-			fmt.Fprintf(&b, "kubernetes_healthcheck{name=%q,type=%q} %d\n", k.check, k.endpoint, v)
-		}
-		b.WriteString("# HELP kubernetes_healthchecks_total The results of the health checks run, by endpoint and status.\n# TYPE kubernetes_healthchecks_total counter\n")
-		// By name, status, then type: a check's errors on every endpoint,
-		// then its successes.
-		for i := 0; i < len(keys); {
-			j := i
-			for j < len(keys) && keys[j].check == keys[i].check {
-				j++
-			}
-			for _, status := range []string{"error", "success"} {
-				for _, k := range keys[i:j] {
-					n := results[k].success
-					if status == "error" {
-						n = results[k].errors
-					}
-					if n > 0 {
-						fmt.Fprintf(&b, "kubernetes_healthchecks_total{name=%q,status=%q,type=%q} %d\n", k.check, status, k.endpoint, n)
-					}
-				}
-			}
-			i = j
-		}
-	}
+	Metric{Name: "kubernetes_healthcheck", Type: "gauge", Help: "The last result of each health check, by endpoint: 1 passed, 0 failed.",
+		Read: func() []Sample { return last }}.write(&b)
+	Metric{Name: "kubernetes_healthchecks_total", Type: "counter", Help: "The results of the health checks run, by endpoint and status.",
+		Read: func() []Sample { return counts }}.write(&b)
 	metric(&b, "process_start_time_seconds", "gauge", "When the process started, in seconds since the Unix epoch.", float64(processStart.UnixNano())/1e9)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))

@@ -347,7 +347,7 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, errMethodNotAllowed) // indented for curl, as upstream's router's
 		return
 	}
-	if !producesJSON(r.Header.Get("Accept")) {
+	if !routeProduces(r.Header.Get("Accept"), "application/json") {
 		// Upstream's route produces JSON alone; its 406 is negotiated
 		// (YAML or protobuf when asked).
 		refuse(w, r, &apierrors.StatusError{ErrStatus: metav1.Status{
