@@ -246,7 +246,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	w, done := compressed(w, r)
 	defer done()
-	opts, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
+	opts, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -483,8 +483,7 @@ func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted 
 	}
 	q := r.URL.Query()
 	opts := metav1.PatchOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager"), FieldValidation: q.Get("fieldValidation")}
-	if q.Has("force") {
-		force := boolParam(q, "force")
+	if force, given := boolParam(q, "force"); given {
 		opts.Force = &force
 	}
 	if errs := metavalidation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
@@ -611,7 +610,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := requestContext(r)
 	defer cancel()
-	lo, _, err := listOptions(h.kind, h.ri.version, r.URL.Query())
+	lo, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -159,5 +160,109 @@ func TestListParametersAsKubeAPIServer(t *testing.T) {
 		if want == "" && code != http.StatusOK || want != "" && !strings.HasPrefix(st.Message, want) {
 			t.Errorf("%s: %d %.200s; want %q", path, code, body, want)
 		}
+	}
+}
+
+// The options of lists, watches and deletecollections are read, defaulted
+// and checked as kube-apiserver v1.37.2 did the same 41 requests: boolean
+// parameters true unless false or 0, a watch from "" or "0" made a
+// watch-list (WatchList is on), every problem ValidateListOptions finds
+// in one 422, a continue token's problems in upstream's words, and
+// upstream's /watch/ paths checked as lists.
+// testdata/listoptions-kube-apiserver-v1.37.2.json holds upstream's
+// answers, the errors byte for byte.
+func TestListOptionsAsKubeAPIServer(t *testing.T) {
+	replayBytes(t, "testdata/listoptions-kube-apiserver-v1.37.2.json", 41)
+}
+
+// What a watch sends before the changes after it, as kube-apiserver
+// v1.37.2 did: a watch from "" or "0" sends the state, ended by the
+// initial-events-end bookmark when bookmarks are allowed (it is a
+// watch-list); sendInitialEvents=true without bookmarks sends the state
+// alone; sendInitialEvents=false, and a watch from a resourceVersion,
+// send nothing before the changes.
+func TestWatchInitialEventsAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const cms = "/api/v1/namespaces/default/configmaps"
+	createConfigMaps(t, h, 2, func(int) string { return "v" })
+	existing := []string{"ADDED cm-0000", "ADDED cm-0001"}
+	// revision is the resourceVersion of a list now.
+	revision := func() string {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, cms, nil))
+		var list metav1.List
+		if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
+			t.Fatal(err)
+		}
+		return list.ResourceVersion
+	}
+	const end = "BOOKMARK initial-events-end"
+	for i, c := range []struct {
+		query string
+		state bool // the existing objects first
+		end   bool // then the initial-events-end bookmark
+	}{
+		{"watch=1", true, false},
+		{"watch=1&allowWatchBookmarks=true", true, true},
+		{"watch=1&allowWatchBookmarks=yes&resourceVersion=0", true, true},
+		{"watch=1&allowWatchBookmarks=true&sendInitialEvents=True&resourceVersionMatch=NotOlderThan", true, true},
+		{"watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", true, false},
+		{"watch=1&allowWatchBookmarks=true&sendInitialEvents=false&resourceVersionMatch=NotOlderThan", false, false},
+		{"watch=1&sendInitialEvents=0&resourceVersionMatch=NotOlderThan&resourceVersion=0", false, false},
+		{"watch=1&allowWatchBookmarks=true&resourceVersion=now", false, false},
+	} {
+		t.Run(c.query, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			query := strings.Replace(c.query, "=now", "="+revision(), 1)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+cms+"?"+query, nil)
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			dec := json.NewDecoder(resp.Body)
+			next := func() string {
+				t.Helper()
+				for {
+					var ev struct {
+						Type   string
+						Object metav1.PartialObjectMetadata
+					}
+					if err := dec.Decode(&ev); err != nil {
+						t.Fatal(err)
+					}
+					if ev.Type != "BOOKMARK" {
+						return ev.Type + " " + ev.Object.Name
+					}
+					if ev.Object.Annotations["k8s.io/initial-events-end"] == "true" {
+						return end
+					}
+					// A periodic bookmark: not part of what is checked.
+				}
+			}
+			var want []string
+			if c.state {
+				want = append(want, existing...)
+			}
+			if c.end {
+				want = append(want, end)
+			}
+			// A change after the watch started: the next event.
+			later := fmt.Sprintf("later-%d", i)
+			want = append(want, "ADDED "+later)
+			var got []string
+			for range len(want) - 1 {
+				got = append(got, next())
+			}
+			postConfigMap(t, h, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+later+`"}}`)
+			got = append(got, next())
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+			existing = append(existing, "ADDED "+later)
+		})
 	}
 }

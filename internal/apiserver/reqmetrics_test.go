@@ -57,7 +57,7 @@ func TestRequestLabels(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: not a resource path", c.target)
 		}
-		watch := c.method == "GET" && (ri.watchPrefix || (ri.name == "" && boolParam(r.URL.Query(), "watch")))
+		watch := c.method == "GET" && (ri.watchPrefix || (ri.name == "" && watchParam(r.URL.Query())))
 		if got := labelsFor(r, ri, watch); got != c.want {
 			t.Errorf("%s %s: %+v, want %+v", c.method, c.target, got, c.want)
 		}

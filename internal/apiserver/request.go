@@ -83,98 +83,128 @@ func parsePath(path string) (requestInfo, bool) {
 	return ri, true
 }
 
-// listOptions parses the query of a list, watch or deletecollection.
-func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListOptions, bool, error) {
+// listOptions parses the query of a list, watch or deletecollection as
+// kube-apiserver does: first each parameter (a malformed one is 400),
+// then the watch defaults of the WatchList feature, on in Kubernetes
+// 1.37 (a watch from "" or "0" that names neither sendInitialEvents nor
+// resourceVersionMatch is a watch-list: it sends the state and, when
+// bookmarks are allowed, ends it with the initial-events-end bookmark),
+// then upstream's ValidateListOptions (every problem in one 422), then
+// the field selector's fields and the resourceVersion (400). Whether
+// it is a watch, for the defaults and the checks, is ?watch alone:
+// upstream's /watch/ paths are checked as lists.
+func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListOptions, error) {
 	var o registry.ListOptions
 	var err error
 	if s := q.Get("labelSelector"); s != "" {
 		if o.Predicate.Label, err = labels.Parse(s); err != nil {
-			return o, false, apierrors.NewBadRequest(err.Error())
+			return o, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if s := q.Get("fieldSelector"); s != "" {
-		sel, err := fields.ParseSelector(s)
-		if err != nil {
-			return o, false, apierrors.NewBadRequest(err.Error())
+		if o.Predicate.Field, err = fields.ParseSelector(s); err != nil {
+			return o, apierrors.NewBadRequest(err.Error())
 		}
-		for _, req := range sel.Requirements() {
-			if !k.SupportsField(version, req.Field) {
-				return o, false, apierrors.NewBadRequest(k.FieldNotSupported(req.Field))
-			}
-		}
-		o.Predicate.Field = sel
-	}
-	o.ResourceVersion = q.Get("resourceVersion")
-	if _, err := storage.ParseResourceVersion(o.ResourceVersion); err != nil {
-		return o, false, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", o.ResourceVersion))
-	}
-	o.ResourceVersionMatch = metav1.ResourceVersionMatch(q.Get("resourceVersionMatch"))
-	switch o.ResourceVersionMatch {
-	case "", metav1.ResourceVersionMatchExact, metav1.ResourceVersionMatchNotOlderThan:
-	default:
-		return o, false, invalidList("resourceVersionMatch", string(o.ResourceVersionMatch), "supported values: \"Exact\", \"NotOlderThan\"")
 	}
 	if s := q.Get("limit"); s != "" {
 		if o.Limit, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return o, false, apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", s))
+			return o, apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", s))
 		}
 		o.Limit = max(o.Limit, 0) // a negative limit is none, as upstream
-
 	}
-	o.Continue = q.Get("continue")
 	if s := q.Get("timeoutSeconds"); s != "" {
 		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
-			return o, false, apierrors.NewBadRequest("invalid timeoutSeconds " + strconv.Quote(s))
+			return o, apierrors.NewBadRequest("invalid timeoutSeconds " + strconv.Quote(s))
 		}
 	}
-	watch := watchParam(q)
-	o.AllowBookmarks = boolParam(q, "allowWatchBookmarks")
-	o.SendInitialEvents = boolParam(q, "sendInitialEvents")
-	// The checks of ValidateListOptions upstream.
-	if o.ResourceVersionMatch != "" && o.ResourceVersion == "" && !o.SendInitialEvents {
-		return o, false, invalidList("resourceVersionMatch", string(o.ResourceVersionMatch), "resourceVersionMatch is forbidden unless resourceVersion is provided")
+	o.ResourceVersion = q.Get("resourceVersion")
+	o.ResourceVersionMatch = metav1.ResourceVersionMatch(q.Get("resourceVersionMatch"))
+	o.Continue = q.Get("continue")
+	watch, _ := boolParam(q, "watch")
+	o.AllowBookmarks, _ = boolParam(q, "allowWatchBookmarks")
+	send, sendGiven := boolParam(q, "sendInitialEvents")
+	if watch && !sendGiven && o.ResourceVersionMatch == "" && (o.ResourceVersion == "" || o.ResourceVersion == "0") {
+		send, sendGiven = true, true
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	}
-	if o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion == "0" {
-		return o, false, invalidList("resourceVersionMatch", "Exact", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+	if errs := validateListOptions(o.ListOptions, watch, sendGiven, send); len(errs) > 0 {
+		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
-	if o.Continue != "" && o.ResourceVersion != "" && o.ResourceVersion != "0" {
-		return o, false, invalidList("resourceVersion", o.ResourceVersion, "specifying resource version is not allowed when using continue")
-	}
-	if q.Has("sendInitialEvents") {
-		if !watch {
-			return o, false, invalidList("sendInitialEvents", q.Get("sendInitialEvents"), "sendInitialEvents is forbidden for list")
-		}
-		if o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-			return o, false, invalidList("resourceVersionMatch", string(o.ResourceVersionMatch), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
-		}
-		if o.SendInitialEvents && !o.AllowBookmarks {
-			return o, false, invalidList("allowWatchBookmarks", "false", "allowWatchBookmarks must be true when sendInitialEvents is true")
+	o.SendInitialEvents, o.NoInitialEvents = send, sendGiven && !send
+	if o.Predicate.Field != nil {
+		for _, req := range o.Predicate.Field.Requirements() {
+			if !k.SupportsField(version, req.Field) {
+				return o, apierrors.NewBadRequest(k.FieldNotSupported(req.Field))
+			}
 		}
 	}
-	return o, watch, nil
+	if _, err := storage.ParseResourceVersion(o.ResourceVersion); err != nil {
+		return o, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", o.ResourceVersion))
+	}
+	return o, nil
 }
 
-// invalidList is the 422 kube-apiserver's ValidateListOptions gives.
-func invalidList(path, value, msg string) error {
-	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "",
-		field.ErrorList{field.Forbidden(field.NewPath(path), msg)})
+// validateListOptions are the checks of upstream's ValidateListOptions,
+// in its order: a list's, or a watch's. sendGiven says the request (or
+// the watch defaults) set sendInitialEvents.
+func validateListOptions(o storage.ListOptions, watch, sendGiven, send bool) field.ErrorList {
+	var errs field.ErrorList
+	match := o.ResourceVersionMatch
+	matchPath := field.NewPath("resourceVersionMatch")
+	exact, notOlder := metav1.ResourceVersionMatchExact, metav1.ResourceVersionMatchNotOlderThan
+	if watch {
+		if sendGiven && match != notOlder {
+			errs = append(errs, field.Forbidden(matchPath, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+		}
+		if match != "" {
+			if !sendGiven {
+				errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+			}
+			if match != notOlder {
+				errs = append(errs, field.NotSupported(matchPath, match, []string{string(notOlder)}))
+			}
+			if o.Continue != "" {
+				errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden when continue is provided"))
+			}
+		}
+		return errs
+	}
+	if match != "" {
+		if o.ResourceVersion == "" {
+			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+		}
+		if o.Continue != "" {
+			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden when continue is provided"))
+		}
+		if match != exact && match != notOlder {
+			errs = append(errs, field.NotSupported(matchPath, match, []string{string(exact), string(notOlder), ""}))
+		}
+		if match == exact && o.ResourceVersion == "0" {
+			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""))
+		}
+	}
+	if sendGiven {
+		errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
+	}
+	return errs
 }
 
-// watchParam reports whether a list is a watch, by upstream's rule: any
-// value of ?watch but false and 0 (in any case), the empty one too.
-func watchParam(q url.Values) bool {
-	v, ok := q["watch"]
+// boolParam reads a boolean query parameter by upstream's rule: given,
+// any value but false and 0 (in any case), the empty one too, is true.
+func boolParam(q url.Values, name string) (value, given bool) {
+	v, ok := q[name]
 	if !ok || len(v) == 0 {
-		return false
+		return false, false
 	}
 	switch strings.ToLower(v[0]) {
 	case "false", "0":
-		return false
+		return false, true
 	}
-	return true
+	return true, true
 }
 
-func boolParam(q url.Values, name string) bool {
-	v := q.Get(name)
-	return v == "true" || v == "1"
+// watchParam reports whether a list is a watch (boolParam's rule).
+func watchParam(q url.Values) bool {
+	watch, _ := boolParam(q, "watch")
+	return watch
 }

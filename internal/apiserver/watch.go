@@ -31,7 +31,7 @@ import (
 // event (410 Gone and the like), after which the client relists.
 func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	opts, _, err := listOptions(h.kind, h.ri.version, q)
+	opts, err := listOptions(h.kind, h.ri.version, q)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -76,7 +76,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-cache, private")
 	out := watchOut{w: w, flusher: flusher}
-	if opts.SendInitialEvents && acceptsGzip(r) && !isLoopback(r.RemoteAddr) {
+	if opts.SendInitialEvents && opts.AllowBookmarks && acceptsGzip(r) && !isLoopback(r.RemoteAddr) {
 		// A watch-list (an informer's first sync, streamed) to a remote
 		// client that takes gzip is compressed, as kube-apiserver does
 		// (WatchListCompression): its initial events are the whole

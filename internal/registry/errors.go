@@ -49,7 +49,9 @@ func interpret(err error, gr schema.GroupResource, name string) error {
 	case storage.CodeTooLargeResourceVersion:
 		return tooLargeResourceVersion(se.Msg)
 	case storage.CodeExpired:
-		return apierrors.NewResourceExpired(se.Msg)
+		err := apierrors.NewResourceExpired(se.Msg)
+		err.ErrStatus.Continue = se.Continue
+		return err
 	case storage.CodeInvalidRequest:
 		return apierrors.NewBadRequest(se.Msg)
 	case storage.CodeInvalidObj:

@@ -186,9 +186,16 @@ func (r *Resource) Present(version string, rec *storage.Record) (*unstructured.U
 // ListOptions are what a list or watch request asks for, parsed.
 type ListOptions struct {
 	storage.ListOptions
-	// Watch options.
+	// Watch options, the API's. AllowBookmarks asks for BOOKMARK events.
+	// SendInitialEvents starts the watch with the state at least as new
+	// as ResourceVersion ("": the store's state now) as ADDED events,
+	// then, if AllowBookmarks, the initial-events-end bookmark.
+	// NoInitialEvents (sendInitialEvents=false) starts a watch from ""
+	// or "0" at the newest revision, with no state. With neither, a watch from "" or "0" starts with the
+	// cache's state, and one from N after N.
 	AllowBookmarks    bool
 	SendInitialEvents bool
+	NoInitialEvents   bool
 	// EncodedOnly: the caller only writes the events' objects as JSON, so
 	// objects read in their stored form may come undecoded
 	// (storage.WatchOptions.EncodedOnly).
@@ -260,10 +267,13 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 // Watch follows the objects of ns ("" = all namespaces). A
 // sendInitialEvents watch without a resourceVersion starts consistently,
 // as kube-apiserver's does: its initial state is at least the store's
-// state now, not whatever the cache holds yet.
+// state now, not whatever the cache holds yet. A NoInitialEvents watch
+// from "" or "0" starts after the store's revision now (for "0", any
+// revision would do; this one is the newest).
 func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptions) (watch.Interface, error) {
 	k := r.Kind()
-	if opts.SendInitialEvents && opts.ResourceVersion == "" {
+	if (opts.SendInitialEvents && opts.ResourceVersion == "") ||
+		(opts.NoInitialEvents && (opts.ResourceVersion == "" || opts.ResourceVersion == "0")) {
 		rev, err := r.StoreRevision(ctx)
 		if err != nil {
 			return nil, err

@@ -58,6 +58,10 @@ type Error struct {
 	ResourceVersion int64
 	Msg             string
 	Err             error // the kv error underneath, if any
+	// Continue, on the CodeExpired of a continued list, resumes the
+	// list at the newest revision (kube-apiserver's inconsistent
+	// continue token).
+	Continue string
 }
 
 func (e *Error) Error() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"path"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,6 +92,8 @@ type ListOptions struct {
 
 // continueToken is the opaque state of a paged list: the revision every
 // page reads, and the key (relative to the list's prefix) to resume at.
+// It is kube-apiserver's token, field for field: a negative revision
+// resumes at the newest one (the token a 410 of a compacted list gives).
 type continueToken struct {
 	APIVersion string `json:"v"`
 	Revision   int64  `json:"rv"`
@@ -102,18 +105,6 @@ func encodeContinue(rev int64, start string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeContinue(token, prefix string) (rev int64, start string, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	var t continueToken
-	if err == nil {
-		err = json.Unmarshal(b, &t)
-	}
-	if err != nil || t.APIVersion != "meta.k8s.io/v1" || t.Revision <= 0 || strings.Contains(t.Start, "..") {
-		return 0, "", newErr(CodeInvalidRequest, prefix, 0, "continue key is not valid")
-	}
-	return t.Revision, prefix + t.Start, nil
-}
-
 // ContinueAfter returns the continue token of a page of the list of prefix
 // read at revision rev whose last item is at key: the token this Store's
 // List returns, so that a watch cache and the Store can serve the pages of
@@ -122,11 +113,55 @@ func ContinueAfter(prefix string, rev int64, key string) string {
 	return encodeContinue(rev, strings.TrimPrefix(key, prefix)+"\x00")
 }
 
-// DecodeContinue reads a continue token of a list of prefix: the revision
-// every page reads, and the key the next page starts at. A malformed token
-// is CodeInvalidRequest.
-func DecodeContinue(token, prefix string) (rev int64, start string, err error) {
-	return decodeContinue(token, prefix)
+// DecodeContinue reads the continue token of a list of prefix with opts:
+// the revision every page reads (negative: the newest), and the key the
+// next page starts at. A malformed token, or one with a resourceVersion
+// other than "" and "0", is CodeInvalidRequest, in kube-apiserver's
+// words and order.
+func DecodeContinue(prefix string, opts ListOptions) (rev int64, start string, err error) {
+	invalid := func(format string, a ...any) error {
+		return newErr(CodeInvalidRequest, prefix, 0, "invalid continue token: continue key is not valid"+format, a...)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(opts.Continue)
+	if err != nil {
+		return 0, "", invalid(": %v", err)
+	}
+	var t continueToken
+	if err := json.Unmarshal(b, &t); err != nil {
+		return 0, "", invalid(": %v", err)
+	}
+	switch {
+	case t.APIVersion != "meta.k8s.io/v1":
+		return 0, "", invalid(": server does not recognize this encoded version %v", t.APIVersion)
+	case t.Revision == 0:
+		return 0, "", invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+	case t.Start == "":
+		return 0, "", invalid(": encoded start key empty (version meta.k8s.io/v1)")
+	}
+	// The start key may not climb out of the prefix: it must be a clean
+	// path below it.
+	key := t.Start
+	if !strings.HasPrefix(key, "/") {
+		key = "/" + key
+	}
+	if path.Clean(key) != key {
+		return 0, "", invalid(": %v", t.Start)
+	}
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		return 0, "", newErr(CodeInvalidRequest, prefix, 0, "specifying resource version is not allowed when using continue")
+	}
+	return t.Revision, prefix + key[1:], nil
+}
+
+// expiredList is the 410 of a list of prefix at rev, compacted: for a
+// continued list (start is the key it resumes at), with a token that
+// resumes it at the newest revision, as kube-apiserver's.
+func expiredList(prefix string, rev int64, continued bool, start string, err error) *Error {
+	if !continued {
+		return &Error{Code: CodeExpired, Key: prefix, ResourceVersion: rev, Msg: msgExpiredExact, Err: err}
+	}
+	return &Error{Code: CodeExpired, Key: prefix, ResourceVersion: rev, Msg: msgInconsistentContinue, Err: err,
+		Continue: encodeContinue(-1, strings.TrimPrefix(start, prefix))}
 }
 
 // CheckListRevision returns nil when the store can still be read at rev,
@@ -136,14 +171,10 @@ func DecodeContinue(token, prefix string) (rev int64, start string, err error) {
 // current revision. A watch cache checks it before serving an old
 // revision from its own history, so that its lists expire with the
 // store's.
-func (s *Store) CheckListRevision(ctx context.Context, prefix string, rev int64, opts ListOptions) error {
+func (s *Store) CheckListRevision(ctx context.Context, prefix, start string, rev int64, opts ListOptions) error {
 	_, err := s.kv.Range(ctx, prefix, kv.RangeOptions{Revision: rev})
 	if errors.Is(err, kv.ErrCompacted) {
-		msg := msgExpiredExact
-		if opts.Continue != "" {
-			msg = msgExpiredContinue
-		}
-		return &Error{Code: CodeExpired, Key: prefix, ResourceVersion: rev, Msg: msg, Err: err}
+		return expiredList(prefix, rev, opts.Continue != "", start, err)
 	}
 	if err != nil {
 		return interpret(prefix, rev, err)
@@ -153,8 +184,11 @@ func (s *Store) CheckListRevision(ctx context.Context, prefix string, rev int64,
 
 // Messages kube-apiserver gives for 410 Gone on lists; clients show them.
 const (
-	msgExpiredContinue = "The provided continue parameter is too old to display a consistent list result. " +
-		"You can start a new list without the continue parameter."
+	msgInconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter, or use the continue token in this response " +
+		"to retrieve the remainder of the results. Continuing with the provided token results in an " +
+		"inconsistent list - objects that were created, modified, or deleted between the time the first " +
+		"chunk was returned and now may show up in the list."
 	msgExpiredExact = "The resourceVersion for the provided list is too old."
 )
 
@@ -185,16 +219,16 @@ func (s *Store) ListRecords(ctx context.Context, prefix string, opts ListOptions
 		readRev  int64 // 0: the current revision
 		minRev   int64
 		start    = prefix
+		resume   string // where a continued list resumes
 		fromCont = opts.Continue != ""
 	)
 	switch {
 	case fromCont:
-		if rv > 0 || opts.ResourceVersionMatch != "" {
-			return nil, newErr(CodeInvalidRequest, prefix, 0, "specifying resource version is not allowed when using continue")
-		}
-		if readRev, start, err = decodeContinue(opts.Continue, prefix); err != nil {
+		if readRev, start, err = DecodeContinue(prefix, opts); err != nil {
 			return nil, err
 		}
+		readRev = max(readRev, 0) // negative: the newest
+		resume = start
 	case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact:
 		if rv == 0 {
 			return nil, newErr(CodeInvalidRequest, prefix, 0, "resourceVersionMatch \"Exact\" requires a resourceVersion other than \"0\"")
@@ -229,11 +263,7 @@ func (s *Store) ListRecords(ctx context.Context, prefix string, opts ListOptions
 		r, err := s.kv.Range(ctx, start, kv.RangeOptions{End: end, Revision: readRev, Limit: batch, NoCount: selective})
 		if err != nil {
 			if errors.Is(err, kv.ErrCompacted) {
-				msg := msgExpiredExact
-				if fromCont {
-					msg = msgExpiredContinue
-				}
-				return nil, &Error{Code: CodeExpired, Key: prefix, ResourceVersion: readRev, Msg: msg, Err: err}
+				return nil, expiredList(prefix, readRev, fromCont, resume, err)
 			}
 			return nil, interpret(prefix, readRev, err)
 		}

@@ -34,9 +34,8 @@ type WatchOptions struct {
 	// allowWatchBookmarks); for the store it is the same as ProgressNotify.
 	AllowBookmarks bool
 	// SendInitialEvents starts the watch with the current state as ADDED
-	// events (at least as new as ResourceVersion), then a BOOKMARK
-	// annotated InitialEventsEndAnnotation. It requires AllowBookmarks, as
-	// the API does.
+	// events (at least as new as ResourceVersion), then, if
+	// AllowBookmarks, a BOOKMARK annotated InitialEventsEndAnnotation.
 	SendInitialEvents bool
 	// MetadataOnly lets the events' objects be *metav1.PartialObjectMetadata:
 	// apiVersion, kind and metadata without managedFields, as the
@@ -93,9 +92,6 @@ func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch
 	if err != nil {
 		return nil, err
 	}
-	if opts.SendInitialEvents && !opts.AllowBookmarks {
-		return nil, newErr(CodeInvalidRequest, key, 0, "sendInitialEvents requires allowWatchBookmarks")
-	}
 	end := ""
 	if opts.Recursive {
 		end = kv.PrefixEnd(key)
@@ -119,7 +115,7 @@ func (s *Store) Watch(ctx context.Context, key string, opts WatchOptions) (watch
 			}
 		}
 		rv = r.Revision
-		if opts.SendInitialEvents {
+		if opts.SendInitialEvents && opts.AllowBookmarks {
 			b := bookmark(rv)
 			b.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
 			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: b})

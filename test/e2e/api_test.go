@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -307,6 +308,16 @@ func TestCompaction(t *testing.T) {
 		_, err = cms.List(ctx, metav1.ListOptions{Limit: 2, Continue: page.Continue})
 		if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "The provided continue parameter is too old") {
 			t.Fatalf("expired continue: %v", err)
+		}
+		// The 410 carries a token that resumes the list after its first
+		// page, at the newest revision, as kube-apiserver's.
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) || status.Status().Continue == "" {
+			t.Fatalf("expired continue: %v, without a token to resume", err)
+		}
+		rest, err := cms.List(ctx, metav1.ListOptions{Limit: 2, Continue: status.Status().Continue})
+		if err != nil || len(rest.Items) != 2 || rest.Items[0].Name != "c2" || rest.Items[1].Name != "c3" {
+			t.Fatalf("resumed list: %v %v", err, rest)
 		}
 	}, "--compaction-interval", "300ms")
 }

@@ -20,7 +20,7 @@ import (
 func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store, open Open) {
 	t.Run("selector transitions and deletes", func(t *testing.T) { testWatchTransitions(t, newKV(t), open) })
 	t.Run("initial events then live ones", func(t *testing.T) { testWatchInitial(t, newKV(t), open) })
-	t.Run("sendInitialEvents ends the initial state with a bookmark", func(t *testing.T) { testWatchSendInitial(t, newKV(t), open) })
+	t.Run("sendInitialEvents sends the initial state, then a bookmark if allowed", func(t *testing.T) { testWatchSendInitial(t, newKV(t), open) })
 	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t), open) })
 	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t), open) })
 }
@@ -175,9 +175,13 @@ func testWatchSendInitial(t *testing.T, k kv.Store, open Open) {
 	s := open(t, storage.New(k))
 	const prefix = "/configmaps/default/"
 	x, _ := s.Create(ctx, prefix+"x", configMap("x", "1", nil))
-	if _, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, SendInitialEvents: true}); !storage.HasCode(err, storage.CodeInvalidRequest) {
-		t.Fatalf("sendInitialEvents without bookmarks: error %v, want InvalidRequest", err)
+	// Without bookmarks, the state comes with no bookmark after it, as
+	// kube-apiserver's.
+	plain, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, SendInitialEvents: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer plain.Stop()
 	w, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, SendInitialEvents: true, AllowBookmarks: true,
 		ResourceVersion: x.GetResourceVersion()})
 	if err != nil {
@@ -202,5 +206,9 @@ func testWatchSendInitial(t *testing.T, k kv.Store, open Open) {
 	}
 	if fmt.Sprint(g) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", g, want)
+	}
+	want = []string{"ADDED x " + x.GetResourceVersion(), "ADDED y " + y.GetResourceVersion()}
+	if g := got(t, plain, 2); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("without bookmarks: events %v, want %v", g, want)
 	}
 }

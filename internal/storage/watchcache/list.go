@@ -26,7 +26,7 @@ func (c *Cache) listAt(ctx context.Context, prefix, start string, rev int64, opt
 	if !c.reaches(rev) {
 		return c.cfg.Store.ListRecords(ctx, prefix, opts)
 	}
-	if err := c.cfg.Store.CheckListRevision(ctx, prefix, rev, opts); err != nil {
+	if err := c.cfg.Store.CheckListRevision(ctx, prefix, start, rev, opts); err != nil {
 		return nil, err
 	}
 	if list := c.pageAt(prefix, start, rev, opts); list != nil {

@@ -80,7 +80,7 @@ func TestPagesFromHistoryMatchTheStore(t *testing.T) {
 		}
 		i := rnd.IntN(len(lists))
 		l := lists[i]
-		rev, start, err := storage.DecodeContinue(l.opts.Continue, l.prefix)
+		rev, start, err := storage.DecodeContinue(l.prefix, l.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

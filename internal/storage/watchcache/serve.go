@@ -140,16 +140,25 @@ func (c *Cache) ListRecords(ctx context.Context, prefix string, opts storage.Lis
 		return nil, err
 	}
 	match := opts.ResourceVersionMatch
+	from := prefix // where the page starts
 	switch {
 	case opts.Continue != "":
-		if rv > 0 || match != "" {
-			return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
-		}
-		rev, start, err := storage.DecodeContinue(opts.Continue, prefix)
+		rev, start, err := storage.DecodeContinue(prefix, opts)
 		if err != nil {
 			return nil, err
 		}
-		return c.listAt(ctx, prefix, start, rev, opts)
+		if rev > 0 {
+			return c.listAt(ctx, prefix, start, rev, opts)
+		}
+		// Resumed at the newest revision: a consistent read.
+		from = start
+		fresh, err := c.fresh(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !fresh {
+			return c.cfg.Store.ListRecords(ctx, prefix, opts)
+		}
 	case match == metav1.ResourceVersionMatchExact || (match == "" && rv > 0 && opts.Limit > 0):
 		if rv == 0 {
 			return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
@@ -163,12 +172,11 @@ func (c *Cache) ListRecords(ctx context.Context, prefix string, opts storage.Lis
 	case match != "" && (match != metav1.ResourceVersionMatchNotOlderThan || opts.ResourceVersion == ""):
 		return c.cfg.Store.ListRecords(ctx, prefix, opts) // the store's error
 	case opts.ResourceVersion == "":
-		// A consistent read: the cache must reflect the store's revision now.
-		cur, err := c.cfg.Store.Revision(ctx)
+		fresh, err := c.fresh(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if !c.waitFor(ctx, cur) {
+		if !fresh {
 			return c.cfg.Store.ListRecords(ctx, prefix, opts)
 		}
 	default:
@@ -178,7 +186,17 @@ func (c *Cache) ListRecords(ctx context.Context, prefix string, opts storage.Lis
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.pageLocked(prefix, prefix, c.mu.rev, nil, opts), nil
+	return c.pageLocked(prefix, from, c.mu.rev, nil, opts), nil
+}
+
+// fresh waits, for a consistent read, until the cache reflects the
+// store's revision now; false if it does not in time.
+func (c *Cache) fresh(ctx context.Context) (bool, error) {
+	cur, err := c.cfg.Store.Revision(ctx)
+	if err != nil {
+		return false, err
+	}
+	return c.waitFor(ctx, cur), nil
 }
 
 // Watch starts a watch of key (or of every key under it, when Recursive)
@@ -191,10 +209,6 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	rv, err := storage.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
-	}
-	if opts.SendInitialEvents && !opts.AllowBookmarks {
-		return nil, &storage.Error{Code: storage.CodeInvalidRequest, Key: key,
-			Msg: "sendInitialEvents requires allowWatchBookmarks"}
 	}
 	match := func(k string) bool { return k == key }
 	if opts.Recursive {
@@ -222,7 +236,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 			}
 			return true
 		})
-		if opts.SendInitialEvents {
+		if opts.SendInitialEvents && opts.AllowBookmarks {
 			initial = append(initial, watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, true)})
 		}
 	case rv < c.mu.floor:
