@@ -46,6 +46,11 @@ func (s *Server) resources(w http.ResponseWriter, r *http.Request) {
 		s.groupVersion(w, r, ri.group, ri.version)
 		return
 	}
+	s.resource(w, r, ri)
+}
+
+// resource serves a request on the resource ri names.
+func (s *Server) resource(w http.ResponseWriter, r *http.Request, ri requestInfo) {
 	res, ok := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource)
 	if !ok {
 		s.noRoute(w, r, ri.group)

@@ -207,14 +207,24 @@ func TestUncleanPathsAsKubeAPIServer(t *testing.T) {
 		{"GET", "/api/v1//", "", "", 200, "application/json", ""},
 		{"GET", "/api//", "", "", 200, "application/json", ""},
 		// An empty namespace: across namespaces for a GET of the
-		// collection, 400 on an object; kplane refuses a POST (upstream:
-		// 422, metadata.namespace required).
+		// collection, 400 on an object and on a built-in kind's DELETE of
+		// the collection; a POST creates in no namespace, which fails
+		// validation, and other methods are 405; a custom resource's
+		// collection takes none of them.
 		{"GET", "/api/v1/namespaces//configmaps", "", "", 200, "application/json", ""},
 		{"GET", "/apis/ex.com/v1/namespaces//scalers", "", "", 200, "application/json", ""},
 		{"GET", "/api/v1/namespaces//configmaps/yes", "", "", 400, "application/json", required},
 		{"DELETE", "/api/v1/namespaces//configmaps/yes", "", "", 400, "application/json", required},
 		{"GET", "/api/v1/namespaces/default/configmaps/yes", "", "", 200, "application/json", ""}, // not deleted
-		{"POST", "/api/v1/namespaces//configmaps", "", cm, 404, "application/json", status},
+		{"POST", "/api/v1/namespaces//configmaps", "", cm, 422, "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ConfigMap \"slash\" is invalid: metadata.namespace: Required value","reason":"Invalid","details":{"name":"slash","kind":"ConfigMap","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"metadata.namespace"}]},"code":422}` + "\n"},
+		{"POST", "/api/v1/namespaces//configmaps", "", `{"metadata":{"name":"slash","namespace":"default"}}`, 422, "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ConfigMap \"slash\" is invalid: metadata.namespace: Required value","reason":"Invalid","details":{"name":"slash","kind":"ConfigMap","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"metadata.namespace"}]},"code":422}` + "\n"},
+		{"DELETE", "/api/v1/namespaces//configmaps", "", "", 400, "application/json", required},
+		{"GET", "/api/v1/namespaces/default/configmaps/yes", "", "", 200, "application/json", ""}, // not deleted
+		{"PUT", "/api/v1/namespaces//configmaps", "", "{}", 405, "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server does not allow this method on the requested resource","reason":"MethodNotAllowed","details":{},"code":405}` + "\n"},
+		{"POST", "/apis/ex.com/v1/namespaces//scalers", "", "{}", 404, "text/plain; charset=utf-8", text},
+		{"POST", "/apis/authorization.k8s.io/v1/namespaces//localsubjectaccessreviews", "",
+			`{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview","spec":{"user":"x","resourceAttributes":{"verb":"get","resource":"pods"}}}`,
+			400, "application/json", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"namespace is required on this type: ","reason":"BadRequest","code":400}` + "\n"},
 	} {
 		r := httptest.NewRequest(c.method, "/", strings.NewReader(c.body))
 		r.URL.Path = c.path // as sent: httptest would not parse "//api/..." as a path

@@ -161,9 +161,10 @@ func cleanDots(p string) bool {
 // An empty namespace (/namespaces//<resource>) is upstream's namespace
 // parameter left empty, for custom resources too: a GET of the collection
 // lists across namespaces, and any request on an object is 400
-// "Namespace parameter required.". kplane refuses a POST or DELETE of
-// such a collection with the generic 404 (upstream's POST fails
-// validation, 422; its DELETE would delete across namespaces).
+// "Namespace parameter required.". On a built-in kind's collection (a
+// go-restful route upstream), a DELETE is that 400 too, a POST creates
+// in no namespace, which fails validation (422), and other methods are
+// 405; a custom resource's collection takes none of them (404).
 func (s *Server) unclean(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if base := strings.TrimRight(p, "/") + "/"; len(base) < len(p) && !strings.Contains(base, "//") && cleanDots(base) && s.restful(base) {
@@ -175,12 +176,18 @@ func (s *Server) unclean(w http.ResponseWriter, r *http.Request) {
 		if ri, ok := parsePath(gv + "/" + resource); ok && !ri.discovery && !ri.groupOnly {
 			if _, served := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource); served {
 				switch {
-				case name != "":
+				case name != "" || r.Method == http.MethodDelete && s.restful(p):
 					writeError(w, apierrors.NewBadRequest("Namespace parameter required."))
 					return
 				case r.Method == http.MethodGet:
 					s.mux.ServeHTTP(w, withPath(r, gv+"/"+resource))
 					return
+				case s.restful(p):
+					if ri, ok := parsePath(gv + "/namespaces/-/" + resource); ok {
+						ri.namespace = ""
+						s.resource(w, r, ri)
+						return
+					}
 				}
 			}
 		}

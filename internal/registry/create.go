@@ -299,10 +299,17 @@ func (r *Resource) checkNamespace(k *Kind, ns string, obj *unstructured.Unstruct
 		return nil
 	}
 	switch obj.GetNamespace() {
+	case ns:
 	case "":
 		obj.SetNamespace(ns)
-	case ns:
 	default:
+		if ns == "" {
+			// No namespace on the request (an empty one in the path):
+			// the object's goes too, as upstream's; validation then
+			// refuses it.
+			obj.SetNamespace("")
+			return nil
+		}
 		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
 	return nil
@@ -322,7 +329,7 @@ func generateName(base string) string {
 // terminating (403), as the NamespaceLifecycle admission plugin does.
 func (g *Registry) admitNamespace(ctx context.Context, ns string) error {
 	nsr, ok := g.Get(schema.GroupResource{Resource: "namespaces"})
-	if !ok {
+	if !ok || ns == "" { // as the plugin, a write in no namespace passes
 		return nil
 	}
 	// The record, not the object: every namespaced write asks, and the

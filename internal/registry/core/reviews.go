@@ -72,6 +72,9 @@ func accessReview(authz *RBAC, subject, local bool) func(context.Context, string
 			// Upstream's message names no kind.
 			return nil, apierrors.NewInvalid(schema.GroupKind{Group: authorizationv1.GroupName}, "", errs)
 		}
+		if local && obj.GetNamespace() == "" { // the request's namespace: /namespaces//...
+			return nil, apierrors.NewBadRequest("namespace is required on this type: ")
+		}
 		var spec authorizationv1.SubjectAccessReviewSpec
 		if m, ok := obj.Object["spec"].(map[string]any); ok {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
