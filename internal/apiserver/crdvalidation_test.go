@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // crdValidationBase is the CRD each case of TestCRDValidationAsKubeAPIServer
@@ -427,6 +428,36 @@ func TestFinalizerWarnings(t *testing.T) {
 		h.ServeHTTP(w, r)
 		if got := w.Header().Values("Warning"); w.Code != c.code || strings.Join(got, "\n") != strings.Join(c.warnings, "\n") {
 			t.Errorf("%s %s %s: %d, warnings\n%s\nwant %d,\n%s", c.method, c.path, c.body, w.Code, strings.Join(got, "\n"), c.code, strings.Join(c.warnings, "\n"))
+		}
+	}
+}
+
+// A write through /status is checked as kube-apiserver v1.37.2 checked
+// the same patches: the status alone, by the status property's schema
+// (a message names the path from the status, the field from the root).
+func TestStatusWritesValidateTheStatusAsKubeAPIServer(t *testing.T) {
+	do, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.ex.com"},
+"spec":{"group":"ex.com","scope":"Namespaced","names":{"plural":"things","kind":"Thing"},"versions":[
+{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},"schema":{"openAPIV3Schema":{"type":"object","properties":{
+"spec":{"type":"object","properties":{"size":{"type":"integer"}}},
+"status":{"type":"object","properties":{"ready":{"type":"boolean"},"sub":{"type":"object","properties":{"m":{"type":"string","pattern":"^a"}}}}}}}}}]}}`)
+	const things = "/apis/ex.com/v1/namespaces/default/things"
+	if w := do(http.MethodPost, things, `{"apiVersion":"ex.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"size":1}}`); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	for _, c := range []struct{ patch, want string }{
+		{`{"status":{"ready":"no"}}`, `Thing.ex.com "t" is invalid: status.ready: Invalid value: "string": ready in body must be of type boolean: "string"`},
+		{`{"status":{"sub":{"m":"b"}}}`, `Thing.ex.com "t" is invalid: status.sub.m: Invalid value: "b": sub.m in body should match '^a'`},
+		{`{"status":{"ready":true}}`, ""},
+	} {
+		r := httptest.NewRequest(http.MethodPatch, things+"/t/status", strings.NewReader(c.patch))
+		r.Header.Set("Content-Type", "application/merge-patch+json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var st metav1.Status
+		json.Unmarshal(w.Body.Bytes(), &st)
+		if c.want == "" && w.Code != http.StatusOK || c.want != "" && (w.Code != http.StatusUnprocessableEntity || st.Message != c.want) {
+			t.Errorf("%s: %d %s; want %q", c.patch, w.Code, w.Body, c.want)
 		}
 	}
 }

@@ -68,13 +68,22 @@ func writeErrorFor(w http.ResponseWriter, accept string, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	f, ok := plainForm(accept)
-	switch {
-	case !ok:
+	if !ok {
 		data, _ := json.MarshalIndent(st, "", "  ")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		w.Write(data)
-	case f == formProtobuf:
+		return
+	}
+	writeStatus(w, f, code, st)
+}
+
+// writeStatus writes st in the plain encoding of form f: protobuf for
+// the protobuf forms, YAML, or JSON (for the JSON ones: a Status is
+// never a Table or metadata), as upstream writes a Status answer.
+func writeStatus(w http.ResponseWriter, f form, code int, st *metav1.Status) {
+	switch f {
+	case formProtobuf, formMetadataProto:
 		var buf bytes.Buffer
 		if protoSerializer.Encode(st, &buf) != nil {
 			writeJSON(w, code, st) // not expected: a Status always encodes
@@ -83,8 +92,10 @@ func writeErrorFor(w http.ResponseWriter, accept string, err error) {
 		w.Header().Set("Content-Type", protobufType)
 		w.WriteHeader(code)
 		w.Write(buf.Bytes())
+	case formYAML:
+		write(w, formYAML, code, st)
 	default:
-		write(w, f, code, st)
+		writeJSON(w, code, st)
 	}
 }
 

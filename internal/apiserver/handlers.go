@@ -301,7 +301,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 			gv := h.kind.GroupVersionKind(h.ri.version).GroupVersion().String()
 			writeStreamed(w, &listBuffers, maxPooledList, "application/json", http.StatusOK, func(b []byte, flush func([]byte) error) ([]byte, error) {
 				b = slices.Grow(b, min(256+listSize(recs), listPiece+64<<10))
-				return recs.WriteJSON(b, gv, h.kind.ListKind, bareItems(h.kind), listPiece, flush)
+				b, err := recs.WriteJSON(b, gv, h.kind.ListKind, bareItems(h.kind), listPiece, flush)
+				if err != nil {
+					return nil, err
+				}
+				return append(b, '\n'), nil // as upstream's encoder ends it
 			})
 			return
 		}
@@ -609,7 +613,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 		h.s.writeObject(w, r, h.form, h.kind, h.ri.version, code, u)
 		return
 	}
-	writeJSON(w, code, out)
+	writeStatus(w, h.form, code, out.(*metav1.Status)) // the object is gone: a Success Status
 }
 
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {

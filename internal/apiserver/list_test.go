@@ -373,3 +373,26 @@ func TestCustomResourceListsHaveContinue(t *testing.T) {
 		}
 	}
 }
+
+// A list's JSON ends with a newline, as every answer of upstream's JSON
+// encoder does, however it is written: from the stored records (a page
+// too), or from the objects presented in another version (core/v1
+// Events are stored as events.k8s.io/v1).
+func TestListJSONEndsWithNewline(t *testing.T) {
+	h := newInProcess(t)
+	createConfigMaps(t, h, 3, func(int) string { return "v" })
+	for _, path := range []string{
+		"/api/v1/namespaces/default/configmaps",
+		"/api/v1/namespaces/default/configmaps?limit=2",
+		"/api/v1/namespaces/default/events",
+		"/apis/events.k8s.io/v1/namespaces/default/events",
+	} {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Header.Set("User-Agent", "kubectl/v1.37.2") // not indented
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if b := w.Body.String(); w.Code != http.StatusOK || !strings.HasSuffix(b, "}\n") || !json.Valid(w.Body.Bytes()) {
+			t.Errorf("%s: %d %q", path, w.Code, b[max(0, len(b)-40):])
+		}
+	}
+}

@@ -241,3 +241,39 @@ func TestUncleanPathsAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// The Success Status of a delete comes in the form Accept negotiated, as
+// kube-apiserver v1.37.2's did for the same deletes (byte for byte, the
+// uid aside): YAML, protobuf (for a protobuf metadata request too), JSON
+// for a Table or JSON metadata request. Before, it was always JSON.
+func TestDeleteStatusNegotiatedAsKubeAPIServer(t *testing.T) {
+	do, h := newCustomResourcesHandler(t, scalersCRD)
+	const cms = "/api/v1/namespaces/default/configmaps"
+	for _, c := range []struct {
+		accept, contentType, want string // want: with UID for the uid
+	}{
+		{"application/yaml", "application/yaml",
+			"apiVersion: v1\ndetails:\n  kind: configmaps\n  name: e1\n  uid: UID\nkind: Status\nmetadata: {}\nstatus: Success\n"},
+		{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf",
+			"k8s\x00\n\x0c\n\x02v1\x12\x06Status\x12S\n\x06\n\x00\x12\x00\x1a\x00\x12\x07Success\x1a\x00\"\x00*:\n\x02e1\x12\x00\x1a\nconfigmaps(\x002$UID0\x00\x1a\x00\"\x00"},
+		{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", "application/vnd.kubernetes.protobuf",
+			"k8s\x00\n\x0c\n\x02v1\x12\x06Status\x12S\n\x06\n\x00\x12\x00\x1a\x00\x12\x07Success\x1a\x00\"\x00*:\n\x02e1\x12\x00\x1a\nconfigmaps(\x002$UID0\x00\x1a\x00\"\x00"},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json",
+			`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","details":{"name":"e1","kind":"configmaps","uid":"UID"}}` + "\n"},
+	} {
+		w := do(http.MethodPost, cms, `{"metadata":{"name":"e1"}}`)
+		var created struct{ Metadata struct{ UID string } }
+		if err := json.Unmarshal(w.Body.Bytes(), &created); err != nil || w.Code != http.StatusCreated {
+			t.Fatalf("create: %d %s", w.Code, w.Body)
+		}
+		r := httptest.NewRequest(http.MethodDelete, cms+"/e1", nil)
+		r.Header.Set("Accept", c.accept)
+		r.Header.Set("User-Agent", "kubectl/v1.37.2")
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		want := strings.Replace(c.want, "UID", created.Metadata.UID, 1)
+		if ct := w.Header().Get("Content-Type"); w.Code != http.StatusOK || ct != c.contentType || w.Body.String() != want {
+			t.Errorf("Accept %s: %d %s %q\nwant 200 %s %q", c.accept, w.Code, ct, w.Body, c.contentType, want)
+		}
+	}
+}

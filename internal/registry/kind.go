@@ -254,6 +254,9 @@ type Schema interface {
 	// Validate checks obj; old is the stored object on an update (nil on
 	// a create), for transition rules.
 	Validate(ctx context.Context, obj, old map[string]any) field.ErrorList
+	// ValidateStatus checks an update through /status: the status
+	// alone, as upstream's status strategy does.
+	ValidateStatus(ctx context.Context, obj, old map[string]any) field.ErrorList
 }
 
 // Column is one Table column.

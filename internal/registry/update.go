@@ -228,7 +228,11 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		next, err := r.prepareUpdate(k, obj, stored, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {
-				if errs := s.Validate(ctx, convert(k, version, next).Object, convert(k, version, stored).Object); len(errs) > 0 {
+				validate := s.Validate
+				if opts.Subresource == "status" {
+					validate = s.ValidateStatus
+				}
+				if errs := validate(ctx, convert(k, version, next).Object, convert(k, version, stored).Object); len(errs) > 0 {
 					err = apierrors.NewInvalid(k.invalidKind(), name, errs)
 				}
 			}

@@ -290,6 +290,28 @@ func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) f
 		errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
 		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
 	}
+	return c.withRules(ctx, errs, obj, old)
+}
+
+// ValidateStatus is Validate for an update through /status, as
+// upstream's status strategy: the schema's status checks
+// (schema.Schema.ValidateStatus), the status replicas path, then the
+// CEL rules on the whole object.
+func (v *versionSchema) ValidateStatus(ctx context.Context, obj, old map[string]any) field.ErrorList {
+	c := v.compiled()
+	if c.Schema == nil {
+		return nil
+	}
+	errs := c.Schema.ValidateStatus(ctx, obj, old)
+	if v.scale != nil {
+		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
+	}
+	return c.withRules(ctx, errs, obj, old)
+}
+
+// withRules adds to errs what the CEL rules find, if errs hold no
+// blocking error.
+func (c compiledSchema) withRules(ctx context.Context, errs field.ErrorList, obj, old map[string]any) field.ErrorList {
 	if c.rules == nil {
 		return errs
 	}

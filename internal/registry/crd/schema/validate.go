@@ -32,6 +32,7 @@ type Schema struct {
 	props   *apiextensionsv1.JSONSchemaProps // as the CRD gives it: ratcheting pairs values along it
 	openapi *spec.Schema
 	accept  *acceptor // answers "valid" for most objects without kube-openapi
+	status  *Schema   // the root's status property, for ValidateStatus; nil if it has none
 }
 
 // New compiles s. It fails only on a schema ValidateCRD refuses (items
@@ -41,6 +42,19 @@ func New(s *apiextensionsv1.JSONSchemaProps) (*Schema, error) {
 	if s == nil {
 		s = &apiextensionsv1.JSONSchemaProps{}
 	}
+	out, err := compileSchema(s)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := s.Properties["status"]; ok {
+		if out.status, err = compileSchema(&p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func compileSchema(s *apiextensionsv1.JSONSchemaProps) (*Schema, error) {
 	root, err := compile(s)
 	if err != nil {
 		return nil, err
@@ -85,6 +99,26 @@ func (s *Schema) Validate(ctx context.Context, obj, old map[string]any) field.Er
 	}
 	errs = append(errs, validateEmbedded(ctx, nil, obj, s.root)...)
 	if old == nil || len(validateLists(nil, s.root, old)) == 0 {
+		errs = append(errs, validateLists(nil, s.root, obj)...)
+	}
+	return errs
+}
+
+// ValidateStatus checks an update through /status as upstream's status
+// strategy does (registry/customresource/status_strategy.go): the
+// OpenAPI keywords on the status alone, by the status property's schema,
+// so that a message names the path from the status ("ready in body must
+// be of type boolean") while the error's field is from the root
+// ("status.ready"), ratcheting against old's status; then the list
+// types of the whole object, if old passes them. A schema without a
+// status property checks no status; embedded resources are not checked.
+func (s *Schema) ValidateStatus(ctx context.Context, obj, old map[string]any) field.ErrorList {
+	var errs field.ErrorList
+	if st, ok := obj["status"]; ok && s.status != nil && !s.status.accept.accept(st) {
+		res := newRatchet(s.status.openapi, "", correlate.New(st, old["status"], s.status.props)).Validate(st)
+		errs = resultToFieldErrors(field.NewPath("status"), res)
+	}
+	if len(validateLists(nil, s.root, old)) == 0 {
 		errs = append(errs, validateLists(nil, s.root, obj)...)
 	}
 	return errs
