@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -151,8 +152,9 @@ func TestListParametersAsKubeAPIServer(t *testing.T) {
 		cms + "/a?export=false": "",
 		cms + "?watch=1&sendInitialEvents=true": `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: ` +
 			"sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-		cms + "?resourceVersion=999999999":   "Timeout: Too large resource version: 999999999, current: ",
-		cms + "/a?resourceVersion=999999999": "Timeout: Too large resource version: 999999999, current: ",
+		cms + "?resourceVersion=999999999":                            "Timeout: Too large resource version: 999999999, current: ",
+		cms + "?resourceVersion=999999999&resourceVersionMatch=Exact": "Timeout: Too large resource version: 999999999, current: ",
+		cms + "/a?resourceVersion=999999999":                          "Timeout: Too large resource version: 999999999, current: ",
 	} {
 		code, body := send(path)
 		var st metav1.Status
@@ -160,6 +162,20 @@ func TestListParametersAsKubeAPIServer(t *testing.T) {
 		if want == "" && code != http.StatusOK || want != "" && !strings.HasPrefix(st.Message, want) {
 			t.Errorf("%s: %d %.200s; want %q", path, code, body, want)
 		}
+		if strings.HasPrefix(want, "Timeout") && !apierrors.HasStatusCause(&apierrors.StatusError{ErrStatus: st}, metav1.CauseTypeResourceVersionTooLarge) {
+			t.Errorf("%s: %.300s; without the cause client-go's reflector reads (ResourceVersionTooLarge)", path, body)
+		}
+	}
+	// A watch-list from a resourceVersion not reached ends with the same
+	// 504, in an ERROR event, once the cache has waited for it.
+	code, body := send(cms + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=999999999")
+	var ev struct {
+		Type   string
+		Object metav1.Status
+	}
+	json.Unmarshal([]byte(body), &ev)
+	if code != http.StatusOK || ev.Type != "ERROR" || !apierrors.HasStatusCause(&apierrors.StatusError{ErrStatus: ev.Object}, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Errorf("a watch-list from resourceVersion 999999999: %d %.300s", code, body)
 	}
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kplane-dev/kplane/internal/kv"
@@ -47,7 +45,7 @@ func interpret(err error, gr schema.GroupResource, name string) error {
 	case storage.CodeConflict:
 		return apierrors.NewConflict(gr, name, errors.New(se.Msg))
 	case storage.CodeTooLargeResourceVersion:
-		return tooLargeResourceVersion(se.Msg)
+		return storage.TooLargeResourceVersionError(se.Msg)
 	case storage.CodeExpired:
 		err := apierrors.NewResourceExpired(se.Msg)
 		err.ErrStatus.Continue = se.Continue
@@ -64,18 +62,3 @@ func interpret(err error, gr schema.GroupResource, name string) error {
 	return apierrors.NewInternalError(se)
 }
 
-// tooLargeResourceVersion is the 504 kube-apiserver answers a read at a
-// resourceVersion it has not reached; client-go recognizes it by its cause
-// (apierrors.IsTooLargeResourceVersion) and retries.
-func tooLargeResourceVersion(msg string) *apierrors.StatusError {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    http.StatusGatewayTimeout,
-		Reason:  metav1.StatusReasonTimeout,
-		Message: "Timeout: " + msg,
-		Details: &metav1.StatusDetails{
-			Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
-			RetryAfterSeconds: 1,
-		},
-	}}
-}

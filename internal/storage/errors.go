@@ -3,6 +3,10 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Code says what kind of storage error happened.
@@ -85,4 +89,22 @@ func HasCode(err error, c Code) bool {
 
 func newErr(c Code, key string, rv int64, format string, args ...any) *Error {
 	return &Error{Code: c, Key: key, ResourceVersion: rv, Msg: fmt.Sprintf(format, args...)}
+}
+
+// TooLargeResourceVersionError is the 504 kube-apiserver answers a read
+// (or a watch, in an ERROR event) at a resourceVersion it has not reached
+// (msg: "Too large resource version: N, current: M"); client-go
+// recognizes it by its cause (ResourceVersionTooLarge: the reflector) and
+// retries.
+func TooLargeResourceVersionError(msg string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusGatewayTimeout,
+		Reason:  metav1.StatusReasonTimeout,
+		Message: "Timeout: " + msg,
+		Details: &metav1.StatusDetails{
+			Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
+			RetryAfterSeconds: 1,
+		},
+	}}
 }

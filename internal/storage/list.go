@@ -262,8 +262,12 @@ func (s *Store) ListRecords(ctx context.Context, prefix string, opts ListOptions
 		// resource would take quadratic time.
 		r, err := s.kv.Range(ctx, start, kv.RangeOptions{End: end, Revision: readRev, Limit: batch, NoCount: selective})
 		if err != nil {
-			if errors.Is(err, kv.ErrCompacted) {
+			switch {
+			case errors.Is(err, kv.ErrCompacted):
 				return nil, expiredList(prefix, readRev, fromCont, resume, err)
+			case errors.Is(err, kv.ErrFutureRevision):
+				cur, _ := s.Revision(ctx) // 0 if that fails too, as upstream
+				return nil, newErr(CodeTooLargeResourceVersion, prefix, readRev, "Too large resource version: %d, current: %d", readRev, cur)
 			}
 			return nil, interpret(prefix, readRev, err)
 		}

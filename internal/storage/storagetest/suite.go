@@ -281,6 +281,13 @@ func testList(t *testing.T, k kv.Store, open Open) {
 	future := strconv.FormatInt(revision(t, k)+100, 10)
 	_, err = s.List(ctx, prefix, storage.ListOptions{ResourceVersion: future, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
 	wantCode(t, "list not older than a future revision", err, storage.CodeTooLargeResourceVersion)
+	// An exact list of a future revision says where the store is, as
+	// kube-apiserver's.
+	_, err = s.List(ctx, prefix, storage.ListOptions{ResourceVersion: future, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	wantCode(t, "exact list of a future revision", err, storage.CodeTooLargeResourceVersion)
+	if want := fmt.Sprintf("Too large resource version: %s, current: %d", future, revision(t, k)); err.(*storage.Error).Msg != want {
+		t.Fatalf("exact list of a future revision: %q, want %q", err.(*storage.Error).Msg, want)
+	}
 	_, err = s.List(ctx, prefix, storage.ListOptions{Continue: "garbage"})
 	wantCode(t, "list with a malformed continue", err, storage.CodeInvalidRequest)
 

@@ -216,7 +216,7 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	}
 	if !c.waitFor(ctx, rv) {
 		w := newWatcher(ctx, c, match, opts, 1)
-		w.end(apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.CacheRevision()), 1))
+		w.end(storage.TooLargeResourceVersionError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.CacheRevision())))
 		return w, nil
 	}
 	c.mu.Lock()
