@@ -61,4 +61,3 @@ func interpret(err error, gr schema.GroupResource, name string) error {
 	}
 	return apierrors.NewInternalError(se)
 }
-
