@@ -258,3 +258,37 @@ func TestRootListsThePaths(t *testing.T) {
 		t.Error("/livez/shutdown listed: shutdown is a check of /readyz only")
 	}
 }
+
+// No answer may be kept by a shared cache but those meant to be, as
+// kube-apiserver v1.37.2's headers said for the same requests: every
+// answer (errors, refusals, watches, health, discovery) is
+// "no-cache, private"; an OpenAPI v3 document asked for by its hash is
+// "public, immutable".
+func TestCacheControlAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	get := func(path string) *httptest.ResponseRecorder {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+		return w
+	}
+	for _, path := range []string{
+		"/healthz", "/version", "/apis", "/api/v1", "/openapi/v2", "/openapi/v3", "/metrics", "/nope",
+		"/api/v1/namespaces/default/configmaps", "/api/v1/namespaces/default/configmaps/nope",
+		"/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1",
+	} {
+		if got := get(path).Header().Values("Cache-Control"); len(got) != 1 || got[0] != "no-cache, private" {
+			t.Errorf("%s: Cache-Control %q, want no-cache, private", path, got)
+		}
+	}
+	var root struct {
+		Paths map[string]struct{ ServerRelativeURL string }
+	}
+	if err := json.Unmarshal(get("/openapi/v3").Body.Bytes(), &root); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(root.Paths["api/v1"].ServerRelativeURL).Header().Values("Cache-Control"); len(got) != 1 || got[0] != "public, immutable" {
+		t.Errorf("the OpenAPI v3 document by hash: Cache-Control %q, want public, immutable", got)
+	}
+}

@@ -196,9 +196,19 @@ func public(path string) bool {
 	return false
 }
 
+// noCache is the Cache-Control of every answer, shared: net/http and the
+// handlers replace a header's values, never change them in place.
+var noCache = []string{"no-cache, private"}
+
 // ServeHTTP authenticates the request, then routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// No answer may be kept by a shared cache, as upstream's
+	// WithCacheControl: the handlers whose answers may be (the OpenAPI
+	// documents by hash, the OpenID discovery) set their own.
+	if h := w.Header(); h["Cache-Control"] == nil {
+		h["Cache-Control"] = noCache
+	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		// No client certificate: a bearer token, or no one.
 		authed, ok := s.authenticateToken(r)

@@ -74,7 +74,6 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.Header().Set("Cache-Control", "no-cache, private")
 	out := watchOut{w: w, flusher: flusher}
 	if opts.SendInitialEvents && opts.AllowBookmarks && acceptsGzip(r) && !isLoopback(r.RemoteAddr) {
 		// A watch-list (an informer's first sync, streamed) to a remote
