@@ -23,6 +23,47 @@ func runWatch(t *testing.T, newKV func(t testing.TB) kv.Store, open Open) {
 	t.Run("sendInitialEvents sends the initial state, then a bookmark if allowed", func(t *testing.T) { testWatchSendInitial(t, newKV(t), open) })
 	t.Run("a compacted resourceVersion ends with 410 Gone", func(t *testing.T) { testWatchExpired(t, newKV(t), open) })
 	t.Run("a progress request is answered with a bookmark after the events", func(t *testing.T) { testWatchProgress(t, newKV(t), open) })
+	t.Run("a watch from a revision not reached waits for the changes after it", func(t *testing.T) { testWatchAhead(t, newKV(t), open) })
+}
+
+// testWatchAhead: a watch from a revision the store has not reached
+// sends nothing (no error, no bookmark) until the changes after that
+// revision, as etcd and kube-apiserver's watch cache do for a watch
+// without initial events.
+func testWatchAhead(t *testing.T, k kv.Store, open Open) {
+	s := open(t, storage.New(k))
+	const prefix = "/configmaps/default/"
+	ahead := revision(t, k) + 3
+	w, err := s.Watch(ctx, prefix, storage.WatchOptions{Recursive: true, AllowBookmarks: true,
+		ResourceVersion: strconv.FormatInt(ahead, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var want []string
+	for i := range 5 {
+		cm, err := s.Create(ctx, fmt.Sprintf("%sc%d", prefix, i), configMap(fmt.Sprintf("c%d", i), "1", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv(t, cm) > ahead {
+			want = append(want, "ADDED "+cm.GetName()+" "+cm.GetResourceVersion())
+		}
+	}
+	var g []string
+	for len(g) < len(want) {
+		e := got(t, w, 1)[0]
+		if strings.HasPrefix(e, "BOOKMARK") {
+			if b, _ := strconv.ParseInt(strings.Fields(e)[1], 10, 64); b < ahead {
+				t.Fatalf("a bookmark at %d, before the watch's revision %d", b, ahead)
+			}
+			continue
+		}
+		g = append(g, e)
+	}
+	if fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", g, want)
+	}
 }
 
 // Next returns w's next event, failing t if the watch closes or none

@@ -317,6 +317,9 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 	c.trimLocked(e.at)
 	objs := &eventObjects{e: e}
 	for w := range c.mu.watchers {
+		if e.rev <= w.after {
+			continue
+		}
 		if out, ok := w.transform(e, objs); ok {
 			w.push(out)
 		}
@@ -340,7 +343,7 @@ func (c *Cache) bookmark() {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for w := range c.mu.watchers {
-		if w.bookmarks {
+		if w.bookmarks && c.mu.rev >= w.after {
 			w.push(watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, false)})
 		}
 	}

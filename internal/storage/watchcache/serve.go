@@ -214,7 +214,16 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 	if opts.Recursive {
 		match = func(k string) bool { return strings.HasPrefix(k, key) }
 	}
-	if !c.waitFor(ctx, rv) {
+	// A watch that starts with the state needs the cache at rv; one from
+	// a revision only needs it running: from a revision it has not
+	// reached, the watch waits, silently, for the changes after it, as
+	// upstream's cacher and etcd do.
+	plain := rv > 0 && !opts.SendInitialEvents
+	wait := rv
+	if plain {
+		wait = 0
+	}
+	if !c.waitFor(ctx, wait) {
 		w := newWatcher(ctx, c, match, opts, 1)
 		w.end(storage.TooLargeResourceVersionError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, c.CacheRevision())))
 		return w, nil
@@ -253,6 +262,9 @@ func (c *Cache) Watch(ctx context.Context, key string, opts storage.WatchOptions
 		}
 	}
 	w := newWatcher(ctx, c, match, opts, c.cfg.Buffer+len(state)+len(initial))
+	if plain {
+		w.after = rv
+	}
 	w.mu.initial = state
 	for _, ev := range initial {
 		w.push(ev)
@@ -284,7 +296,9 @@ func (c *Cache) progress(ctx context.Context, w *watcher) error {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	w.push(watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, false)})
+	if c.mu.rev >= w.after {
+		w.push(watch.Event{Type: watch.Bookmark, Object: bookmarkObject(c.mu.rev, false)})
+	}
 	return nil
 }
 

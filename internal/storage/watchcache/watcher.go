@@ -25,7 +25,8 @@ type watcher struct {
 	match     func(key string) bool // the watched key or prefix
 	pred      storage.Predicate
 	bookmarks bool
-	form      form // how the events carry their objects
+	after     int64 // events at or before it, bookmarks before it, are not sent: a watch from a revision the cache had not reached
+	form      form  // how the events carry their objects
 	out       chan watch.Event
 	done      chan struct{} // closed when the watch ends
 	stopOnce  sync.Once
