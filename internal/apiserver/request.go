@@ -127,7 +127,7 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 		send, sendGiven = true, true
 		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	}
-	if errs := validateListOptions(o.ListOptions, watch, sendGiven, send); len(errs) > 0 {
+	if errs := validateListOptions(o.ListOptions, watch, sendGiven); len(errs) > 0 {
 		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	o.SendInitialEvents, o.NoInitialEvents = send, sendGiven && !send
@@ -147,7 +147,7 @@ func listOptions(k *registry.Kind, version string, q url.Values) (registry.ListO
 // validateListOptions are the checks of upstream's ValidateListOptions,
 // in its order: a list's, or a watch's. sendGiven says the request (or
 // the watch defaults) set sendInitialEvents.
-func validateListOptions(o storage.ListOptions, watch, sendGiven, send bool) field.ErrorList {
+func validateListOptions(o storage.ListOptions, watch, sendGiven bool) field.ErrorList {
 	var errs field.ErrorList
 	match := o.ResourceVersionMatch
 	matchPath := field.NewPath("resourceVersionMatch")
