@@ -175,14 +175,15 @@ func (s *Server) unclean(w http.ResponseWriter, r *http.Request) {
 		resource, name, _ := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
 		if ri, ok := parsePath(gv + "/" + resource); ok && !ri.discovery && !ri.groupOnly {
 			if _, served := s.cfg.Registry.Lookup(ri.group, ri.version, ri.resource); served {
+				builtin := s.restful(p)
 				switch {
-				case name != "" || r.Method == http.MethodDelete && s.restful(p):
+				case name != "" || r.Method == http.MethodDelete && builtin:
 					writeError(w, apierrors.NewBadRequest("Namespace parameter required."))
 					return
 				case r.Method == http.MethodGet:
 					s.mux.ServeHTTP(w, withPath(r, gv+"/"+resource))
 					return
-				case s.restful(p):
+				case builtin:
 					if ri, ok := parsePath(gv + "/namespaces/-/" + resource); ok {
 						ri.namespace = ""
 						s.resource(w, r, ri)

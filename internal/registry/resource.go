@@ -191,8 +191,9 @@ type ListOptions struct {
 	// as ResourceVersion ("": the store's state now) as ADDED events,
 	// then, if AllowBookmarks, the initial-events-end bookmark.
 	// NoInitialEvents (sendInitialEvents=false) starts a watch from ""
-	// or "0" at the newest revision, with no state. With neither, a watch from "" or "0" starts with the
-	// cache's state, and one from N after N.
+	// or "0" at the newest revision, with no state. With neither, a
+	// watch from "" or "0" starts with the cache's state, and one from N
+	// after N.
 	AllowBookmarks    bool
 	SendInitialEvents bool
 	NoInitialEvents   bool

@@ -281,37 +281,34 @@ func (v *versionSchema) CheckEmbedded(obj map[string]any) error {
 // long or too many); otherwise one error says they were skipped, since
 // rules on such values would fail in confusing ways.
 func (v *versionSchema) Validate(ctx context.Context, obj, old map[string]any) field.ErrorList {
-	c := v.compiled()
-	if c.Schema == nil {
-		return nil
-	}
-	errs := c.Schema.Validate(ctx, obj, old)
-	if v.scale != nil {
-		errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
-		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
-	}
-	return c.withRules(ctx, errs, obj, old)
+	return v.validate(ctx, obj, old, false)
 }
 
 // ValidateStatus is Validate for an update through /status, as
 // upstream's status strategy: the schema's status checks
-// (schema.Schema.ValidateStatus), the status replicas path, then the
-// CEL rules on the whole object.
+// (schema.Schema.ValidateStatus) and the status replicas path only, then
+// the CEL rules on the whole object.
 func (v *versionSchema) ValidateStatus(ctx context.Context, obj, old map[string]any) field.ErrorList {
+	return v.validate(ctx, obj, old, true)
+}
+
+func (v *versionSchema) validate(ctx context.Context, obj, old map[string]any, statusOnly bool) field.ErrorList {
 	c := v.compiled()
 	if c.Schema == nil {
 		return nil
 	}
-	errs := c.Schema.ValidateStatus(ctx, obj, old)
+	var errs field.ErrorList
+	if statusOnly {
+		errs = c.Schema.ValidateStatus(ctx, obj, old)
+	} else {
+		errs = c.Schema.Validate(ctx, obj, old)
+		if v.scale != nil {
+			errs = append(errs, validateReplicas(obj, v.scale.SpecReplicasPath)...)
+		}
+	}
 	if v.scale != nil {
 		errs = append(errs, validateReplicas(obj, v.scale.StatusReplicasPath)...)
 	}
-	return c.withRules(ctx, errs, obj, old)
-}
-
-// withRules adds to errs what the CEL rules find, if errs hold no
-// blocking error.
-func (c compiledSchema) withRules(ctx context.Context, errs field.ErrorList, obj, old map[string]any) field.ErrorList {
 	if c.rules == nil {
 		return errs
 	}
