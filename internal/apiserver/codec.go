@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -374,6 +375,13 @@ func (fv fieldValidation) apply(w http.ResponseWriter, o *registry.WriteOptions)
 
 // warner returns a function that adds a warning to w's answer, as
 // upstream writes them: a Warning header "299 - <quoted text>".
+// It may be called from several goroutines at once (admission webhooks
+// run in parallel), but not once the answer is written.
 func warner(w http.ResponseWriter) func(msg string) {
-	return func(msg string) { w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg)) }
+	var mu sync.Mutex
+	return func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -109,6 +110,8 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 		authz = &core.RBAC{Registry: reg}
 		kinds = authz.Install(kinds)
 	}
+	webhooks := &webhook.Webhooks{Registry: reg}
+	kinds = webhooks.Install(kinds)
 	registry.SetTypeConverters(kinds...)
 	for _, k := range kinds {
 		if err := reg.Add(k); err != nil {
@@ -120,6 +123,11 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		tb.Fatal(err)
 	}
+	// Admission as kplane serve has it (no webhook configured).
+	if err := webhooks.Load(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	reg.SetAdmission(webhooks)
 	go reg.Run(ctx)
 	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
 	if authz != nil {

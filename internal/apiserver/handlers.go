@@ -347,16 +347,17 @@ func listSize(l *storage.RecordList) int {
 }
 
 // warnings returns ctx carrying a way to add a warning to w's answer
-// (registry.AddWarning), for a write of a kind that may warn.
+// (registry.AddWarning), for a write of a kind that may warn, or while
+// admission webhooks, which may too, are configured.
 func (h *handler) warnings(ctx context.Context, w http.ResponseWriter) context.Context {
-	if h.kind.Warnings == nil {
+	if h.kind.Warnings == nil && !h.s.cfg.Registry.AdmissionActive() {
 		return ctx
 	}
 	return registry.WithWarnings(ctx, warner(w))
 }
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
@@ -397,7 +398,7 @@ func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
@@ -452,7 +453,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 }
 
 func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	body, po, err := h.patchRequest(w, r, registry.PatchTypes(h.kind))
@@ -516,7 +517,8 @@ func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted 
 	po := registry.PatchOptions{
 		WriteOptions: registry.WriteOptions{
 			DryRun: len(opts.DryRun) > 0, Subresource: h.ri.subresource,
-			FieldManager: registry.ManagerName(opts.FieldManager, r.UserAgent()),
+			FieldManager:     registry.ManagerName(opts.FieldManager, r.UserAgent()),
+			SentFieldManager: opts.FieldManager, SentFieldValidation: opts.FieldValidation,
 		},
 		Type:  pt,
 		Force: opts.Force != nil && *opts.Force,
@@ -528,7 +530,7 @@ func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted 
 // scale serves the /scale subresource: GET, PUT and PATCH of an
 // autoscaling/v1 Scale.
 func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
 	var out any
 	var err error
@@ -586,12 +588,16 @@ func writeOptions(r *http.Request, kind string) (registry.WriteOptions, error) {
 	if len(errs) > 0 {
 		return registry.WriteOptions{}, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
-	return registry.WriteOptions{DryRun: len(dry) > 0, FieldManager: registry.ManagerName(manager, r.UserAgent())}, nil
+	return registry.WriteOptions{
+		DryRun: len(dry) > 0, FieldManager: registry.ManagerName(manager, r.UserAgent()),
+		SentFieldManager: manager, SentFieldValidation: validation,
+	}, nil
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
+	ctx = h.warnings(ctx, w)
 	opts, err := h.s.decodeDeleteOptions(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -617,8 +623,9 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := requestContext(r)
+	ctx, cancel := h.s.writeContext(r)
 	defer cancel()
+	ctx = h.warnings(ctx, w)
 	lo, err := listOptions(h.kind, h.ri.version, r.URL.Query())
 	if err != nil {
 		writeError(w, err)

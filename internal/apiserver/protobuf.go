@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"net/http"
 	"reflect"
 	goruntime "runtime"
@@ -44,7 +45,7 @@ import (
 // server nobody has asked for protobuf or OpenAPI yet does not hold it.
 var protoScheme = sync.OnceValue(func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // a broken scheme is a programming error
 		}

@@ -374,3 +374,17 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), 60*time.Second)
 }
+
+// writeContext is requestContext for a write. While admission webhooks
+// are configured, it also carries who sent the write
+// (registry.UserFrom), which their requests name.
+func (s *Server) writeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := requestContext(r)
+	if !s.cfg.Registry.AdmissionActive() {
+		return ctx, cancel
+	}
+	if _, ok := registry.UserFrom(r.Context()); !ok {
+		ctx = registry.WithUserFunc(ctx, func() registry.User { return requestUser(r) })
+	}
+	return ctx, cancel
+}

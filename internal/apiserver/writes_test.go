@@ -167,3 +167,25 @@ func TestStrategicMergeErrorsAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// An update without a resourceVersion, of a kind that requires one, is
+// refused (422) only once the object is found: of an object that does not
+// exist it is 404, as a running kube-apiserver v1.37.2 answered.
+func TestUpdateWithoutResourceVersionOfAMissingObjectAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	const vwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+	body := func(name string) string {
+		return `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"` + name + `"}}`
+	}
+	if got, _ := statusLine(h, http.MethodPost, vwc, "application/json", body("there")); got != "201" {
+		t.Fatal(got)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"nothere", `404 validatingwebhookconfigurations.admissionregistration.k8s.io "nothere" not found`},
+		{"there", `422 validatingwebhookconfigurations.admissionregistration.k8s.io "there" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update`},
+	} {
+		if got, _ := statusLine(h, http.MethodPut, vwc+"/"+c.name, "application/json", body(c.name)); got != c.want {
+			t.Errorf("PUT %s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

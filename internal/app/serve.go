@@ -23,6 +23,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
 	"github.com/kplane-dev/kplane/internal/registry/gc"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 	"github.com/kplane-dev/kplane/internal/storage/watchcache"
 )
@@ -227,6 +228,9 @@ func Run(ctx context.Context, cfg Config) error {
 		authz = &core.RBAC{Registry: reg, Logger: log}
 		builtin = authz.Install(builtin)
 	}
+	// Admission webhooks: their configurations reload on every write.
+	webhooks := &webhook.Webhooks{Registry: reg, Logger: log}
+	builtin = webhooks.Install(builtin)
 	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {
 		if err := reg.Add(k); err != nil {
@@ -239,6 +243,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := (&core.RoleAggregation{Registry: reg, Logger: log}).Sync(ctx); err != nil {
 		return fmt.Errorf("aggregating the default roles: %w", err)
 	}
+	// After the bootstrap's writes, which upstream's webhooks never see.
+	if err := webhooks.Load(ctx); err != nil {
+		return fmt.Errorf("reading the admission webhook configurations: %w", err)
+	}
+	reg.SetAdmission(webhooks)
 
 	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
 	runCtx, stop := context.WithCancel(context.Background())
@@ -255,6 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	goRun("registry", reg.Run)
 	goRun("crd-controller", crds.Run)
+	goRun("admission-webhooks", webhooks.Run)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)

@@ -41,6 +41,10 @@ type WriteOptions struct {
 	// the create or update is refused where upstream's custom resource
 	// validator refuses it (validateTypeMeta).
 	SentKind string
+	// SentFieldManager and SentFieldValidation are the request's
+	// fieldManager and fieldValidation as sent (FieldManager may be the
+	// user agent's), for admission webhooks.
+	SentFieldManager, SentFieldValidation string
 
 	// applied: the object's managedFields were computed by an apply.
 	applied bool
@@ -129,9 +133,6 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		}
 	}
 	sentAPIVersion, sentKind := obj.GetAPIVersion(), cmp.Or(opts.SentKind, obj.GetKind())
-	if obj.GetName() == "" && obj.GetGenerateName() != "" {
-		obj.SetName(generateName(obj.GetGenerateName()))
-	}
 	if err := opts.prune(k, version, obj); err != nil {
 		return nil, nil, err
 	}
@@ -147,6 +148,25 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		if known {
 			meta = metaView{obj, entries}
 		}
+	}
+	// Mutating admission sees the object as the field manager left it,
+	// before a generated name, a uid or a creationTimestamp, as
+	// upstream's does.
+	adm := r.admitting(k)
+	if adm != nil {
+		mutated, err := r.mutate(ctx, adm, &AdmissionAttributes{
+			Kind: k, Version: version, Operation: OpCreate, Namespace: ns, Name: obj.GetName(),
+			Object: obj, Options: opts.sentOptions(OpCreate), DryRun: opts.DryRun,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if mutated != obj {
+			obj, meta = mutated, mutated
+		}
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 	obj.SetUID(uuid.NewUUID())
@@ -196,6 +216,14 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	}
 	if len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(k.invalidKind(), obj.GetName(), errs)
+	}
+	if adm != nil {
+		if err := adm.Validate(ctx, &AdmissionAttributes{
+			Kind: k, Version: version, Operation: OpCreate, Namespace: ns, Name: obj.GetName(),
+			Object: convert(k, version, obj), Options: opts.sentOptions(OpCreate), DryRun: opts.DryRun,
+		}); err != nil {
+			return nil, nil, err
+		}
 	}
 	if k.Warnings != nil {
 		for _, w := range k.Warnings(obj, nil) {

@@ -63,6 +63,18 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 	deferred := func(cur *unstructured.Unstructured) *unstructured.Unstructured {
 		return r.prepareDelete(k, cur, &opts)
 	}
+	// Admission sees the object about to be deleted, each time the delete
+	// reads it, as upstream's deleteValidation.
+	var admitted string // the resourceVersion admission last allowed
+	admit := func(cur *unstructured.Unstructured) error {
+		if rv := cur.GetResourceVersion(); rv != admitted {
+			if err := r.admitDelete(ctx, k, version, ns, name, cur, &opts, w.DryRun); err != nil {
+				return err
+			}
+			admitted = rv
+		}
+		return nil
+	}
 	// kube-apiserver reads the object and checks the preconditions before
 	// anything else (rest.BeforeDelete); that is the message clients see.
 	// The writes below check them again against what they replace. Without
@@ -76,6 +88,9 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 		if err := checkPreconditions(k, name, opts.Preconditions, cur); err != nil {
 			return nil, false, err
 		}
+		if err := admit(cur); err != nil {
+			return nil, false, err
+		}
 		if w.DryRun {
 			if next := deferred(cur); next != nil {
 				return convert(k, version, next), false, nil
@@ -85,6 +100,9 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 	}
 	for {
 		gone, err := r.cache.Delete(ctx, key, pre, func(cur *unstructured.Unstructured) error {
+			if err := admit(cur); err != nil {
+				return err
+			}
 			if deferred(cur) != nil {
 				return errFinalizers
 			}
@@ -100,6 +118,9 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 			return nil, false, interpret(err, gr, name)
 		}
 		kept, err := r.cache.GuaranteedUpdate(ctx, key, pre, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			if err := admit(cur); err != nil {
+				return nil, err
+			}
 			next := deferred(cur)
 			if next == nil {
 				return nil, errDeleteNow // the finalizers went meanwhile
@@ -338,3 +359,34 @@ func (r *Resource) deleteEach(ctx context.Context, version string, del metav1.De
 // deleteCollectionWorkers is how many deletes of a DeleteCollection run
 // at once.
 const deleteCollectionWorkers = 8
+
+// admitDelete asks the registry's admission about deleting cur (as
+// stored), in version, with opts: Mutate, which cannot change anything,
+// then Validate, as upstream's deleteValidation calls both.
+func (r *Resource) admitDelete(ctx context.Context, k *Kind, version, ns, name string, cur *unstructured.Unstructured, opts *metav1.DeleteOptions, dryRun bool) error {
+	adm := r.admitting(k)
+	if adm == nil {
+		return nil
+	}
+	sent := opts.DeepCopy()
+	sent.APIVersion, sent.Kind = "meta.k8s.io/v1", "DeleteOptions"
+	if k.Group == "" && k.Resource == "namespaces" {
+		// Upstream's namespace delete makes the uid read a precondition
+		// before its store sees the options.
+		if sent.Preconditions == nil {
+			sent.Preconditions = &metav1.Preconditions{}
+		}
+		if sent.Preconditions.UID == nil {
+			uid := cur.GetUID()
+			sent.Preconditions.UID = &uid
+		}
+	}
+	a := &AdmissionAttributes{
+		Kind: k, Version: version, Operation: OpDelete, Namespace: ns, Name: name,
+		OldObject: convert(k, version, cur), Options: sent, DryRun: dryRun,
+	}
+	if _, err := r.mutate(ctx, adm, a); err != nil {
+		return err
+	}
+	return adm.Validate(ctx, a)
+}

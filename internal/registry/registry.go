@@ -41,6 +41,8 @@ type Registry struct {
 	}
 	changed chan struct{} // signalled when the set of resources changes (capacity 1)
 	noops   noopWrites    // writes that changed nothing, of every resource (noopwrites.go)
+	// admission, if set, is asked about every write (SetAdmission).
+	admission Admission
 }
 
 // New returns an empty registry.

@@ -40,8 +40,9 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 		return nil, nil, apierrors.NewInternalError(err)
 	}
 	// Checked before reading, so that a bad request fails the same way
-	// whether or not the object exists.
-	if err := r.checkUpdated(k, ns, name, obj); err != nil {
+	// whether or not the object exists; a missing resourceVersion only
+	// once the object is found (update checks it), as upstream's store.
+	if err := r.checkReplacement(k, ns, name, obj); err != nil {
 		return nil, nil, err
 	}
 	// resourceVersion 0 asks for an unconditional update, as upstream
@@ -151,20 +152,27 @@ func checkURLName(objName, name string) error {
 	return nil
 }
 
-// checkUpdated checks the name, namespace and resourceVersion of an
-// object about to replace ns/name.
-func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unstructured) error {
+// checkReplacement checks the name, namespace and resourceVersion syntax
+// of an object about to replace ns/name: what upstream checks before it
+// reads the object.
+func (r *Resource) checkReplacement(k *Kind, ns, name string, obj *unstructured.Unstructured) error {
 	if err := checkURLName(obj.GetName(), name); err != nil {
 		return err
 	}
 	if err := r.checkNamespace(k, ns, obj); err != nil {
 		return err
 	}
-	want, err := resourceVersionOf(obj)
-	if err != nil {
+	_, err := resourceVersionOf(obj)
+	return err
+}
+
+// checkUpdated is checkReplacement, and refuses an update without a
+// resourceVersion of a kind that requires one.
+func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unstructured) error {
+	if err := r.checkReplacement(k, ns, name, obj); err != nil {
 		return err
 	}
-	if want == 0 && !k.UnconditionalUpdate {
+	if want, _ := resourceVersionOf(obj); want == 0 && !k.UnconditionalUpdate {
 		// Upstream names the resource here, not the kind.
 		return apierrors.NewInvalid(schema.GroupKind{Group: k.Group, Kind: k.Resource}, name, field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), want, "must be specified for an update")})
@@ -180,7 +188,8 @@ func (r *Resource) checkUpdated(k *Kind, ns, name string, obj *unstructured.Unst
 func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string, opts WriteOptions, mutates bool, produce func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, *storage.Encoded, error) {
 	gr := k.GroupResource()
 	key := r.key(k, ns, name)
-	var deleteAt string // set when the update empties the finalizers of a deleted object
+	var deleteAt string                  // set when the update empties the finalizers of a deleted object
+	var final *unstructured.Unstructured // and the object it computed, the answer
 	var dry *unstructured.Unstructured
 	var warnings []string // the last attempt's, told once it succeeds
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
@@ -217,6 +226,18 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				return nil, err
 			}
 		}
+		// Mutating admission sees the object as the field manager or the
+		// patch left it, in the request's version, as upstream's does.
+		old := convert(k, version, stored)
+		adm := r.admitting(k)
+		if adm != nil {
+			if obj, err = r.mutate(ctx, adm, &AdmissionAttributes{
+				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,
+				Object: obj, OldObject: old, Options: opts.sentOptions(OpUpdate), DryRun: opts.DryRun,
+			}); err != nil {
+				return nil, err
+			}
+		}
 		if k.IsGuest() {
 			obj = k.Cohabit.ToHost(obj) // prepared and checked as stored
 		}
@@ -232,10 +253,16 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				if opts.Subresource == "status" {
 					validate = s.ValidateStatus
 				}
-				if errs := validate(ctx, convert(k, version, next).Object, convert(k, version, stored).Object); len(errs) > 0 {
+				if errs := validate(ctx, convert(k, version, next).Object, old.Object); len(errs) > 0 {
 					err = apierrors.NewInvalid(k.invalidKind(), name, errs)
 				}
 			}
+		}
+		if err == nil && adm != nil {
+			err = adm.Validate(ctx, &AdmissionAttributes{
+				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,
+				Object: convert(k, version, next), OldObject: old, Options: opts.sentOptions(OpUpdate), DryRun: opts.DryRun,
+			})
 		}
 		if err != nil {
 			return nil, err
@@ -244,7 +271,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 			warnings = k.Warnings(next, stored)
 		}
 		if next.GetDeletionTimestamp() != nil && !pendingFinalizers(k, next) {
-			deleteAt = cur.GetResourceVersion()
+			deleteAt, final = cur.GetResourceVersion(), next
 			return nil, errDeleteNow
 		}
 		if opts.DryRun {
@@ -255,14 +282,24 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		return next, nil
 	})
 	if errors.Is(err, errDeleteNow) {
-		if opts.DryRun {
-			return nil, nil, apierrors.NewNotFound(gr, name)
+		// The object goes, and the answer is the object the update
+		// computed (at the revision it replaced, which it carries), as
+		// upstream's; its watchers see the last stored state go. A dry
+		// run deletes nothing; a delete that finds the object gone
+		// already (another update removed the finalizers too) answers
+		// the same.
+		if !opts.DryRun {
+			deleted, err := r.cache.Delete(ctx, key, &storage.Preconditions{ResourceVersion: &deleteAt}, nil)
+			switch {
+			case err == nil:
+				if k.Deleted != nil {
+					k.Deleted(ctx, deleted)
+				}
+			case !storage.HasCode(err, storage.CodeNotFound):
+				return nil, nil, interpret(err, gr, name)
+			}
 		}
-		deleted, err := r.cache.Delete(ctx, key, &storage.Preconditions{ResourceVersion: &deleteAt}, nil)
-		if err != nil {
-			return nil, nil, interpret(err, gr, name)
-		}
-		return convert(k, version, deleted), nil, nil
+		return convert(k, version, final), nil, nil
 	}
 	if err != nil {
 		return nil, nil, interpret(err, gr, name)

@@ -18,10 +18,22 @@ func WithUser(ctx context.Context, u User) context.Context {
 	return context.WithValue(ctx, userKey{}, u)
 }
 
+// WithUserFunc returns ctx carrying the user f returns, found only when
+// asked for (by UserFrom): for writes, whose admission webhooks are told
+// who sent them, while most never ask.
+func WithUserFunc(ctx context.Context, f func() User) context.Context {
+	return context.WithValue(ctx, userKey{}, f)
+}
+
 // UserFrom returns the user ctx carries, and whether it carries one.
 func UserFrom(ctx context.Context) (User, bool) {
-	u, ok := ctx.Value(userKey{}).(User)
-	return u, ok
+	switch u := ctx.Value(userKey{}).(type) {
+	case User:
+		return u, true
+	case func() User:
+		return u(), true
+	}
+	return User{}, false
 }
 
 // Attributes are what a request asks to do, as an authorizer sees it

@@ -1,11 +1,14 @@
 package registry
 
 import (
+	"fmt"
+	"net/url"
 	"strings"
 
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -368,4 +371,59 @@ func unchangedPlain(next, cur *unstructured.Unstructured) bool {
 		}
 	}
 	return ng >= cg
+}
+
+// ValidateWebhookURL checks the url of a webhook kube-apiserver calls (a
+// CRD's conversion webhook, an admission webhook), as upstream's
+// ValidateWebhookURL with https required: a URL with a host, and without
+// user information, fragment or query.
+func ValidateWebhookURL(p *field.Path, raw string) field.ErrorList {
+	const form = "; desired format: https://host[/path]"
+	u, err := url.Parse(raw)
+	if err != nil {
+		return field.ErrorList{field.Required(p, "url must be a valid URL: "+err.Error()+form)}
+	}
+	var errs field.ErrorList
+	if u.Scheme != "https" {
+		errs = append(errs, field.Invalid(p, u.Scheme, "'https' is the only allowed URL scheme"+form))
+	}
+	if u.Host == "" {
+		errs = append(errs, field.Invalid(p, u.Host, "host must be specified"+form))
+	}
+	if u.User != nil {
+		errs = append(errs, field.Invalid(p, u.User.String(), "user information is not permitted in the URL"))
+	}
+	if u.Fragment != "" {
+		errs = append(errs, field.Invalid(p, u.Fragment, "fragments are not permitted in the URL"))
+	}
+	if u.RawQuery != "" {
+		errs = append(errs, field.Invalid(p, u.RawQuery, "query parameters are not permitted in the URL"))
+	}
+	return errs
+}
+
+// ValidateWebhookPath checks the path of a webhook's service reference,
+// as upstream's ValidateWebhookService: empty or "/", or "/" and
+// segments that are DNS subdomains.
+func ValidateWebhookPath(p *field.Path, path string) field.ErrorList {
+	if path == "" || path == "/" {
+		return nil
+	}
+	if path == "//" {
+		return field.ErrorList{field.Invalid(p, path, "segment[0] may not be empty")}
+	}
+	var errs field.ErrorList
+	if !strings.HasPrefix(path, "/") {
+		errs = append(errs, field.Invalid(p, path, "must start with a '/'"))
+	}
+	for i, seg := range strings.Split(strings.TrimSuffix(path[1:], "/"), "/") {
+		if seg == "" {
+			errs = append(errs, field.Invalid(p, path, fmt.Sprintf("segment[%d] may not be empty", i)))
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(seg) {
+			errs = append(errs, field.Invalid(p, path, fmt.Sprintf("segment[%d]: %v", i, msg)))
+		}
+	}
+	return errs
 }

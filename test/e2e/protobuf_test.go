@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,6 +57,15 @@ var builtInObjects = []struct{ path, body string }{
 		"subjects":[{"kind":"ServiceAccount","name":"sa","namespace":"pb"},{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"jane"}]}`},
 	{"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pb-crb"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"pb-agg"},"subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"devs"}]}`},
+	{"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"pb-checks"},
+		"webhooks":[{"name":"v.pb.example.com","clientConfig":{"url":"https://127.0.0.1:1/v","caBundle":"Y2E="},"failurePolicy":"Ignore",
+			"rules":[{"operations":["CREATE"],"apiGroups":["nothing.example.com"],"apiVersions":["v1"],"resources":["none/*"],"scope":"Namespaced"}],
+			"objectSelector":{"matchExpressions":[{"key":"a","operator":"In","values":["b"]}]},"sideEffects":"None","timeoutSeconds":3,"admissionReviewVersions":["v1"],
+			"matchConditions":[{"name":"c","expression":"request.name != 'x'"}]}]}`},
+	{"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration","metadata":{"name":"pb-defaults"},
+		"webhooks":[{"name":"m.pb.example.com","clientConfig":{"service":{"namespace":"pb","name":"hooks","path":"/m","port":8443}},"failurePolicy":"Ignore",
+			"rules":[{"operations":["*"],"apiGroups":["nothing.example.com"],"apiVersions":["*"],"resources":["*"]}],
+			"sideEffects":"NoneOnDryRun","reinvocationPolicy":"IfNeeded","admissionReviewVersions":["v1","v1beta1"]}]}`},
 	{"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"gadgets.pb.example.com"},
 		"spec":{"group":"pb.example.com","scope":"Namespaced","names":{"plural":"gadgets","singular":"gadget","kind":"Gadget","shortNames":["gd"],"categories":["all"]},
 		"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{},"scale":{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}},
@@ -82,7 +92,7 @@ var builtInObjects = []struct{ path, body string }{
 func TestProtobufMatchesJSONForEveryBuiltInKind(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -100,13 +110,17 @@ func TestProtobufMatchesJSONForEveryBuiltInKind(t *testing.T) {
 		}
 		var meta struct {
 			Kind     string
-			Metadata struct{ Name, UID string }
+			Metadata struct{ Name, UID, ResourceVersion string }
 		}
 		if err := json.Unmarshal(body, &meta); err != nil {
 			t.Fatal(err)
 		}
 		uids["{{"+meta.Metadata.Name+"}}"] = meta.Metadata.UID
-		for _, path := range []string{o.path, o.path + "/" + meta.Metadata.Name} {
+		// The list at the create's revision: kplane's own controllers may
+		// write meanwhile (a new namespace's ServiceAccount), which would
+		// move a list's resourceVersion between the two reads.
+		list := o.path + "?resourceVersionMatch=Exact&resourceVersion=" + meta.Metadata.ResourceVersion
+		for _, path := range []string{list, o.path + "/" + meta.Metadata.Name} {
 			code, h, pbBody := s.call(t, "GET", path, "", nil, "Accept", "application/vnd.kubernetes.protobuf")
 			if code != 200 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
 				t.Fatalf("GET %s in protobuf: %d %q %s", path, code, h.Get("Content-Type"), pbBody)

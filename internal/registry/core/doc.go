@@ -2,7 +2,10 @@
 // ConfigMap, Secret, Event and ServiceAccount (v1), Event again
 // (events.k8s.io/v1, served over the core Events as upstream serves it),
 // Lease (coordination.k8s.io/v1), the RBAC kinds
-// (rbac.authorization.k8s.io/v1) and the reviews (authorization.k8s.io/v1,
+// (rbac.authorization.k8s.io/v1), the admission webhook configurations
+// (admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
+// MutatingWebhookConfiguration, their matchConditions compiled as
+// upstream compiles them) and the reviews (authorization.k8s.io/v1,
 // authentication.k8s.io/v1; never stored): the access reviews of kubectl
 // auth and of metrics auth filters, whoami's, and TokenReview. Each has
 // upstream's scope, short names, validation, defaults and table columns.

@@ -76,7 +76,7 @@ func Kinds() []*registry.Kind {
 		role(rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} })),
 		binding(rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} })),
 		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
-	}, reviews()...)
+	}, append(webhookConfigurations(), reviews()...)...)
 }
 
 func role(k *registry.Kind) *registry.Kind {

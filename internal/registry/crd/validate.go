@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
 	"github.com/kplane-dev/kplane/internal/registry/crd/schema"
 )
@@ -461,7 +462,7 @@ func validateConversion(c *apiextensionsv1.CustomResourceConversion, p *field.Pa
 		case (cc.URL == nil) == (cc.Service == nil):
 			errs = append(errs, field.Required(p.Child("webhookClientConfig"), "exactly one of url or service is required"))
 		case cc.URL != nil:
-			errs = append(errs, webhookURL(p.Child("webhookClientConfig", "url"), *cc.URL)...)
+			errs = append(errs, registry.ValidateWebhookURL(p.Child("webhookClientConfig", "url"), *cc.URL)...)
 		default:
 			errs = append(errs, webhookService(p.Child("webhookClientConfig", "service"), cc.Service)...)
 		}
@@ -491,31 +492,6 @@ func validateConversion(c *apiextensionsv1.CustomResourceConversion, p *field.Pa
 	return errs
 }
 
-func webhookURL(p *field.Path, raw string) field.ErrorList {
-	const form = "; desired format: https://host[/path]"
-	u, err := url.Parse(raw)
-	if err != nil {
-		return field.ErrorList{field.Required(p, "url must be a valid URL: "+err.Error()+form)}
-	}
-	var errs field.ErrorList
-	if u.Scheme != "https" {
-		errs = append(errs, field.Invalid(p, u.Scheme, "'https' is the only allowed URL scheme"+form))
-	}
-	if u.Host == "" {
-		errs = append(errs, field.Invalid(p, u.Host, "host must be specified"+form))
-	}
-	if u.User != nil {
-		errs = append(errs, field.Invalid(p, u.User.String(), "user information is not permitted in the URL"))
-	}
-	if u.Fragment != "" {
-		errs = append(errs, field.Invalid(p, u.Fragment, "fragments are not permitted in the URL"))
-	}
-	if u.RawQuery != "" {
-		errs = append(errs, field.Invalid(p, u.RawQuery, "query parameters are not permitted in the URL"))
-	}
-	return errs
-}
-
 func webhookService(p *field.Path, s *apiextensionsv1.ServiceReference) field.ErrorList {
 	var errs field.ErrorList
 	if s.Name == "" {
@@ -531,25 +507,8 @@ func webhookService(p *field.Path, s *apiextensionsv1.ServiceReference) field.Er
 	if msgs := validation.IsValidPortNum(int(port)); msgs != nil {
 		errs = append(errs, field.Invalid(p.Child("port"), port, "port is not valid: "+strings.Join(msgs, ", ")))
 	}
-	if s.Path == nil || *s.Path == "" || *s.Path == "/" {
-		return errs
-	}
-	path := *s.Path
-	pp := p.Child("path")
-	if path == "//" {
-		return append(errs, field.Invalid(pp, path, "segment[0] may not be empty"))
-	}
-	if !strings.HasPrefix(path, "/") {
-		errs = append(errs, field.Invalid(pp, path, "must start with a '/'"))
-	}
-	for i, seg := range strings.Split(strings.TrimSuffix(path[1:], "/"), "/") {
-		if seg == "" {
-			errs = append(errs, field.Invalid(pp, path, fmt.Sprintf("segment[%d] may not be empty", i)))
-			continue
-		}
-		for _, msg := range validation.IsDNS1123Subdomain(seg) {
-			errs = append(errs, field.Invalid(pp, path, fmt.Sprintf("segment[%d]: %v", i, msg)))
-		}
+	if s.Path != nil {
+		errs = append(errs, registry.ValidateWebhookPath(p.Child("path"), *s.Path)...)
 	}
 	return errs
 }

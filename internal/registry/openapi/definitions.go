@@ -243,6 +243,11 @@ func (b *builder) property(f reflect.StructField, desc string, omit bool, m mark
 			s.Description += m.enumDoc
 		}
 	}
+	if len(m.itemEnum) > 0 && s.Items != nil && s.Items.Schema != nil {
+		item := *s.Items.Schema
+		item.Enum = m.itemEnum
+		s.Items = &spec.SchemaOrArray{Schema: &item}
+	}
 	if m.hasDefault {
 		s.Default = m.def
 	} else if d, ok := zeroDefault(f.Type, omit); ok {

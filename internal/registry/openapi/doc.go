@@ -83,7 +83,8 @@
 //   - Markers other than those in the table are not seen: enum values
 //     (+enum, with the "Possible enum values" text openapi-gen appends to
 //     descriptions) only where the table lists them (a namespace's phase,
-//     a CRD rule's reason: every enum of the served kinds), no validation
+//     a CRD rule's reason, an admission webhook's policies and its rules'
+//     scope and operations: every enum of the served kinds), no validation
 //     markers (+k8s:..., x-kubernetes-validations), no unions.
 //   - A $ref property carries its description and default beside the
 //     $ref, the v2 form. kube-apiserver's v3 documents wrap such refs in

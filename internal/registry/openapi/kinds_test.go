@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,6 +25,7 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	apiextensions := apiextensionsv1.SchemeGroupVersion.WithKind
 	authentication := authenticationv1.SchemeGroupVersion.WithKind
 	authorization := authorizationv1.SchemeGroupVersion.WithKind
+	admission := admissionregistrationv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
 		core("Namespace"):                                 &corev1.Namespace{},
 		core("NamespaceList"):                             &corev1.NamespaceList{},
@@ -48,6 +50,10 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		rbac("RoleBindingList"):                           &rbacv1.RoleBindingList{},
 		rbac("ClusterRoleBinding"):                        &rbacv1.ClusterRoleBinding{},
 		rbac("ClusterRoleBindingList"):                    &rbacv1.ClusterRoleBindingList{},
+		admission("ValidatingWebhookConfiguration"):       &admissionregistrationv1.ValidatingWebhookConfiguration{},
+		admission("ValidatingWebhookConfigurationList"):   &admissionregistrationv1.ValidatingWebhookConfigurationList{},
+		admission("MutatingWebhookConfiguration"):         &admissionregistrationv1.MutatingWebhookConfiguration{},
+		admission("MutatingWebhookConfigurationList"):     &admissionregistrationv1.MutatingWebhookConfigurationList{},
 		apiextensions("CustomResourceDefinition"):         &apiextensionsv1.CustomResourceDefinition{},
 		apiextensions("CustomResourceDefinitionList"):     &apiextensionsv1.CustomResourceDefinitionList{},
 		// Never stored: created and answered.

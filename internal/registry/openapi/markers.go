@@ -17,6 +17,9 @@ type marker struct {
 	// description does not have it.
 	enum    []any
 	enumDoc string
+	// itemEnum: the values of the +enum type of a list's items, published
+	// as the items' enum (without a "Possible enum values" text).
+	itemEnum []any
 }
 
 // fieldMarkers are the markers of the kinds kplane serves that their Go
@@ -66,6 +69,17 @@ var fieldMarkers = map[string]map[string]marker{
 	"io.k8s.api.rbac.v1.RoleRef": {
 		"apiGroup": {optional: true},
 	},
+	"io.k8s.api.admissionregistration.v1.ValidatingWebhook": webhookMarkers(false),
+	"io.k8s.api.admissionregistration.v1.MutatingWebhook":   webhookMarkers(true),
+	"io.k8s.api.admissionregistration.v1.RuleWithOperations": {
+		"operations": {itemEnum: []any{"*", "CONNECT", "CREATE", "DELETE", "UPDATE"}},
+	},
+	"io.k8s.api.admissionregistration.v1.Rule": {
+		"scope": {enum: []any{"*", "Cluster", "Namespaced"}, enumDoc: "\n\n\nPossible enum values:\n" +
+			" - `\"*\"` means that all scopes are included.\n" +
+			" - `\"Cluster\"` means that scope is limited to cluster-scoped objects. Namespace objects are cluster-scoped.\n" +
+			" - `\"Namespaced\"` means that scope is limited to namespaced objects."},
+	},
 	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
 		// Conditions merge by type under server-side apply although the
 		// field has no patch strategy.
@@ -73,6 +87,30 @@ var fieldMarkers = map[string]map[string]marker{
 		"acceptedNames":  {optional: true},
 		"storedVersions": {optional: true},
 	},
+}
+
+// webhookMarkers are the enums of an admission webhook's fields (a
+// mutating one's also has reinvocationPolicy), with upstream's texts.
+func webhookMarkers(mutating bool) map[string]marker {
+	m := map[string]marker{
+		"failurePolicy": {enum: []any{"Fail", "Ignore"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"Fail\"` means that an error calling the webhook causes the admission to fail.\n" +
+			" - `\"Ignore\"` means that an error calling the webhook is ignored."},
+		"matchPolicy": {enum: []any{"Equivalent", "Exact"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"Equivalent\"` means requests should be sent to the webhook if they modify a resource listed in rules via another API group or version.\n" +
+			" - `\"Exact\"` means requests should only be sent to the webhook if they exactly match a given rule."},
+		"sideEffects": {enum: []any{"None", "NoneOnDryRun", "Some", "Unknown"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"None\"` means that calling the webhook will have no side effects.\n" +
+			" - `\"NoneOnDryRun\"` means that calling the webhook will possibly have side effects, but if the request being reviewed has the dry-run attribute, the side effects will be suppressed.\n" +
+			" - `\"Some\"` means that calling the webhook will possibly have side effects. If a request with the dry-run attribute would trigger a call to this webhook, the request will instead fail.\n" +
+			" - `\"Unknown\"` means that no information is known about the side effects of calling the webhook. If a request with the dry-run attribute would trigger a call to this webhook, the request will instead fail."},
+	}
+	if mutating {
+		m["reinvocationPolicy"] = marker{enum: []any{"IfNeeded", "Never"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"IfNeeded\"` indicates that the mutation may be called at least one additional time as part of the admission evaluation if the object being admitted is modified by other admission plugins after the initial mutation call.\n" +
+			" - `\"Never\"` indicates that the mutation must not be called more than once in a single admission evaluation."}
+	}
+	return m
 }
 
 // atomicStructs are the definitions upstream marks +structType=atomic:

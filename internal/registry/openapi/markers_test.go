@@ -25,6 +25,7 @@ import (
 func TestMatchesSourceMarkers(t *testing.T) {
 	defs := servedDefinitions(t)
 	pkgs := []string{
+		"k8s.io/api/admissionregistration/v1",
 		"k8s.io/api/authentication/v1",
 		"k8s.io/api/authorization/v1",
 		"k8s.io/api/core/v1",

@@ -43,6 +43,12 @@
 // them, but CRD rules have no authorizer to call them on; the jsonpatch
 // library belongs to mutating admission policies and is absent.
 //
+// CheckMatchCondition compiles the matchConditions of admission webhook
+// configurations, in the same base environment with admission's
+// variables (object, oldObject, request, namespaceObject, authorizer,
+// authorizer.requestResource), as their validation does upstream; it
+// checks and evaluates nothing else.
+//
 // Not done (differences from kube-apiserver):
 //   - A ratcheted failure is dropped silently; upstream also returns it as
 //     a Warning header.

@@ -13,7 +13,8 @@ import (
 // declared only so that a CRD rule calling them is refused with upstream's
 // compile errors ("undeclared reference to 'authorizer'" alone, not one
 // error per method), and priced as upstream prices them when reached
-// through dyn().
+// through dyn(). Admission webhooks' matchConditions are compiled with an
+// authorizer variable of these types (CheckMatchCondition), and not run.
 
 var (
 	authorizerType    = cel.ObjectType("kubernetes.authorization.Authorizer")

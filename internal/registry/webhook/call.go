@@ -1,0 +1,429 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// callError is a call that failed (upstream's ErrCallingWebhook): subject
+// to the webhook's failurePolicy, unlike a refusal.
+type callError struct {
+	webhook string
+	reason  error
+}
+
+func (e *callError) Error() string {
+	return fmt.Sprintf("failed calling webhook %q: %v", e.webhook, e.reason)
+}
+
+func asCallError(err error, target **callError) bool { return errors.As(err, target) }
+
+var errNoNamespaces = errors.New("namespaces are not served")
+
+// maxResponse bounds a webhook's answer.
+const maxResponse = 10 << 20
+
+// call sends inv's webhook the AdmissionReview of a and reads its answer.
+// A mutating webhook's patch is applied to a.Object (a new object:
+// the one before is left as it was); changed reports whether the patch
+// changed anything. Errors are a *callError, or the request's own error
+// (a refusal, a dry run the webhook cannot take).
+func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (changed bool, err error) {
+	h := inv.hook
+	if a.DryRun {
+		if h.sideEffects == nil {
+			//lint:ignore ST1005 upstream's wording
+			return false, &callError{h.name, errors.New("Webhook SideEffects is nil")}
+		}
+		if s := *h.sideEffects; s != admissionregistrationv1.SideEffectClassNone && s != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
+		}
+	}
+	version := ""
+	for _, v := range h.reviewVersions {
+		if v == "v1" || v == "v1beta1" {
+			version = v
+			break
+		}
+	}
+	if version == "" {
+		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w",
+			fmt.Errorf("webhook does not accept known AdmissionReview versions %v", h.reviewVersions))}
+	}
+	obj, old := a.Object, a.OldObject
+	if inv.equivalent != nil {
+		obj, old = shown(inv.equivalent, inv.resource.Version, obj), shown(inv.equivalent, inv.resource.Version, old)
+	}
+	uid := types.UID(uuid.NewUUID())
+	body, err := reviewRequest(ctx, version, uid, inv, a, obj, old)
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w", err)}
+	}
+	target, serverName, err := h.location()
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err)}
+	}
+	client, err := w.clients.get(h.clientConfig.CABundle, serverName)
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.timeoutSeconds)*time.Second)
+	defer cancel()
+	if deadline, ok := ctx.Deadline(); ok {
+		// As upstream's REST client: the time left, rounded up to a
+		// second, as the timeout parameter.
+		if left := time.Until(deadline); left > 0 {
+			if t := left.Truncate(time.Second); t != left {
+				left = t + time.Second
+			}
+			q := target.Query()
+			q.Set("timeout", left.String())
+			target.RawQuery = q.Encode()
+		}
+	}
+	review, err := post(ctx, client, target.String(), body)
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("failed to call webhook: %w", err)}
+	}
+	resp, err := verify(version, uid, h.mutating, review)
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("received invalid webhook response: %w", err)}
+	}
+	for _, msg := range resp.Warnings {
+		registry.AddWarning(ctx, msg)
+	}
+	if !resp.Allowed {
+		return false, refusal(h.name, resp.Result)
+	}
+	if len(resp.Patch) == 0 {
+		return false, nil
+	}
+	patch, err := jsonpatch.DecodePatch(resp.Patch)
+	if err != nil {
+		return false, &callError{h.name, fmt.Errorf("received undecodable patch in webhook response: %w", err)}
+	}
+	if len(patch) == 0 {
+		return false, nil
+	}
+	if obj == nil {
+		return false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.name))
+	}
+	if resp.PatchType != nil && *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		return false, &callError{h.name, fmt.Errorf("unsupported patch type %q", *resp.PatchType)}
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	patched, err := patch.Apply(data)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	next := &unstructured.Unstructured{}
+	if err := next.UnmarshalJSON(patched); err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	changed = !apiequality.Semantic.DeepEqual(obj.Object, next.Object)
+	if inv.equivalent != nil {
+		next = shown(a.Kind, a.Version, next)
+	}
+	a.Object = next
+	return changed, nil
+}
+
+// shown is obj (an object of a's kind, or its Cohabit's) as kind k shows
+// it in version v.
+func shown(k *registry.Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj == nil {
+		return nil
+	}
+	return registry.ConvertTo(k, v, obj)
+}
+
+// location is where h is called, and the name its certificate must have.
+func (h *hook) location() (*url.URL, string, error) {
+	cc := h.clientConfig
+	if cc.URL != nil {
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			return nil, "", err
+		}
+		return u, u.Hostname(), nil
+	}
+	if cc.Service == nil {
+		return nil, "", errors.New("webhook has neither url nor service")
+	}
+	port := int32(443)
+	if cc.Service.Port != nil {
+		port = *cc.Service.Port
+	}
+	host := cc.Service.Name + "." + cc.Service.Namespace + ".svc"
+	u := &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(port)))}
+	if cc.Service.Path != nil {
+		u.Path = *cc.Service.Path
+	}
+	return u, host, nil
+}
+
+// reviewRequest is the AdmissionReview of a, in version (v1 or v1beta1),
+// showing obj and old.
+func reviewRequest(ctx context.Context, version string, uid types.UID, inv *invocation, a *registry.AdmissionAttributes, obj, old *unstructured.Unstructured) ([]byte, error) {
+	req, err := admissionRequest(ctx, inv, a, obj, old)
+	if err != nil {
+		return nil, err
+	}
+	req.UID = uid
+	return json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/" + version, Kind: "AdmissionReview"},
+		Request:  req,
+	})
+}
+
+// admissionRequest is the request inv's webhook is sent about a, showing
+// obj and old, without a uid.
+func admissionRequest(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes, obj, old *unstructured.Unstructured) (*admissionv1.AdmissionRequest, error) {
+	raw := func(o runtime.Object) (runtime.RawExtension, error) {
+		if o == nil {
+			return runtime.RawExtension{}, nil
+		}
+		data, err := json.Marshal(o)
+		return runtime.RawExtension{Raw: data}, err
+	}
+	objRaw, err := raw(nilIfEmpty(obj))
+	if err != nil {
+		return nil, err
+	}
+	oldRaw, err := raw(nilIfEmpty(old))
+	if err != nil {
+		return nil, err
+	}
+	optsRaw, err := raw(a.Options)
+	if err != nil {
+		return nil, err
+	}
+	u, _ := registry.UserFrom(ctx)
+	user := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: map[string]authenticationv1.ExtraValue{}}
+	for k, v := range u.Extra {
+		user.Extra[k] = v
+	}
+	dry := a.DryRun
+	namespace := a.Namespace
+	if a.Kind.Group == "" && a.Kind.Resource == "namespaces" && a.Operation != registry.OpCreate {
+		// Upstream's request info names a Namespace's own name as the
+		// namespace of a request to it.
+		namespace = a.Name
+	}
+	return &admissionv1.AdmissionRequest{
+		Kind:               gvk(inv.kind),
+		Resource:           gvr(inv.resource),
+		SubResource:        a.Subresource,
+		RequestKind:        ptr(gvk(a.Kind.GroupVersionKind(a.Version))),
+		RequestResource:    ptr(gvr(a.GroupVersionResource())),
+		RequestSubResource: a.Subresource,
+		Name:               a.Name,
+		Namespace:          namespace,
+		Operation:          admissionv1.Operation(a.Operation),
+		UserInfo:           user,
+		Object:             objRaw,
+		OldObject:          oldRaw,
+		DryRun:             &dry,
+		Options:            optsRaw,
+	}, nil
+}
+
+func nilIfEmpty(o *unstructured.Unstructured) runtime.Object {
+	if o == nil {
+		return nil
+	}
+	return o
+}
+
+func gvk(k schema.GroupVersionKind) metav1.GroupVersionKind {
+	return metav1.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+}
+
+func gvr(r schema.GroupVersionResource) metav1.GroupVersionResource {
+	return metav1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// post sends body to target and decodes the AdmissionReview it answers.
+// A non-2xx answer is the error upstream's REST client makes of it.
+func post(ctx context.Context, client *http.Client, target string, body []byte) (*admissionv1.AdmissionReview, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, */*")
+	req.Header.Set("User-Agent", "kplane-admission")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var st metav1.Status
+		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
+			return nil, &apierrors.StatusError{ErrStatus: st}
+		}
+		return nil, apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{}, "", string(data), 0, true)
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(data, &review); err != nil {
+		return nil, err
+	}
+	return &review, nil
+}
+
+// verify checks a webhook's answer as upstream does, by the review
+// version sent.
+func verify(version string, uid types.UID, mutating bool, r *admissionv1.AdmissionReview) (*admissionv1.AdmissionResponse, error) {
+	resp := r.Response
+	if resp == nil {
+		return nil, errors.New("webhook response was absent")
+	}
+	if version == "v1beta1" {
+		out := *resp
+		if !mutating || len(out.Patch) == 0 {
+			out.Patch, out.PatchType = nil, nil
+		} else {
+			out.PatchType = ptr(admissionv1.PatchTypeJSONPatch)
+		}
+		return &out, nil
+	}
+	if resp.UID != uid {
+		return nil, fmt.Errorf("expected response.uid=%q, got %q", uid, resp.UID)
+	}
+	if want := "admission.k8s.io/v1, Kind=AdmissionReview"; r.GroupVersionKind().String() != want {
+		return nil, fmt.Errorf("expected webhook response of %v, got %v", want, r.GroupVersionKind().String())
+	}
+	if mutating {
+		switch {
+		case len(resp.Patch) > 0 && resp.PatchType == nil:
+			return nil, errors.New("webhook returned response.patch but not response.patchType")
+		case len(resp.Patch) == 0 && resp.PatchType != nil:
+			return nil, errors.New("webhook returned response.patchType but not response.patch")
+		case resp.PatchType != nil && *resp.PatchType == "":
+			return nil, fmt.Errorf("webhook returned invalid response.patchType of %q", *resp.PatchType)
+		}
+		return resp, nil
+	}
+	if len(resp.Patch) > 0 {
+		return nil, errors.New("validating webhook may not return response.patch")
+	}
+	if resp.PatchType != nil {
+		return nil, errors.New("validating webhook may not return response.patchType")
+	}
+	return resp, nil
+}
+
+// refusal is a webhook's refusal as upstream reports it: the webhook's
+// status, at least 400 and Failure, its message prefixed with the
+// webhook's name.
+func refusal(name string, result *metav1.Status) *apierrors.StatusError {
+	st := metav1.Status{Status: metav1.StatusFailure}
+	if result != nil {
+		st = *result
+	}
+	if st.Code < http.StatusBadRequest {
+		st.Code = http.StatusBadRequest
+	}
+	if st.Status == "" || st.Status == metav1.StatusSuccess {
+		st.Status = metav1.StatusFailure
+	}
+	denied := fmt.Sprintf("admission webhook %q denied the request", name)
+	switch {
+	case st.Message != "":
+		st.Message = denied + ": " + st.Message
+	case st.Reason != "":
+		st.Message = denied + ": " + string(st.Reason)
+	default:
+		st.Message = denied + " without explanation"
+	}
+	return &apierrors.StatusError{ErrStatus: st}
+}
+
+// get returns the client for webhooks trusting caBundle (the system's
+// roots when empty) and expecting serverName.
+func (c *clientCache) get(caBundle []byte, serverName string) (*http.Client, error) {
+	key := clientKey{string(caBundle), serverName}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.clients[key]; ok {
+		return cl, nil
+	}
+	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if len(caBundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caBundle) {
+			return nil, errors.New("unable to load root certificates: unable to parse bytes as PEM block")
+		}
+		cfg.RootCAs = pool
+	}
+	cl := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     cfg,
+		ForceAttemptHTTP2:   true,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 25,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	if c.clients == nil {
+		c.clients = map[clientKey]*http.Client{}
+	}
+	c.clients[key] = cl
+	return cl, nil
+}
+
+// keep drops the clients no webhook of set uses, closing their idle
+// connections.
+func (c *clientCache) keep(set *hookSet) {
+	used := map[clientKey]bool{}
+	for _, hooks := range [][]*hook{set.mutating, set.validating} {
+		for _, h := range hooks {
+			if _, name, err := h.location(); err == nil {
+				used[clientKey{string(h.clientConfig.CABundle), name}] = true
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, cl := range c.clients {
+		if !used[k] {
+			cl.CloseIdleConnections()
+			delete(c.clients, k)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package webhook calls the admission webhooks users configure with
+// admissionregistration.k8s.io/v1 MutatingWebhookConfigurations and
+// ValidatingWebhookConfigurations, as kube-apiserver's
+// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do. It
+// is the registry's Admission (registry.SetAdmission).
+//
+// Webhooks keeps the configurations parsed in memory: it reads them all
+// at start-up (Load) and again after every write or delete of one
+// (Install hooks the two kinds' Written and Deleted), so a configuration
+// applies to the next request once its write has returned. Run follows
+// their watches, for the writes of another kplane on the same etcd.
+//
+// For each write of a stored kind (not the admission configurations
+// themselves, nor the reviews, which upstream exempts too):
+//
+//   - the webhooks are taken in upstream's order: configurations by name,
+//     webhooks in their order within;
+//   - one is called when a rule matches the operation, group, version,
+//     resource (with "*" and "resource/subresource" forms) and scope, and
+//     its namespaceSelector (the namespace's labels; a Namespace's own)
+//     and objectSelector (the object's or the old object's labels) match;
+//     with matchPolicy Equivalent, a rule naming another version of the
+//     same kind (or events.k8s.io Events for core Events) also matches,
+//     and the webhook gets the object in that version;
+//   - the call is an HTTPS POST of an admission.k8s.io/v1 (or v1beta1)
+//     AdmissionReview to the webhook's url, or to
+//     https://NAME.NAMESPACE.svc:PORT/PATH for a service reference, trusting
+//     the caBundle (the system's roots when empty), with timeoutSeconds as
+//     the deadline and the ?timeout= parameter upstream's client adds;
+//   - mutating webhooks run one after another, each seeing the last one's
+//     JSON patch applied; a webhook with reinvocationPolicy IfNeeded runs
+//     once more when a later webhook changed the object; validating
+//     webhooks run in parallel after the kind's own validation;
+//   - a refusal is the webhook's status, its message prefixed with
+//     `admission webhook "NAME" denied the request`; a failed call is an
+//     internal error under failurePolicy Fail and ignored under Ignore; a
+//     dry run refuses webhooks whose sideEffects are not None or
+//     NoneOnDryRun. Errors and messages are upstream's.
+//
+// A webhook's matchConditions are CEL (crd/cel.CompileMatchCondition):
+// any false one skips it; errors refuse the request under failurePolicy
+// Fail and skip the webhook under Ignore.
+//
+// Not done: no authentication to webhooks (upstream's
+// --admission-control-config-file kubeconfig); audit annotations are
+// dropped, as kplane keeps no audit log; the admission metrics.
+package webhook

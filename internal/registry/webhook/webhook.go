@@ -1,0 +1,304 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
+)
+
+// The two configuration resources.
+var (
+	mutatingResource   = schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "mutatingwebhookconfigurations"}
+	validatingResource = schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "validatingwebhookconfigurations"}
+)
+
+// Webhooks is the registry's admission by webhooks.
+type Webhooks struct {
+	Registry *registry.Registry
+	Logger   *slog.Logger // nil discards
+
+	hooks   atomic.Pointer[hookSet]
+	reload  sync.Mutex // one reload at a time
+	clients clientCache
+}
+
+// hookSet is one reading of every configuration.
+type hookSet struct {
+	mutating, validating []*hook
+}
+
+// hook is one webhook of a configuration, parsed.
+type hook struct {
+	config string // its configuration's name
+	name   string
+	// mutating: of a MutatingWebhookConfiguration; reinvoke: its
+	// reinvocationPolicy is IfNeeded.
+	mutating, reinvoke bool
+
+	rules          []admissionregistrationv1.RuleWithOperations
+	matchPolicy    admissionregistrationv1.MatchPolicyType
+	failurePolicy  admissionregistrationv1.FailurePolicyType
+	sideEffects    *admissionregistrationv1.SideEffectClass
+	timeoutSeconds int32
+	reviewVersions []string
+	clientConfig   admissionregistrationv1.WebhookClientConfig
+	// The selectors, parsed; a selector that does not parse is kept as
+	// its error, which upstream returns on every request it would judge.
+	nsSelector, objSelector labels.Selector
+	nsErr, objErr           error
+	// conditions are the matchConditions, compiled; conditionsErr a
+	// compile error, which fails every request the webhook would judge.
+	conditions    []*cel.MatchCondition
+	conditionsErr error
+}
+
+// Install hooks kinds' webhook configurations so that a write or delete
+// of one reloads the configurations before the client's answer.
+func (w *Webhooks) Install(kinds []*registry.Kind) []*registry.Kind {
+	for _, k := range kinds {
+		if gr := k.GroupResource(); gr == mutatingResource || gr == validatingResource {
+			k.Written = func(ctx context.Context, _ *unstructured.Unstructured) { w.reloadLogged(ctx) }
+			k.Deleted = k.Written
+		}
+	}
+	return kinds
+}
+
+func (w *Webhooks) reloadLogged(ctx context.Context) {
+	if err := w.Load(ctx); err != nil && w.Logger != nil {
+		w.Logger.Error("reading the admission webhook configurations", "err", err)
+	}
+}
+
+// Load reads every configuration and makes them the ones in force.
+func (w *Webhooks) Load(ctx context.Context) error {
+	w.reload.Lock()
+	defer w.reload.Unlock()
+	set := &hookSet{}
+	for _, gr := range []schema.GroupResource{mutatingResource, validatingResource} {
+		res, ok := w.Registry.Get(gr)
+		if !ok {
+			continue
+		}
+		list, err := res.ListFromStore(ctx, "v1", "")
+		if err != nil {
+			return err
+		}
+		items := list.Items
+		sort.Slice(items, func(i, j int) bool { return items[i].GetName() < items[j].GetName() })
+		for i := range items {
+			hooks, err := parse(gr, &items[i])
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", gr, items[i].GetName(), err)
+			}
+			if gr == mutatingResource {
+				set.mutating = append(set.mutating, hooks...)
+			} else {
+				set.validating = append(set.validating, hooks...)
+			}
+		}
+	}
+	w.hooks.Store(set)
+	w.clients.keep(set)
+	return nil
+}
+
+// parse reads the webhooks of one configuration of resource gr.
+func parse(gr schema.GroupResource, obj *unstructured.Unstructured) ([]*hook, error) {
+	// A validating webhook has a mutating one's fields but
+	// reinvocationPolicy: both kinds read as mutating.
+	var c admissionregistrationv1.MutatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &c); err != nil {
+		return nil, err
+	}
+	var out []*hook
+	for _, wh := range c.Webhooks {
+		h := &hook{
+			config:         c.Name,
+			name:           wh.Name,
+			mutating:       gr == mutatingResource,
+			reinvoke:       wh.ReinvocationPolicy != nil && *wh.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy,
+			rules:          wh.Rules,
+			matchPolicy:    admissionregistrationv1.Equivalent,
+			failurePolicy:  admissionregistrationv1.Fail,
+			sideEffects:    wh.SideEffects,
+			timeoutSeconds: 10,
+			reviewVersions: wh.AdmissionReviewVersions,
+			clientConfig:   wh.ClientConfig,
+		}
+		// v1's defaults where a field is unset (stored objects have
+		// them set).
+		if wh.MatchPolicy != nil {
+			h.matchPolicy = *wh.MatchPolicy
+		}
+		if wh.FailurePolicy != nil {
+			h.failurePolicy = *wh.FailurePolicy
+		}
+		if wh.TimeoutSeconds != nil {
+			h.timeoutSeconds = *wh.TimeoutSeconds
+		}
+		h.nsSelector, h.nsErr = selector(wh.NamespaceSelector)
+		h.objSelector, h.objErr = selector(wh.ObjectSelector)
+		h.compile(wh.MatchConditions)
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// compile compiles the matchConditions.
+func (h *hook) compile(conditions []admissionregistrationv1.MatchCondition) {
+	for _, c := range conditions {
+		mc, err := cel.CompileMatchCondition(c.Name, strings.TrimSpace(c.Expression))
+		if err != nil {
+			h.conditionsErr = fmt.Errorf("matchCondition %s: %w", c.Name, err)
+			return
+		}
+		h.conditions = append(h.conditions, mc)
+	}
+}
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+// Active reports whether any webhook is configured.
+func (w *Webhooks) Active() bool {
+	set := w.hooks.Load()
+	return set != nil && len(set.mutating)+len(set.validating) > 0
+}
+
+// Mutate calls the mutating webhooks that match a, one after another.
+func (w *Webhooks) Mutate(ctx context.Context, a *registry.AdmissionAttributes) error {
+	set := w.hooks.Load()
+	if set == nil || len(set.mutating) == 0 {
+		return nil
+	}
+	return w.mutate(ctx, a, set.mutating)
+}
+
+// Validate calls the validating webhooks that match a, at once.
+func (w *Webhooks) Validate(ctx context.Context, a *registry.AdmissionAttributes) error {
+	set := w.hooks.Load()
+	if set == nil || len(set.validating) == 0 {
+		return nil
+	}
+	var calls []*invocation
+	for _, h := range set.validating {
+		inv, err := w.match(ctx, h, a)
+		if err != nil {
+			return err
+		}
+		if inv != nil {
+			calls = append(calls, inv)
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, inv := range calls {
+		wg.Go(func() {
+			_, err := w.call(ctx, inv, a)
+			errs[i] = w.outcome(inv.hook, err)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mutate runs the mutating hooks over a, and those with
+// reinvocationPolicy IfNeeded once more if a later hook changed the
+// object after them.
+func (w *Webhooks) mutate(ctx context.Context, a *registry.AdmissionAttributes, hooks []*hook) error {
+	changedAfter := map[*hook]bool{} // reinvocable hooks called, and whether the object changed since
+	for _, h := range hooks {
+		changed, err := w.mutateOnce(ctx, a, h)
+		if err != nil {
+			return err
+		}
+		if changed {
+			for prev := range changedAfter {
+				changedAfter[prev] = true
+			}
+		}
+		if h.reinvoke {
+			if _, seen := changedAfter[h]; !seen {
+				changedAfter[h] = false
+			}
+		}
+	}
+	for _, h := range hooks {
+		if changedAfter[h] {
+			if _, err := w.mutateOnce(ctx, a, h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mutateOnce calls h if it matches a, and applies its patch to a.Object.
+func (w *Webhooks) mutateOnce(ctx context.Context, a *registry.AdmissionAttributes, h *hook) (bool, error) {
+	inv, err := w.match(ctx, h, a)
+	if err != nil || inv == nil {
+		return false, err
+	}
+	changed, err := w.call(ctx, inv, a)
+	return changed, w.outcome(h, err)
+}
+
+// outcome turns a call's error into the request's: a failed call is
+// ignored under failurePolicy Ignore, an internal error otherwise; a
+// refusal stands.
+func (w *Webhooks) outcome(h *hook, err error) error {
+	var failed *callError
+	if !asCallError(err, &failed) {
+		return err
+	}
+	if h.failurePolicy == admissionregistrationv1.Ignore {
+		if w.Logger != nil {
+			w.Logger.Warn("failed calling webhook, failing open", "webhook", h.name, "err", failed)
+		}
+		return nil
+	}
+	return apierrors.NewInternalError(failed)
+}
+
+var _ registry.Admission = (*Webhooks)(nil)
+
+// httpClients keeps a client per distinct trust and server name, shared
+// by the webhooks that have the same.
+type clientCache struct {
+	mu      sync.Mutex
+	clients map[clientKey]*http.Client
+}
+
+type clientKey struct {
+	caBundle   string
+	serverName string
+}
