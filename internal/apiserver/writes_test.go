@@ -189,3 +189,40 @@ func TestUpdateWithoutResourceVersionOfAMissingObjectAsKubeAPIServer(t *testing.
 		}
 	}
 }
+
+// A merge patch's result is defaulted before the field manager sees it,
+// as a body is: the patch's manager owns the defaults of what it sent, as
+// a running kube-apiserver v1.37.2 recorded for this patch.
+func TestMergePatchOwnsTheDefaultsAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	const vwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+	hook := func(name string) string {
+		return `{"name":"` + name + `.example.com","clientConfig":{"url":"https://127.0.0.1:1/` + name + `"},` +
+			`"rules":[{"operations":["CREATE"],"apiGroups":["x"],"apiVersions":["v1"],"resources":["y"]}],"sideEffects":"None","admissionReviewVersions":["v1"]}`
+	}
+	if got, _ := statusLine(h, http.MethodPost, vwc, "application/json",
+		`{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"mp"},"webhooks":[`+hook("a")+`]}`); got != "201" {
+		t.Fatal(got)
+	}
+	got, body := statusLine(h, http.MethodPatch, vwc+"/mp?fieldManager=mp", "application/merge-patch+json", `{"webhooks":[`+hook("b")+`]}`)
+	if got != "200" {
+		t.Fatal(got)
+	}
+	var out struct {
+		Metadata struct{ ManagedFields []metav1.ManagedFieldsEntry }
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"f:webhooks":{"k:{\"name\":\"b.example.com\"}":{".":{},"f:admissionReviewVersions":{},"f:clientConfig":{".":{},"f:url":{}},` +
+		`"f:failurePolicy":{},"f:matchPolicy":{},"f:name":{},"f:namespaceSelector":{},"f:objectSelector":{},"f:rules":{},"f:sideEffects":{},"f:timeoutSeconds":{}}}}`
+	for _, e := range out.Metadata.ManagedFields {
+		if e.Manager == "mp" {
+			if e.FieldsV1.GetRawString() != want {
+				t.Errorf("the patch's manager owns\n%s\nwant\n%s", e.FieldsV1.GetRawString(), want)
+			}
+			return
+		}
+	}
+	t.Errorf("no managedFields entry for the patch's manager: %s", body)
+}

@@ -210,7 +210,11 @@ func (r *Resource) parsePatch(k *Kind, data []byte, opts PatchOptions) (*parsedP
 func (r *Resource) applyPatch(k *Kind, version string, cur *unstructured.Unstructured, p *parsedPatch, opts PatchOptions) (*unstructured.Unstructured, []error, error) {
 	if p.typ == types.MergePatchType && !(opts.Strict && len(p.strict) > 0) {
 		if m, ok := mergePlain(k, cur.Object, p.fields); ok {
-			return &unstructured.Unstructured{Object: m}, append([]error(nil), p.strict...), nil
+			obj := &unstructured.Unstructured{Object: m}
+			if k.Default != nil {
+				k.Default(obj) // as Decode defaults a body
+			}
+			return obj, append([]error(nil), p.strict...), nil
 		}
 	}
 	return applyPatchFull(k, cur, p, opts)

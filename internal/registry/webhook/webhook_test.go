@@ -37,7 +37,7 @@ type server struct {
 	queries []string
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t testing.TB) *server {
 	s := &server{reviews: map[string][]admissionv1.AdmissionReview{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -94,14 +94,14 @@ func (s *server) caBundle() string {
 }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	kvs *mvcc.Store
 	reg *registry.Registry
 	srv *server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
