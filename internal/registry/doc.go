@@ -24,6 +24,10 @@
 //     policy: an object with finalizers (orphan and foregroundDeletion
 //     included) gets a deletionTimestamp and goes away when its last
 //     finalizer is removed (package gc removes those two);
+//   - every write of a stored kind asks the registry's Admission, if set
+//     (admission.go; package webhook calls the admission webhooks users
+//     configure): Mutate after the field manager, Validate after the
+//     kind's validation, as upstream's admission chain;
 //   - every error is a *apierrors.StatusError with kube-apiserver's code,
 //     reason, details and message.
 //
@@ -36,5 +40,6 @@
 // The registry does not speak HTTP (package apiserver does). A custom
 // resource's schema (validation, defaults, pruning, CEL rules) comes from
 // registry/crd through its Kind. Package openapi gives the built-in kinds
-// the schemas field ownership needs; package gc collects garbage.
+// the schemas field ownership needs; package gc collects garbage; package
+// webhook is the admission.
 package registry

@@ -204,6 +204,14 @@ func TestAdmissionWebhooks(t *testing.T) {
 		t.Errorf("delete once unprotected: %v", err)
 	}
 
+	// The configurations are read again at start-up: after a restart the
+	// validating webhook still refuses.
+	s.restart()
+	bad.ResourceVersion = ""
+	if err := w.Create(ctx, bad); !apierrors.IsForbidden(err) || err.Error() != denied {
+		t.Errorf("create after a restart: %v, want 403 %q", err, denied)
+	}
+
 	// Without the configurations, nothing is called: the next write is
 	// not refused.
 	if err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "foo-checks", metav1.DeleteOptions{}); err != nil {
