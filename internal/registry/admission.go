@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +54,18 @@ type AdmissionAttributes struct {
 	// UpdateOptions or DeleteOptions.
 	Options runtime.Object
 	DryRun  bool
+	// ObjectKind, if set, is the kind of Object and OldObject, which are
+	// then not the resource's: a /scale write's autoscaling/v1 Scales.
+	ObjectKind schema.GroupVersionKind
+}
+
+// GroupVersionKind is the kind of the objects: ObjectKind, or the
+// resource's in the request's version.
+func (a *AdmissionAttributes) GroupVersionKind() schema.GroupVersionKind {
+	if !a.ObjectKind.Empty() {
+		return a.ObjectKind
+	}
+	return a.Kind.GroupVersionKind(a.Version)
 }
 
 // GroupVersionResource is the resource the request wrote.
@@ -154,4 +167,52 @@ func ConvertTo(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.
 		}
 	}
 	return convert(k, v, obj)
+}
+
+// scaleGVK is the kind a /scale write shows admission.
+var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+
+// asScales makes a, the attributes of a /scale write, show the Scales of
+// its objects, as upstream's scale subresources show admission.
+func asScales(k *Kind, a *AdmissionAttributes) error {
+	for _, o := range []**unstructured.Unstructured{&a.Object, &a.OldObject} {
+		if *o == nil {
+			continue
+		}
+		s, _, err := scaleOf(k.Scale, *o)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		*o = &unstructured.Unstructured{Object: m}
+	}
+	a.ObjectKind = scaleGVK
+	return nil
+}
+
+// mutateScale is mutate for a /scale write: adm is shown the Scales, and
+// the replicas of the Scale it returns go into the object.
+func (r *Resource) mutateScale(ctx context.Context, adm Admission, a *AdmissionAttributes) (*unstructured.Unstructured, error) {
+	obj := a.Object
+	if err := asScales(a.Kind, a); err != nil {
+		return nil, err
+	}
+	in := a.Object
+	if err := adm.Mutate(ctx, a); err != nil {
+		return nil, err
+	}
+	if a.Object == in || a.Object == nil {
+		return obj, nil
+	}
+	var s autoscalingv1.Scale
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.Object.Object, &s); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if err := unstructured.SetNestedField(obj.Object, int64(s.Spec.Replicas), scalePath(a.Kind.Scale.SpecReplicas)...); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return obj, nil
 }

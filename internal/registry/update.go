@@ -231,10 +231,16 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		old := convert(k, version, stored)
 		adm := r.admitting(k)
 		if adm != nil {
-			if obj, err = r.mutate(ctx, adm, &AdmissionAttributes{
+			a := &AdmissionAttributes{
 				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,
 				Object: obj, OldObject: old, Options: opts.sentOptions(OpUpdate), DryRun: opts.DryRun,
-			}); err != nil {
+			}
+			if opts.Subresource == "scale" {
+				obj, err = r.mutateScale(ctx, adm, a)
+			} else {
+				obj, err = r.mutate(ctx, adm, a)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -259,10 +265,16 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 			}
 		}
 		if err == nil && adm != nil {
-			err = adm.Validate(ctx, &AdmissionAttributes{
+			a := &AdmissionAttributes{
 				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,
 				Object: convert(k, version, next), OldObject: old, Options: opts.sentOptions(OpUpdate), DryRun: opts.DryRun,
-			})
+			}
+			if opts.Subresource == "scale" {
+				err = asScales(k, a)
+			}
+			if err == nil {
+				err = adm.Validate(ctx, a)
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -243,7 +243,7 @@ func admissionRequest(ctx context.Context, inv *invocation, a *registry.Admissio
 		Kind:               gvk(inv.kind),
 		Resource:           gvr(inv.resource),
 		SubResource:        a.Subresource,
-		RequestKind:        ptr(gvk(a.Kind.GroupVersionKind(a.Version))),
+		RequestKind:        ptr(gvk(a.GroupVersionKind())),
 		RequestResource:    ptr(gvr(a.GroupVersionResource())),
 		RequestSubResource: a.Subresource,
 		Name:               a.Name,

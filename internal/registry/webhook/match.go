@@ -44,7 +44,7 @@ func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttr
 	var inv *invocation
 	for _, r := range h.rules {
 		if ruleMatches(r, a, gvr) {
-			inv = &invocation{hook: h, resource: gvr, kind: a.Kind.GroupVersionKind(a.Version)}
+			inv = &invocation{hook: h, resource: gvr, kind: a.GroupVersionKind()}
 			break
 		}
 	}
@@ -57,6 +57,11 @@ func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttr
 				}
 				if ruleMatches(r, a, eq.gvr) {
 					inv = &invocation{hook: h, resource: eq.gvr, kind: eq.kind.GroupVersionKind(eq.gvr.Version), equivalent: eq.kind}
+					if !a.ObjectKind.Empty() {
+						// A subresource's objects (a Scale) are the same
+						// in every version of the resource.
+						inv.kind, inv.equivalent = a.ObjectKind, nil
+					}
 					break rules
 				}
 			}

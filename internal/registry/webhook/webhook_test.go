@@ -15,6 +15,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,6 +71,9 @@ func newServer(t testing.TB) *server {
 				pt := admissionv1.PatchTypeJSONPatch
 				resp.Patch, resp.PatchType = []byte("["+op+"]"), &pt
 			}
+		case p == "/scale-to-5":
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.Patch, resp.PatchType = []byte(`[{"op":"replace","path":"/spec/replicas","value":5}]`), &pt
 		case p == "/fail":
 			http.Error(w, "broken", http.StatusInternalServerError)
 			return
@@ -110,7 +114,7 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
 	w := &webhook.Webhooks{Registry: reg}
-	for _, k := range w.Install(core.Kinds()) {
+	for _, k := range w.Install(append(core.Kinds(), scalerKind())) {
 		if err := reg.Add(k); err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +161,13 @@ func (e *env) elsewhere() *registry.Registry {
 	}()
 	e.t.Cleanup(func() { cancel(); <-done })
 	return reg
+}
+
+// scalerKind is a kind as a CRD with a scale subresource defines it.
+func scalerKind() *registry.Kind {
+	return &registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Scaler", ListKind: "ScalerList",
+		Resource: "scalers", Singular: "scaler", Namespaced: true, UnconditionalUpdate: true,
+		Scale: &registry.ScalePaths{SpecReplicas: ".spec.replicas", StatusReplicas: ".status.replicas"}}
 }
 
 func (e *env) res(group, resource string) *registry.Resource {
@@ -530,5 +541,47 @@ func TestConfigurationsWrittenElsewhere(t *testing.T) {
 			t.Fatalf("create %d: %v; the configuration written elsewhere never applied", i, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A write through /scale shows webhooks autoscaling/v1 Scales, and the
+// replicas of a mutating webhook's Scale are what is stored.
+func TestScaleWritesShowScales(t *testing.T) {
+	e := newEnv(t)
+	scalers := e.res("example.kplane.dev", "scalers")
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.kplane.dev/v1", "kind": "Scaler", "metadata": map[string]any{"name": "s"},
+		"spec": map[string]any{"replicas": int64(1)},
+	}}
+	if _, err := scalers.Create(e.ctx, "v1", "default", obj, registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rules := []any{map[string]any{"operations": []any{"UPDATE"}, "apiGroups": []any{"example.kplane.dev"}, "apiVersions": []any{"v1"}, "resources": []any{"scalers/scale"}}}
+	e.configure("Mutating", "m", map[string]any{"name": "to5.example.com", "path": "/scale-to-5", "rules": rules})
+	e.configure("Validating", "v", map[string]any{"name": "sees.example.com", "path": "/allow", "rules": rules})
+	out, err := scalers.UpdateScale(e.ctx, "v1", "default", "s", registry.WriteOptions{FieldManager: "test"}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+		next := cur.DeepCopy()
+		next.Spec.Replicas = 3
+		return next, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Spec.Replicas != 5 {
+		t.Errorf("replicas %d, want the mutating webhook's 5", out.Spec.Replicas)
+	}
+	revs := e.srv.got("/allow")
+	if len(revs) != 1 {
+		t.Fatalf("%d validating reviews, want 1", len(revs))
+	}
+	req := revs[0].Request
+	want := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	if req.Kind != want || *req.RequestKind != want || req.SubResource != "scale" || req.Resource.Resource != "scalers" {
+		t.Errorf("review of kind %v (request %v), %s/%s; want autoscaling/v1 Scale, scalers/scale", req.Kind, *req.RequestKind, req.Resource.Resource, req.SubResource)
+	}
+	newScale, oldScale := decode(t, req.Object.Raw), decode(t, req.OldObject.Raw)
+	if newScale.GetKind() != "Scale" || newScale.Object["spec"].(map[string]any)["replicas"] != int64(5) ||
+		oldScale.Object["spec"].(map[string]any)["replicas"] != int64(1) {
+		t.Errorf("validating webhook saw %s, old %s; want Scales of 5 and 1 replicas", req.Object.Raw, req.OldObject.Raw)
 	}
 }
