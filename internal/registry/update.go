@@ -226,10 +226,15 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				return nil, err
 			}
 		}
+		// The stored object in the request's version, for admission and
+		// a schema's checks only: converting a guest's copies it.
+		adm := r.admitting(k)
+		var old *unstructured.Unstructured
+		if adm != nil || k.Schemas[version] != nil {
+			old = convert(k, version, stored)
+		}
 		// Mutating admission sees the object as the field manager or the
 		// patch left it, in the request's version, as upstream's does.
-		old := convert(k, version, stored)
-		adm := r.admitting(k)
 		if adm != nil {
 			a := &AdmissionAttributes{
 				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,

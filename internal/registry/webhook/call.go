@@ -42,8 +42,6 @@ func (e *callError) Error() string {
 	return fmt.Sprintf("failed calling webhook %q: %v", e.webhook, e.reason)
 }
 
-func asCallError(err error, target **callError) bool { return errors.As(err, target) }
-
 var errNoNamespaces = errors.New("namespaces are not served")
 
 // maxResponse bounds a webhook's answer.

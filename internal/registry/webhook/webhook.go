@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -277,7 +278,7 @@ func (w *Webhooks) mutateOnce(ctx context.Context, a *registry.AdmissionAttribut
 // refusal stands.
 func (w *Webhooks) outcome(h *hook, err error) error {
 	var failed *callError
-	if !asCallError(err, &failed) {
+	if !errors.As(err, &failed) {
 		return err
 	}
 	if h.failurePolicy == admissionregistrationv1.Ignore {
