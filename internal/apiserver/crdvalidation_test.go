@@ -270,38 +270,47 @@ func TestCRDUpdatesAsKubeAPIServer(t *testing.T) {
 	}
 }
 
-// A CRD that converts with a webhook is served in its storage version
-// only: kplane calls no conversion webhook, so a request in another
-// version fails (500) as kube-apiserver v1.37.2's fails when the webhook
-// cannot be reached, and nothing is written in that version's shape.
-func TestWebhookConversionServesOnlyTheStorageVersion(t *testing.T) {
+// A CRD that converts with a webhook that cannot be reached is served in
+// its storage version only: a request in another version fails (500) with
+// the answers kube-apiserver v1.37.2 gave (reason InternalError for a
+// read or delete, Unknown for a create or patch), and nothing is written
+// or deleted. registry/webhook tests the conversions themselves.
+func TestUnreachableConversionWebhookAsKubeAPIServer(t *testing.T) {
 	do, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"hooks.ex.com"},
 "spec":{"group":"ex.com","scope":"Namespaced","names":{"plural":"hooks","kind":"Hook"},
 "conversion":{"strategy":"Webhook","webhook":{"clientConfig":{"url":"https://127.0.0.1:1/convert"},"conversionReviewVersions":["v1"]}},
 "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}},
 {"name":"v2","served":true,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`)
 	const v1, v2 = "/apis/ex.com/v1/namespaces/default/hooks", "/apis/ex.com/v2/namespaces/default/hooks"
-	if w := do(http.MethodPost, v1, `{"apiVersion":"ex.com/v1","kind":"Hook","metadata":{"name":"h1"},"a":1}`); w.Code != http.StatusCreated {
+	w := do(http.MethodPost, v1, `{"apiVersion":"ex.com/v1","kind":"Hook","metadata":{"name":"h1"},"a":1}`)
+	if w.Code != http.StatusCreated {
 		t.Fatalf("create in the storage version: %d %s", w.Code, w.Body)
 	}
-	const failed = "500 Internal error occurred: conversion webhook for ex.com/v2, Kind=Hook failed: kplane does not call conversion webhooks; use the storage version, v1"
+	var created struct {
+		Metadata struct{ ResourceVersion string }
+	}
+	json.Unmarshal(w.Body.Bytes(), &created)
+	rev := created.Metadata.ResourceVersion
+	const unreachable = `Post "https://127.0.0.1:1/convert?timeout=30s": dial tcp 127.0.0.1:1: connect: connection refused`
+	const stored = "conversion webhook for ex.com/v1, Kind=Hook failed: " + unreachable
+	read := "500 Internal error occurred: StorageError: corrupt object, Code: 7, Key: /ex.com/hooks/default/h1, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=" + rev + ": " + stored
 	for _, c := range []struct{ method, path, body, want string }{
 		{http.MethodGet, v1 + "/h1", "", "200"},
-		{http.MethodGet, v2 + "/h1", "", failed},
-		{http.MethodGet, v2, "", failed},
-		{http.MethodPost, v2, `{"apiVersion":"ex.com/v2","kind":"Hook","metadata":{"name":"h2"},"a":1}`, failed},
-		{http.MethodPatch, v2 + "/h1", `{"a":2}`, failed},
-		{http.MethodDelete, v2 + "/h1", "", failed},
+		{http.MethodGet, v2 + "/h1", "", read},
+		{http.MethodGet, v2, "", "500 " + stored},
+		{http.MethodPost, v2, `{"apiVersion":"ex.com/v2","kind":"Hook","metadata":{"name":"h2"},"a":1}`, "500 conversion webhook for ex.com/v2, Kind=Hook failed: " + unreachable},
+		{http.MethodPatch, v2 + "/h1", `{"a":2}`, "500 object not decodable revision=" + rev + ": " + stored},
+		{http.MethodDelete, v2 + "/h1", "", read},
 	} {
 		ctype := "application/json"
 		if c.method == http.MethodPatch {
 			ctype = "application/merge-patch+json"
 		}
 		if got, _ := statusLine(h, c.method, c.path, ctype, c.body); got != c.want {
-			t.Errorf("%s %s: %s, want %s", c.method, c.path, got, c.want)
+			t.Errorf("%s %s: %s\nwant %s", c.method, c.path, got, c.want)
 		}
 	}
-	w := do(http.MethodGet, v1, "")
+	w = do(http.MethodGet, v1, "")
 	var list struct {
 		Items []struct {
 			Metadata struct{ Name string }

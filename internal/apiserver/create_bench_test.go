@@ -382,6 +382,7 @@ func newCustomResourcesHandler(b testing.TB, crdBody string) (func(method, path,
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		b.Fatal(err)
 	}
+	reg.SetConverter(&webhook.Conversions{})
 	go reg.Run(ctx)
 	go crds.Run(ctx)
 	h := apiserver.New(apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens})

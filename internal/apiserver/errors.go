@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -124,16 +122,6 @@ func plainForm(accept string) (f form, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-// errNoConversion answers a request in a version other than the storage
-// version of a custom resource whose CRD asks for a conversion webhook.
-// kplane calls no webhook, so the request fails as kube-apiserver's fails
-// when the webhook cannot be reached (500), and nothing is read or written
-// in another version's shape.
-func errNoConversion(k *registry.Kind, version string) error {
-	return apierrors.NewInternalError(fmt.Errorf("conversion webhook for %s failed: kplane does not call conversion webhooks; use the storage version, %s",
-		k.GroupVersionKind(version), k.StorageVersion()))
 }
 
 func statusOf(err error) *metav1.Status {

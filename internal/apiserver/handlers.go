@@ -82,10 +82,6 @@ func (s *Server) resource(w http.ResponseWriter, r *http.Request, ri requestInfo
 		writeError(w, err)
 		return
 	}
-	if k.WebhookConversion && ri.version != k.StorageVersion() {
-		writeError(w, errNoConversion(k, ri.version))
-		return
-	}
 	h := &handler{s: s, res: res, kind: k, ri: ri, form: f}
 	if ri.subresource == "scale" {
 		h.scale(w, r)
@@ -230,7 +226,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 			writePartialProto(w, http.StatusOK, rec, rec.Rev, nil)
 			return
 		}
-		obj, err := h.res.Present(h.ri.version, rec)
+		obj, err := h.res.Present(r.Context(), h.ri.version, rec)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -248,6 +248,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("reading the admission webhook configurations: %w", err)
 	}
 	reg.SetAdmission(webhooks)
+	reg.SetConverter(&webhook.Conversions{})
 
 	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
 	runCtx, stop := context.WithCancel(context.Background())

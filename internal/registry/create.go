@@ -181,9 +181,12 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		} else {
 			meta = obj
 		}
-	} else {
+	} else if k.ConversionWebhook == nil {
 		obj.SetAPIVersion(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String())
 	}
+	// Else the object stays in the request's version, as upstream's: its
+	// checks and admission see that version, and it is converted as it
+	// is stored.
 	if k.Generation {
 		obj.SetGeneration(1)
 	} else {
@@ -230,10 +233,17 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 			AddWarning(ctx, w)
 		}
 	}
+	// A dry run's answer has been through the conversion too, as
+	// upstream's.
+	obj, err := r.toStored(ctx, k, obj)
+	if err != nil {
+		return nil, nil, err
+	}
 	if opts.DryRun {
 		// Upstream's dry run stops before its storage, which alone
 		// refuses a resourceVersion: it is answered as sent.
-		return convert(k, version, obj), nil, nil
+		out, err := r.convertTo(ctx, k, version, obj)
+		return out, nil, err
 	}
 	if obj.GetResourceVersion() != "" {
 		return nil, nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
@@ -248,7 +258,10 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if !k.storedAs(version) {
 		enc = nil
 	}
-	return convert(k, version, out), enc, nil
+	if out, err = r.convertTo(ctx, k, version, out); err != nil {
+		return nil, nil, err
+	}
+	return out, enc, nil
 }
 
 // CreateSubreview answers a create on subresource sub of the object name

@@ -68,6 +68,13 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 	var admitted string // the resourceVersion admission last allowed
 	admit := func(cur *unstructured.Unstructured) error {
 		if rv := cur.GetResourceVersion(); rv != admitted {
+			if k.ConversionWebhook != nil {
+				// Upstream's delete reads the object in the request's
+				// version: one its webhook cannot convert stays.
+				if _, err := r.convertTo(ctx, k, version, cur); err != nil {
+					return readFailed(k, cur, err)
+				}
+			}
 			if err := r.admitDelete(ctx, k, version, ns, name, cur, &opts, w.DryRun); err != nil {
 				return err
 			}
@@ -93,9 +100,11 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 		}
 		if w.DryRun {
 			if next := deferred(cur); next != nil {
-				return convert(k, version, next), false, nil
+				out, err := r.convertTo(ctx, k, version, next)
+				return out, false, err
 			}
-			return r.deleted(k, version, cur), true, nil
+			out, err := r.deleted(ctx, k, version, cur)
+			return out, true, err
 		}
 	}
 	for {
@@ -112,7 +121,8 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 			if k.Deleted != nil {
 				k.Deleted(ctx, gone)
 			}
-			return r.deleted(k, version, gone), true, nil
+			out, err := r.deleted(ctx, k, version, gone)
+			return out, true, err
 		}
 		if !errors.Is(err, errFinalizers) {
 			return nil, false, interpret(err, gr, name)
@@ -134,7 +144,8 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 		if err != nil {
 			return nil, false, interpret(err, gr, name)
 		}
-		return convert(k, version, kept), false, nil
+		out, err := r.convertTo(ctx, k, version, kept)
+		return out, false, err
 	}
 }
 
@@ -235,15 +246,19 @@ func gcFinalizers(fins []string, opts *metav1.DeleteOptions) ([]string, bool) {
 // deleted is the answer to an immediate delete: the object for kinds that
 // return it, else a Success Status naming it (genericregistry's
 // finalizeDelete, which puts the resource in details.kind).
-func (r *Resource) deleted(k *Kind, version string, obj *unstructured.Unstructured) runtime.Object {
+func (r *Resource) deleted(ctx context.Context, k *Kind, version string, obj *unstructured.Unstructured) (runtime.Object, error) {
 	if k.ReturnDeletedObject {
-		return convert(k, version, obj)
+		out, err := r.convertTo(ctx, k, version, obj)
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 	return &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess,
 		Details:  &metav1.StatusDetails{Name: obj.GetName(), Group: k.Group, Kind: k.Resource, UID: obj.GetUID()},
-	}
+	}, nil
 }
 
 // checkPreconditions refuses a delete whose preconditions cur fails, with
@@ -381,9 +396,13 @@ func (r *Resource) admitDelete(ctx context.Context, k *Kind, version, ns, name s
 			sent.Preconditions.UID = &uid
 		}
 	}
+	old, err := r.convertTo(ctx, k, version, cur)
+	if err != nil {
+		return err
+	}
 	a := &AdmissionAttributes{
 		Kind: k, Version: version, Operation: OpDelete, Namespace: ns, Name: name,
-		OldObject: convert(k, version, cur), Options: sent, DryRun: dryRun,
+		OldObject: old, Options: sent, DryRun: dryRun,
 	}
 	if _, err := r.mutate(ctx, adm, a); err != nil {
 		return err

@@ -28,6 +28,11 @@
 //     (admission.go; package webhook calls the admission webhooks users
 //     configure): Mutate after the field manager, Validate after the
 //     kind's validation, as upstream's admission chain;
+//   - a kind whose versions differ in shape (a CRD with a conversion
+//     webhook) has the registry's Converter change an object's version
+//     (conversion.go; package webhook calls the webhook): writes in
+//     another version are converted as they are stored, reads as they are
+//     answered;
 //   - every error is a *apierrors.StatusError with kube-apiserver's code,
 //     reason, details and message.
 //
@@ -41,5 +46,5 @@
 // resource's schema (validation, defaults, pruning, CEL rules) comes from
 // registry/crd through its Kind. Package openapi gives the built-in kinds
 // the schemas field ownership needs; package gc collects garbage; package
-// webhook is the admission.
+// webhook is the admission and the conversion.
 package registry

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -158,11 +159,11 @@ type Kind struct {
 	// deprecated (/metrics counts their requests).
 	VersionWarnings map[string]string
 
-	// WebhookConversion marks a custom resource whose CRD converts
-	// between versions with a webhook. kplane calls none: only requests in
-	// the storage version are served (the others fail as upstream's do
-	// when the webhook cannot be reached), and objects are read as stored.
-	WebhookConversion bool
+	// ConversionWebhook, of a custom resource whose CRD converts between
+	// versions with a webhook, is where and how to call it: versions then
+	// differ in shape, and the registry's Converter changes an object's
+	// version. Without one, versions differ only in apiVersion.
+	ConversionWebhook *apiextensionsv1.WebhookConversion
 
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
 	// over these paths of the object.

@@ -2,8 +2,10 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,14 +79,20 @@ func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, er
 	gvk := k.GroupVersionKind(v)
 	hub := k.GroupVersionKind(k.StorageVersion()).GroupVersion()
 	reset := resetFields(k, subresource)
+	var conv runtime.ObjectConvertor = relabel{}
+	if k.ConversionWebhook != nil {
+		// The field manager works in the request's version, as
+		// upstream's for custom resources: its hub is that version.
+		conv, hub = webhookConvertor{r, k}, gvk.GroupVersion()
+	}
 	var m *managedfields.FieldManager
 	var err error
 	if k.Typed == nil {
 		// Custom resources, with their CRD's schema or a deduced one, as
 		// apiextensions-apiserver's scopeWithFieldManager.
-		m, err = managedfields.NewDefaultCRDFieldManager(tc, relabel{}, noDefaults{}, creater{}, gvk, hub, subresource, reset)
+		m, err = managedfields.NewDefaultCRDFieldManager(tc, conv, noDefaults{}, creater{}, gvk, hub, subresource, reset)
 	} else {
-		m, err = managedfields.NewDefaultFieldManager(tc, relabel{}, noDefaults{}, creater{}, gvk, hub, subresource, reset)
+		m, err = managedfields.NewDefaultFieldManager(tc, conv, noDefaults{}, creater{}, gvk, hub, subresource, reset)
 	}
 	if err != nil {
 		return nil, err
@@ -167,6 +175,11 @@ func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstr
 func updateManagedFor(k *Kind, subresource string, fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
 	var ignored string
 	switch {
+	case k.ConversionWebhook != nil:
+		// The field manager has the webhook convert both objects to the
+		// versions of managers who wrote in another: whole objects.
+		out, _, _ := updateManagedEntriesOf(fm, live, obj, manager, false)
+		return out
 	case !k.Status:
 		return updateManaged(fm, live, obj, manager)
 	case subresource == "":
@@ -479,6 +492,39 @@ func (relabel) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner
 }
 
 func (relabel) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// webhookConvertor is the field manager's convertor for a kind with a
+// conversion webhook: the versions of managers who wrote in another
+// version than the write's are the webhook's to convert to, as upstream's
+// field manager has its CRD's converter call it.
+type webhookConvertor struct {
+	r *Resource
+	k *Kind
+}
+
+func (c webhookConvertor) Convert(in, out, ctx any) error { return relabel{}.Convert(in, out, ctx) }
+
+func (c webhookConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := unwrap(in).(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("cannot convert %T", in)
+	}
+	from := u.GroupVersionKind()
+	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
+	if !ok || gvk.GroupKind() != c.k.GroupKind() || !slices.Contains(c.k.Versions, gvk.Version) {
+		return nil, runtime.NewNotRegisteredGVKErrForTarget("kplane", from, target)
+	}
+	if gvk == from {
+		return u, nil
+	}
+	// The write's context is not at hand: the call is bounded by the
+	// webhook's own timeout.
+	return c.r.convertTo(context.Background(), c.k, gvk.Version, u)
+}
+
+func (webhookConvertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
 	return label, value, nil
 }
 

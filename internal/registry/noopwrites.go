@@ -102,8 +102,12 @@ func (r *Resource) unchanged(ctx context.Context, k *Kind, version, ns, name str
 	if err != nil {
 		return nil, false
 	}
+	out, err := r.convertTo(ctx, k, version, obj)
+	if err != nil {
+		return nil, false
+	}
 	r.reg.noops.hits.Add(1)
-	return convert(k, version, obj), true
+	return out, true
 }
 
 // noopWatch watches one write for the memo: wrap makes opts.Warn note

@@ -43,6 +43,7 @@ type Registry struct {
 	noops   noopWrites    // writes that changed nothing, of every resource (noopwrites.go)
 	// admission, if set, is asked about every write (SetAdmission).
 	admission Admission
+	converter Converter
 }
 
 // New returns an empty registry.

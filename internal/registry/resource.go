@@ -88,7 +88,12 @@ func convert(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Un
 // when it reads from storage (so objects stored before a default was
 // added show it). It copies only when it changes something.
 func present(k *Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
-	out := convert(k, v, obj)
+	return withDefaults(k, v, obj, convert(k, v, obj))
+}
+
+// withDefaults is out, obj in version v, with v's schema defaults applied:
+// a copy when out is obj and the defaults change it.
+func withDefaults(k *Kind, v string, obj, out *unstructured.Unstructured) *unstructured.Unstructured {
 	if s := defaulter(k, v); s != nil && needsDefaults(s, out.Object) {
 		if out == obj {
 			out = obj.DeepCopy()
@@ -127,7 +132,11 @@ func (r *Resource) Get(ctx context.Context, version, ns, name string, opts metav
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), name)
 	}
-	return present(k, version, obj), nil
+	out, err := r.presentAs(ctx, k, version, obj)
+	if err != nil {
+		return nil, readFailed(k, obj, err)
+	}
+	return out, nil
 }
 
 // GetRecord reads ns/name as stored, for a caller that serves its JSON
@@ -175,12 +184,16 @@ func recordNeedsDefaults(s Schema, rec *storage.Record) bool {
 
 // Present decodes a record of GetRecord as version v of its object: what
 // Get returns.
-func (r *Resource) Present(version string, rec *storage.Record) (*unstructured.Unstructured, error) {
+func (r *Resource) Present(ctx context.Context, version string, rec *storage.Record) (*unstructured.Unstructured, error) {
 	obj, err := rec.Decode(rec.Rev)
 	if err != nil {
 		return nil, interpret(err, r.Kind().GroupResource(), rec.Name)
 	}
-	return present(r.Kind(), version, obj), nil
+	out, err := r.presentAs(ctx, r.Kind(), version, obj)
+	if err != nil {
+		return nil, readFailed(r.Kind(), obj, err)
+	}
+	return out, nil
 }
 
 // ListOptions are what a list or watch request asks for, parsed.
@@ -213,9 +226,15 @@ func (r *Resource) List(ctx context.Context, version, ns string, opts ListOption
 	}
 	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
 	list.SetKind(k.ListKind)
-	withDefaults := defaulter(k, version) != nil
+	if k.ConversionWebhook != nil {
+		if err := r.presentItems(ctx, k, version, list.Items); err != nil {
+			return nil, err
+		}
+		return list, nil
+	}
+	defaults := defaulter(k, version) != nil
 	for i := range list.Items {
-		if withDefaults || list.Items[i].GetAPIVersion() != list.GetAPIVersion() {
+		if defaults || list.Items[i].GetAPIVersion() != list.GetAPIVersion() {
 			list.Items[i] = *present(k, version, &list.Items[i])
 		}
 	}
@@ -232,8 +251,8 @@ func (r *Resource) ListFromStore(ctx context.Context, version, ns string) (*unst
 	}
 	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
 	list.SetKind(k.ListKind)
-	for i := range list.Items {
-		list.Items[i] = *present(k, version, &list.Items[i])
+	if err := r.presentItems(ctx, k, version, list.Items); err != nil {
+		return nil, err
 	}
 	return list, nil
 }
@@ -297,6 +316,9 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 	}
 	if asStored {
 		return w, nil // events pass as they are, encoded once for all watchers
+	}
+	if k.ConversionWebhook != nil {
+		return r.convertingWatch(ctx, k, version, w), nil
 	}
 	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 		if u, ok := ev.Object.(metav1.Object); ok && ev.Type != watch.Bookmark && ev.Type != watch.Error {

@@ -193,20 +193,31 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	var dry *unstructured.Unstructured
 	var warnings []string // the last attempt's, told once it succeeds
 	out, enc, err := r.cache.GuaranteedUpdateEncoded(ctx, key, nil, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		// The current object as upstream reads it back: with the
-		// schema's defaults (those added since it was stored), which
-		// the write then keeps, as the spec a /status write carries
-		// over or the status an update does. A copy only when the
-		// defaults change it.
-		stored := cur
-		if s := defaulter(k, version); s != nil && needsDefaults(s, cur.Object) {
-			stored = cur.DeepCopy()
-			s.Default(stored.Object)
+		// The current object as upstream reads it back, in the
+		// request's version: with the schema's defaults (those added
+		// since it was stored), which the write then keeps, as the spec
+		// a /status write carries over or the status an update does. A
+		// copy only when the defaults change it. A kind with a
+		// conversion webhook is updated in that version, as upstream's
+		// (its storage converts what it reads), and converted back as
+		// it is stored.
+		stored, base := cur, cur
+		if k.ConversionWebhook != nil {
+			var err error
+			if base, err = r.presentAs(ctx, k, version, cur); err != nil {
+				return nil, updateReadFailed(cur, err)
+			}
+		} else {
+			if s := defaulter(k, version); s != nil && needsDefaults(s, cur.Object) {
+				stored = cur.DeepCopy()
+				s.Default(stored.Object)
+			}
+			base = stored
 		}
 		// A produce that changes what it gets has a copy of its own.
-		mine := convert(k, version, stored)
-		if mine == stored && mutates {
-			mine = stored.DeepCopy()
+		mine := convert(k, version, base)
+		if mine == base && mutates {
+			mine = base.DeepCopy()
 		}
 		obj, err := produce(mine)
 		if err != nil {
@@ -231,7 +242,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 		adm := r.admitting(k)
 		var old *unstructured.Unstructured
 		if adm != nil || k.Schemas[version] != nil {
-			old = convert(k, version, stored)
+			old = convert(k, version, base)
 		}
 		// Mutating admission sees the object as the field manager or the
 		// patch left it, in the request's version, as upstream's does.
@@ -257,7 +268,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				return nil, err
 			}
 		}
-		next, err := r.prepareUpdate(k, obj, stored, opts.Subresource)
+		next, err := r.prepareUpdate(k, obj, base, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {
 				validate := s.Validate
@@ -280,6 +291,9 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 			if err == nil {
 				err = adm.Validate(ctx, a)
 			}
+		}
+		if err == nil {
+			next, err = r.toStored(ctx, k, next)
 		}
 		if err != nil {
 			return nil, err
@@ -316,7 +330,8 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				return nil, nil, interpret(err, gr, name)
 			}
 		}
-		return convert(k, version, final), nil, nil
+		out, err := r.convertTo(ctx, k, version, final)
+		return out, nil, err
 	}
 	if err != nil {
 		return nil, nil, interpret(err, gr, name)
@@ -333,7 +348,10 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	if !k.storedAs(version) {
 		enc = nil
 	}
-	return convert(k, version, out), enc, nil
+	if out, err = r.convertTo(ctx, k, version, out); err != nil {
+		return nil, nil, err
+	}
+	return out, enc, nil
 }
 
 // prepareUpdate computes the object to store from the request's obj and

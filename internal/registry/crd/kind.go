@@ -142,7 +142,9 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 			return nil
 		}
 	}
-	k.WebhookConversion = s.Conversion != nil && s.Conversion.Strategy == apiextensionsv1.WebhookConverter
+	if c := s.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter && c.Webhook != nil {
+		k.ConversionWebhook = c.Webhook
+	}
 	k.VersionWarnings = deprecationWarnings(&s)
 	k.Warnings = finalizerWarnings
 	k.TypeConverter = typeConverter(crd, k.Schemas)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -105,11 +106,12 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 			target.RawQuery = q.Encode()
 		}
 	}
-	review, err := post(ctx, client, target.String(), body)
+	var review admissionv1.AdmissionReview
+	err = post(ctx, client, target.String(), "kplane-admission", body, &review)
 	if err != nil {
 		return false, &callError{h.name, fmt.Errorf("failed to call webhook: %w", err)}
 	}
-	resp, err := verify(version, uid, h.mutating, review)
+	resp, err := verify(version, uid, h.mutating, &review)
 	if err != nil {
 		return false, &callError{h.name, fmt.Errorf("received invalid webhook response: %w", err)}
 	}
@@ -165,8 +167,11 @@ func shown(k *registry.Kind, v string, obj *unstructured.Unstructured) *unstruct
 }
 
 // location is where h is called, and the name its certificate must have.
-func (h *hook) location() (*url.URL, string, error) {
-	cc := h.clientConfig
+func (h *hook) location() (*url.URL, string, error) { return location(h.clientConfig) }
+
+// location is where a webhook of client configuration cc is called, and
+// the name its certificate must have.
+func location(cc admissionregistrationv1.WebhookClientConfig) (*url.URL, string, error) {
 	if cc.URL != nil {
 		u, err := url.Parse(*cc.URL)
 		if err != nil {
@@ -272,37 +277,38 @@ func gvr(r schema.GroupVersionResource) metav1.GroupVersionResource {
 
 func ptr[T any](v T) *T { return &v }
 
-// post sends body to target and decodes the AdmissionReview it answers.
-// A non-2xx answer is the error upstream's REST client makes of it.
-func post(ctx context.Context, client *http.Client, target string, body []byte) (*admissionv1.AdmissionReview, error) {
+// post sends body to target and decodes the review it answers into
+// review. A non-2xx answer is the error upstream's REST client makes of
+// it.
+func post(ctx context.Context, client *http.Client, target, userAgent string, body []byte, review any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, */*")
-	req.Header.Set("User-Agent", "kplane-admission")
+	req.Header.Set("User-Agent", userAgent)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var st metav1.Status
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
-			return nil, &apierrors.StatusError{ErrStatus: st}
+			return &apierrors.StatusError{ErrStatus: st}
 		}
-		return nil, apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{}, "", string(data), 0, true)
+		msg := string(data)
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/") {
+			msg = strings.TrimSpace(msg) // as upstream's REST client shows a text answer
+		}
+		return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{}, "", msg, 0, true)
 	}
-	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(data, &review); err != nil {
-		return nil, err
-	}
-	return &review, nil
+	return json.Unmarshal(data, review)
 }
 
 // verify checks a webhook's answer as upstream does, by the review

@@ -41,6 +41,12 @@
 // any false one skips it; errors refuse the request under failurePolicy
 // Fail and skip the webhook under Ignore.
 //
+// Conversions (convert.go) is the registry's Converter: it calls a CRD's
+// conversion webhook with a ConversionReview, as apiextensions-apiserver's
+// webhook converter does, and checks the answer as it does (objects in
+// order and in the version asked for, only labels and annotations of the
+// metadata changed).
+//
 // Not done: no authentication to webhooks (upstream's
 // --admission-control-config-file kubeconfig); audit annotations are
 // dropped, as kplane keeps no audit log; the admission metrics.

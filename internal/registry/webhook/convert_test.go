@@ -1,0 +1,345 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/kv/mvcc"
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// converter is a conversion webhook server for Widgets: v1 has
+// spec.image, v2 has it as spec.template.image. It records every review
+// and answers by path: /convert, /fail (a Failure result), /label (also
+// sets a label and the generation), /rename (also renames the object),
+// /v1beta1 (answers with another uid, which v1beta1 reviews may).
+type converter struct {
+	*httptest.Server
+	mu      sync.Mutex
+	reviews []apiextensionsv1.ConversionReview
+}
+
+func newConverter(t testing.TB) *converter {
+	c := &converter{}
+	c.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rev apiextensionsv1.ConversionReview
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &rev); err != nil || rev.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		c.reviews = append(c.reviews, rev)
+		c.mu.Unlock()
+		resp := &apiextensionsv1.ConversionResponse{UID: rev.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		for _, raw := range rev.Request.Objects {
+			var obj unstructured.Unstructured
+			if err := obj.UnmarshalJSON(raw.Raw); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if strings.HasSuffix(rev.Request.DesiredAPIVersion, "/v2") {
+				if image, ok, _ := unstructured.NestedString(obj.Object, "spec", "image"); ok {
+					unstructured.RemoveNestedField(obj.Object, "spec", "image")
+					unstructured.SetNestedField(obj.Object, image, "spec", "template", "image")
+				}
+			} else if image, ok, _ := unstructured.NestedString(obj.Object, "spec", "template", "image"); ok {
+				unstructured.RemoveNestedField(obj.Object, "spec", "template")
+				unstructured.SetNestedField(obj.Object, image, "spec", "image")
+			}
+			obj.SetAPIVersion(rev.Request.DesiredAPIVersion)
+			switch r.URL.Path {
+			case "/label":
+				obj.SetLabels(map[string]string{"converted-to": strings.ReplaceAll(rev.Request.DesiredAPIVersion, "/", ".")})
+				obj.SetGeneration(99)
+			case "/rename":
+				obj.SetName("other")
+			}
+			data, _ := obj.MarshalJSON()
+			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: data})
+		}
+		switch r.URL.Path {
+		case "/fail":
+			resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: "not today"}
+		case "/v1beta1":
+			resp.UID = "another"
+		}
+		rev.Request, rev.Response = nil, resp
+		json.NewEncoder(w).Encode(&rev)
+	}))
+	c.Config.ErrorLog = log.New(io.Discard, "", 0)
+	c.StartTLS()
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *converter) got() []apiextensionsv1.ConversionReview {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]apiextensionsv1.ConversionReview(nil), c.reviews...)
+}
+
+// widgets serves Widgets (stored in v1, served in v1 and v2) converted by
+// c's webhook at path, with review version review.
+func (c *converter) widgets(t testing.TB, path, review string) (context.Context, *registry.Resource) {
+	t.Helper()
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kvs.Close() })
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	url := c.URL + path
+	k := &registry.Kind{Group: "conv.example.com", Versions: []string{"v1", "v2"}, Kind: "Widget", ListKind: "WidgetList",
+		Resource: "widgets", Singular: "widget", Namespaced: true, Generation: true,
+		ConversionWebhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{
+				URL:      &url,
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate().Raw}),
+			},
+			ConversionReviewVersions: []string{review},
+		}}
+	if err := reg.Add(k); err != nil {
+		t.Fatal(err)
+	}
+	reg.SetConverter(&webhook.Conversions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reg.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	res, _ := reg.Get(k.GroupResource())
+	return ctx, res
+}
+
+func widget(version, name, image string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "conv.example.com/" + version, "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+	}}
+	if version == "v1" {
+		unstructured.SetNestedField(obj.Object, image, "spec", "image")
+	} else {
+		unstructured.SetNestedField(obj.Object, image, "spec", "template", "image")
+	}
+	return obj
+}
+
+// image is the image of a Widget in its version's shape, and "" when the
+// object is not in that shape.
+func image(obj *unstructured.Unstructured) string {
+	path := []string{"spec", "template", "image"}
+	if obj.GetAPIVersion() == "conv.example.com/v1" {
+		path = []string{"spec", "image"}
+	}
+	s, _, _ := unstructured.NestedString(obj.Object, path...)
+	return s
+}
+
+// Every read and write in a version other than the storage version goes
+// through the webhook: writes are stored converted, reads answered
+// converted (a list's items in one review), watches see converted
+// objects, and an object in the requested version already is not sent.
+func TestConversionWebhookConvertsReadsAndWrites(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/convert", "v1")
+	created, err := res.Create(ctx, "v2", "default", widget("v2", "a", "nginx:1"), registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.GetAPIVersion() != "conv.example.com/v2" || image(created) != "nginx:1" {
+		t.Errorf("created %s with image %q, want v2 with nginx:1", created.GetAPIVersion(), image(created))
+	}
+	stored, err := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{})
+	if err != nil || image(stored) != "nginx:1" {
+		t.Fatalf("stored in v1: image %q (%v), want nginx:1", image(stored), err)
+	}
+	if _, err := res.Create(ctx, "v1", "default", widget("v1", "b", "redis:7"), registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(c.got())
+	if _, err := res.Get(ctx, "v1", "default", "b", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.got()); n != before {
+		t.Errorf("a read in the storage version sent %d reviews, want none", n-before)
+	}
+	list, err := res.List(ctx, "v2", "default", registry.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || image(&list.Items[0]) != "nginx:1" || image(&list.Items[1]) != "redis:7" || list.Items[1].GetAPIVersion() != "conv.example.com/v2" {
+		t.Errorf("list in v2: %v", list.Items)
+	}
+	reviews := c.got()
+	last := reviews[len(reviews)-1].Request
+	if len(last.Objects) != 2 || last.DesiredAPIVersion != "conv.example.com/v2" {
+		t.Errorf("the list sent %d objects for %s, want both in one review for v2", len(last.Objects), last.DesiredAPIVersion)
+	}
+
+	w, err := res.Watch(ctx, "v2", "default", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cur, _ := res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})
+	next := cur.DeepCopy()
+	unstructured.SetNestedField(next.Object, "nginx:2", "spec", "template", "image")
+	updated, err := res.Update(ctx, "v2", "default", "a", next, registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if image(updated) != "nginx:2" || updated.GetGeneration() != 2 {
+		t.Errorf("updated: image %q, generation %d; want nginx:2, 2", image(updated), updated.GetGeneration())
+	}
+	if stored, _ := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{}); image(stored) != "nginx:2" {
+		t.Errorf("stored after the update in v2: image %q", image(stored))
+	}
+	select {
+	case ev := <-w.ResultChan():
+		obj, _ := ev.Object.(*unstructured.Unstructured)
+		if ev.Type != watch.Modified || obj == nil || obj.GetAPIVersion() != "conv.example.com/v2" || image(obj) != "nginx:2" {
+			t.Errorf("watch in v2 saw %s %#v", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch in v2 saw nothing")
+	}
+
+	dry, err := res.Create(ctx, "v2", "default", widget("v2", "dry", "busybox"), registry.WriteOptions{DryRun: true})
+	if err != nil || image(dry) != "busybox" || dry.GetAPIVersion() != "conv.example.com/v2" {
+		t.Errorf("dry run in v2: %v %v", dry, err)
+	}
+	reviews = c.got()
+	if n := len(reviews); n < 2 || reviews[n-2].Request.DesiredAPIVersion != "conv.example.com/v1" || reviews[n-1].Request.DesiredAPIVersion != "conv.example.com/v2" {
+		t.Errorf("a dry run is converted to the storage version and back, as upstream's; the last reviews: %v", reviews[max(0, n-2):])
+	}
+	if _, _, err := res.Delete(ctx, "v2", "default", "a", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the delete in v2: %v, want not found", err)
+	}
+}
+
+// A webhook that fails fails the request in another version with
+// upstream's words, and nothing is written or deleted; the storage
+// version is served still.
+func TestConversionWebhookFailures(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/fail", "v1")
+	stored, err := res.Create(ctx, "v1", "default", widget("v1", "a", "nginx:1"), registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const failed = "conversion webhook for conv.example.com/v1, Kind=Widget failed: not today"
+	read := "Internal error occurred: StorageError: corrupt object, Code: 7, Key: /conv.example.com/widgets/default/a, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=" + stored.GetResourceVersion() + ": " + failed
+	for _, tc := range []struct {
+		what string
+		err  error
+		want string
+	}{
+		{"get", second(res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})), read},
+		{"list", second(res.List(ctx, "v2", "default", registry.ListOptions{})), failed},
+		{"create", second(res.Create(ctx, "v2", "default", widget("v2", "b", "x"), registry.WriteOptions{})),
+			"conversion webhook for conv.example.com/v2, Kind=Widget failed: not today"},
+		{"update", second(res.Update(ctx, "v2", "default", "a", widget("v2", "a", "x"), registry.WriteOptions{})),
+			"object not decodable revision=" + stored.GetResourceVersion() + ": " + failed},
+		{"delete", third(res.Delete(ctx, "v2", "default", "a", metav1.DeleteOptions{}, registry.WriteOptions{})), read},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("%s in v2: %v\nwant %s", tc.what, tc.err, tc.want)
+		}
+		if code := statusCode(tc.err); code != http.StatusInternalServerError {
+			t.Errorf("%s in v2: code %d, want 500", tc.what, code)
+		}
+	}
+	got, err := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{})
+	if err != nil || image(got) != "nginx:1" || got.GetResourceVersion() != stored.GetResourceVersion() {
+		t.Errorf("after the failures the object is %v (%v), want it as created", got, err)
+	}
+	if _, err := res.Get(ctx, "v1", "default", "b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the create that failed wrote b: %v", err)
+	}
+}
+
+func second[T any](_ T, err error) error        { return err }
+func third[T, U any](_ T, _ U, err error) error { return err }
+
+func statusCode(err error) int32 {
+	if s, ok := err.(apierrors.APIStatus); ok {
+		return s.Status().Code
+	}
+	return 0
+}
+
+// A webhook may change labels and annotations and nothing else of the
+// metadata: the rest is the original's, and a changed name fails (words
+// for one object and for a list's items, as upstream's).
+func TestConversionWebhookChangesOnlyLabelsAndAnnotations(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/label", "v1")
+	if _, err := res.Create(ctx, "v1", "default", widget("v1", "a", "nginx:1"), registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetLabels()["converted-to"] != "conv.example.com.v2" || got.GetGeneration() != 1 {
+		t.Errorf("converted by /label: labels %v, generation %d; want the webhook's label and generation 1", got.GetLabels(), got.GetGeneration())
+	}
+
+	ctx, res = c.widgets(t, "/rename", "v1")
+	for _, name := range []string{"a", "b"} {
+		if _, err := res.Create(ctx, "v1", "default", widget("v1", name, "nginx:1"), registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})
+	if one := "returned invalid object: must have the same name: a != other"; err == nil || !strings.HasSuffix(err.Error(), one) {
+		t.Errorf("get converted by /rename: %v, want ...%s", err, one)
+	}
+	_, err = res.List(ctx, "v2", "default", registry.ListOptions{})
+	const want = "conversion webhook for conv.example.com/v1, Kind=Widget returned invalid converted object at index 0: must have the same name: a != other"
+	if err == nil || err.Error() != want {
+		t.Errorf("list converted by /rename: %v\nwant %s", err, want)
+	}
+}
+
+// A v1beta1 ConversionReview is sent to a webhook that asks for it, and
+// its answer's uid is not checked, as upstream's.
+func TestConversionWebhookV1beta1(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/v1beta1", "v1beta1")
+	if _, err := res.Create(ctx, "v1", "default", widget("v1", "a", "nginx:1"), registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})
+	if err != nil || image(got) != "nginx:1" {
+		t.Fatalf("read in v2: %v (%v)", got, err)
+	}
+	reviews := c.got()
+	if len(reviews) == 0 || reviews[0].APIVersion != "apiextensions.k8s.io/v1beta1" {
+		t.Errorf("reviews sent: %v, want v1beta1", reviews)
+	}
+}
