@@ -75,9 +75,9 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w",
 			fmt.Errorf("webhook does not accept known AdmissionReview versions %v", h.reviewVersions))}
 	}
-	obj, old := a.Object, a.OldObject
-	if inv.equivalent != nil {
-		obj, old = shown(inv.equivalent, inv.resource.Version, obj), shown(inv.equivalent, inv.resource.Version, old)
+	obj, old, err := w.shownBoth(ctx, inv, a)
+	if err != nil {
+		return false, err
 	}
 	uid := types.UID(uuid.NewUUID())
 	body, err := reviewRequest(ctx, version, uid, inv, a, obj, old)
@@ -151,19 +151,42 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	}
 	changed = !apiequality.Semantic.DeepEqual(obj.Object, next.Object)
 	if inv.equivalent != nil {
-		next = shown(a.Kind, a.Version, next)
+		if next, err = w.shown(ctx, a.Kind, a.Version, next); err != nil {
+			return false, err
+		}
 	}
 	a.Object = next
 	return changed, nil
 }
 
 // shown is obj (an object of a's kind, or its Cohabit's) as kind k shows
-// it in version v.
-func shown(k *registry.Kind, v string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+// it in version v: converted by k's conversion webhook if it has one. A
+// conversion that fails is an internal error, as upstream's.
+func (w *Webhooks) shown(ctx context.Context, k *registry.Kind, v string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if obj == nil {
-		return nil
+		return nil, nil
 	}
-	return registry.ConvertTo(k, v, obj)
+	out, err := w.Registry.ConvertTo(ctx, k, v, obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(errors.New(err.Error()))
+	}
+	return out, nil
+}
+
+// shownBoth is a's object and old object as inv's webhook sees them: in
+// the version of the rule that matched, for an equivalent match.
+func (w *Webhooks) shownBoth(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (obj, old *unstructured.Unstructured, err error) {
+	obj, old = a.Object, a.OldObject
+	if inv.equivalent == nil {
+		return obj, old, nil
+	}
+	if obj, err = w.shown(ctx, inv.equivalent, inv.resource.Version, obj); err != nil {
+		return nil, nil, err
+	}
+	if old, err = w.shown(ctx, inv.equivalent, inv.resource.Version, old); err != nil {
+		return nil, nil, err
+	}
+	return obj, old, nil
 }
 
 // location is where h is called, and the name its certificate must have.

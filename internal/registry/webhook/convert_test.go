@@ -107,16 +107,7 @@ func (c *converter) widgets(t testing.TB, path, review string) (context.Context,
 	}
 	t.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	url := c.URL + path
-	k := &registry.Kind{Group: "conv.example.com", Versions: []string{"v1", "v2"}, Kind: "Widget", ListKind: "WidgetList",
-		Resource: "widgets", Singular: "widget", Namespaced: true, Generation: true,
-		ConversionWebhook: &apiextensionsv1.WebhookConversion{
-			ClientConfig: &apiextensionsv1.WebhookClientConfig{
-				URL:      &url,
-				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate().Raw}),
-			},
-			ConversionReviewVersions: []string{review},
-		}}
+	k := c.widgetKind(path, review)
 	if err := reg.Add(k); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +121,21 @@ func (c *converter) widgets(t testing.TB, path, review string) (context.Context,
 	t.Cleanup(func() { cancel(); <-done })
 	res, _ := reg.Get(k.GroupResource())
 	return ctx, res
+}
+
+// widgetKind is the Widget kind, converted by c's webhook at path with
+// review version review.
+func (c *converter) widgetKind(path, review string) *registry.Kind {
+	url := c.URL + path
+	return &registry.Kind{Group: "conv.example.com", Versions: []string{"v1", "v2"}, Kind: "Widget", ListKind: "WidgetList",
+		Resource: "widgets", Singular: "widget", Namespaced: true, Generation: true,
+		ConversionWebhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{
+				URL:      &url,
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate().Raw}),
+			},
+			ConversionReviewVersions: []string{review},
+		}}
 }
 
 func widget(version, name, image string) *unstructured.Unstructured {
@@ -341,5 +347,45 @@ func TestConversionWebhookV1beta1(t *testing.T) {
 	reviews := c.got()
 	if len(reviews) == 0 || reviews[0].APIVersion != "apiextensions.k8s.io/v1beta1" {
 		t.Errorf("reviews sent: %v, want v1beta1", reviews)
+	}
+}
+
+// An admission webhook whose rule names another version of a kind with a
+// conversion webhook (matchPolicy Equivalent, the default) sees the
+// objects converted to that version, as kube-apiserver v1.37.2's did.
+func TestAdmissionSeesObjectsConvertedToItsVersion(t *testing.T) {
+	c := newConverter(t)
+	e := newEnv(t, c.widgetKind("/convert", "v1"))
+	e.configure("Validating", "widgets-v1", map[string]any{"name": "v1.widgets.example.com", "path": "/allow",
+		"rules": []any{map[string]any{"operations": []any{"CREATE", "UPDATE"}, "apiGroups": []any{"conv.example.com"}, "apiVersions": []any{"v1"}, "resources": []any{"widgets"}}},
+	})
+	res := e.res("conv.example.com", "widgets")
+	created, err := res.Create(e.ctx, "v2", "default", widget("v2", "a", "nginx:1"), registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := created.DeepCopy()
+	unstructured.SetNestedField(next.Object, "nginx:2", "spec", "template", "image")
+	if _, err := res.Update(e.ctx, "v2", "default", "a", next, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	revs := e.srv.got("/allow")
+	if len(revs) != 2 {
+		t.Fatalf("%d reviews, want the create's and the update's", len(revs))
+	}
+	for i, want := range []struct{ obj, old string }{{"nginx:1", ""}, {"nginx:2", "nginx:1"}} {
+		req := revs[i].Request
+		if req.Kind.Version != "v1" || req.RequestKind.Version != "v2" {
+			t.Errorf("review %d: kind %v, requestKind %v; want v1 and v2", i, req.Kind, req.RequestKind)
+		}
+		obj := decode(t, req.Object.Raw)
+		if obj.GetAPIVersion() != "conv.example.com/v1" || image(obj) != want.obj {
+			t.Errorf("review %d shows %s, want a v1 Widget of image %s", i, req.Object.Raw, want.obj)
+		}
+		if want.old != "" {
+			if old := decode(t, req.OldObject.Raw); old.GetAPIVersion() != "conv.example.com/v1" || image(old) != want.old {
+				t.Errorf("review %d shows old %s, want a v1 Widget of image %s", i, req.OldObject.Raw, want.old)
+			}
+		}
 	}
 }

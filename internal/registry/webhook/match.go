@@ -100,9 +100,9 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 	if h.conditionsErr != nil {
 		return false, h.conditionsErr
 	}
-	obj, old := a.Object, a.OldObject
-	if inv.equivalent != nil {
-		obj, old = shown(inv.equivalent, inv.resource.Version, obj), shown(inv.equivalent, inv.resource.Version, old)
+	obj, old, err := w.shownBoth(ctx, inv, a)
+	if err != nil {
+		return false, err
 	}
 	req, err := admissionRequest(ctx, inv, a, nil, nil)
 	if err != nil {

@@ -105,7 +105,7 @@ type env struct {
 	srv *server
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
@@ -114,7 +114,7 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
 	w := &webhook.Webhooks{Registry: reg}
-	for _, k := range w.Install(append(core.Kinds(), scalerKind())) {
+	for _, k := range w.Install(append(append(core.Kinds(), scalerKind()), extra...)) {
 		if err := reg.Add(k); err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +133,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	reg.SetAdmission(w)
+	reg.SetConverter(&webhook.Conversions{})
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
