@@ -12,7 +12,8 @@ import (
 // default in the schema), as apiextensions-apiserver serves it: reading
 // such a Scale is an internal error, a write through /scale that leaves
 // the replicas unset is refused, and an apply that gives up replicas its
-// manager owned writes 0, the Scale's int32 having no "unset".
+// manager owned writes 0, the Scale's int32 having no "unset"; an apply's
+// conflicts are in the Scale's terms.
 func TestScaleOfReplicasThatMayBeMissing(t *testing.T) {
 	_, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"dials.test.kplane.dev"},
 "spec":{"group":"test.kplane.dev","scope":"Namespaced","names":{"plural":"dials","singular":"dial","kind":"Dial","listKind":"DialList"},
@@ -83,4 +84,8 @@ func TestScaleOfReplicasThatMayBeMissing(t *testing.T) {
 	if got := replicas(); got != float64(4) {
 		t.Errorf("replicas after an apply that never owned them: %v, want 4", got)
 	}
+	// An apply of replicas another manager owns conflicts in the Scale's
+	// terms, as kube-apiserver v1.37.2's scale handler words it.
+	expect(send(http.MethodPatch, path+"/d/scale?fieldManager=late", apply, "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: d\nspec:\n  replicas: 9\n"), http.StatusConflict,
+		`with subresource \"scale\" using autoscaling/v1: .spec.replicas","reason":"Conflict"`)
 }

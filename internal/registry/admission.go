@@ -179,7 +179,7 @@ func asScales(k *Kind, a *AdmissionAttributes) error {
 		if *o == nil {
 			continue
 		}
-		s, _, err := scaleOf(k.Scale, *o)
+		s, _, err := scaleOf(k.ScaleIn(a.Version), *o)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -211,7 +211,7 @@ func (r *Resource) mutateScale(ctx context.Context, adm Admission, a *AdmissionA
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(a.Object.Object, &s); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if err := unstructured.SetNestedField(obj.Object, int64(s.Spec.Replicas), scalePath(a.Kind.Scale.SpecReplicas)...); err != nil {
+	if err := unstructured.SetNestedField(obj.Object, int64(s.Spec.Replicas), scalePath(a.Kind.ScaleIn(a.Version).SpecReplicas)...); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return obj, nil

@@ -166,8 +166,11 @@ type Kind struct {
 	ConversionWebhook *apiextensionsv1.WebhookConversion
 
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
-	// over these paths of the object.
-	Scale *ScalePaths
+	// over these paths of the object. VersionScale has the paths of the
+	// versions whose paths differ from the storage version's, as a CRD's
+	// versions each have their own: ScaleIn.
+	Scale        *ScalePaths
+	VersionScale map[string]*ScalePaths
 
 	// Schemas, for kinds defined by a schema (custom resources), check and
 	// normalize the objects of each version, by version name. Writes are
@@ -345,6 +348,14 @@ func (k *Kind) GroupResource() schema.GroupResource {
 
 // GroupKind of the kind.
 func (k *Kind) GroupKind() schema.GroupKind { return schema.GroupKind{Group: k.Group, Kind: k.Kind} }
+
+// ScaleIn is the /scale paths of version v, nil when v has no /scale.
+func (k *Kind) ScaleIn(v string) *ScalePaths {
+	if s, ok := k.VersionScale[v]; ok {
+		return s
+	}
+	return k.Scale
+}
 
 // StorageVersion is the version objects are stored in.
 func (k *Kind) StorageVersion() string { return k.Versions[0] }

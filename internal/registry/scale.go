@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -85,12 +86,13 @@ func (r *Resource) GetScale(ctx context.Context, version, ns, name string) (*aut
 	if err != nil {
 		return nil, err
 	}
-	if k.Scale == nil {
+	sp := k.ScaleIn(version)
+	if sp == nil {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
-	s, found, err := scaleOf(k.Scale, obj)
+	s, found, err := scaleOf(sp, obj)
 	if err == nil && !found {
-		err = fmt.Errorf("the spec replicas field %q does not exist", k.Scale.SpecReplicas)
+		err = fmt.Errorf("the spec replicas field %q does not exist", sp.SpecReplicas)
 	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -105,7 +107,8 @@ func (r *Resource) GetScale(ctx context.Context, version, ns, name string) (*aut
 // and a result that still has them is refused, as upstream's.
 func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, opts WriteOptions, produce func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) (*autoscalingv1.Scale, error) {
 	k := r.Kind()
-	if k.Scale == nil {
+	sp := k.ScaleIn(version)
+	if sp == nil {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
 	opts.Subresource = "scale"
@@ -115,7 +118,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 	}
 	// produce only reads cur: the new object is its own copy.
 	out, _, err := r.update(ctx, k, version, ns, name, opts, false, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		curScale, found, err := scaleOf(k.Scale, cur)
+		curScale, found, err := scaleOf(sp, cur)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
@@ -127,7 +130,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 			return nil, err
 		}
 		if want.Spec.Replicas == noReplicas {
-			return nil, emptyReplicas(k)
+			return nil, emptyReplicas(sp)
 		}
 		if err := checkURLName(want.Name, name); err != nil {
 			return nil, err
@@ -140,27 +143,27 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 			return nil, apierrors.NewConflict(scaleGroupResource(k), name, errors.New(msgModified))
 		}
 		next := cur.DeepCopy()
-		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(k.Scale.SpecReplicas)...); err != nil {
+		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(sp.SpecReplicas)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 		return updateManagedFor(k, opts.Subresource, fm, cur, next, opts.FieldManager), nil
 	})
-	return scaleAnswer(k, out, err)
+	return scaleAnswer(sp, out, err)
 }
 
 // emptyReplicas refuses a write through /scale that leaves an object
 // without replicas.
-func emptyReplicas(k *Kind) error {
-	return apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", k.Scale.SpecReplicas))
+func emptyReplicas(sp *ScalePaths) error {
+	return apierrors.NewBadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", sp.SpecReplicas))
 }
 
 // scaleAnswer is the Scale of out, the object a write through /scale
 // left, or that write's error.
-func scaleAnswer(k *Kind, out *unstructured.Unstructured, err error) (*autoscalingv1.Scale, error) {
+func scaleAnswer(sp *ScalePaths, out *unstructured.Unstructured, err error) (*autoscalingv1.Scale, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := scaleOf(k.Scale, out)
+	s, _, err := scaleOf(sp, out)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -249,7 +252,8 @@ func (r *Resource) PatchScale(ctx context.Context, version, ns, name string, dat
 // replicas is refused.
 func (r *Resource) applyScale(ctx context.Context, version, ns, name string, data []byte, opts PatchOptions) (*autoscalingv1.Scale, error) {
 	k := r.Kind()
-	if k.Scale == nil {
+	sp := k.ScaleIn(version)
+	if sp == nil {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
 	var config map[string]any
@@ -286,7 +290,7 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 			return nil, apierrors.NewInvalid(scaleKind, name, field.ErrorList{
 				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0")})
 		}
-		if err := unstructured.SetNestedField(parent.Object, n, scalePath(k.Scale.SpecReplicas)...); err != nil {
+		if err := unstructured.SetNestedField(parent.Object, n, scalePath(sp.SpecReplicas)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 	}
@@ -296,7 +300,7 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	replicas := scalePath(k.Scale.SpecReplicas)
+	replicas := scalePath(sp.SpecReplicas)
 	out, _, err := r.update(ctx, k, version, ns, name, opts.WriteOptions, true, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if typeErr != nil {
 			return nil, typeErr
@@ -307,7 +311,7 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 		}
 		if _, ok, _ := unstructured.NestedFieldNoCopy(next.Object, replicas...); !ok {
 			if _, had, _ := unstructured.NestedFieldNoCopy(cur.Object, replicas...); !had {
-				return nil, emptyReplicas(k)
+				return nil, emptyReplicas(sp)
 			}
 			if err := unstructured.SetNestedField(next.Object, int64(0), replicas...); err != nil {
 				return nil, apierrors.NewInternalError(err)
@@ -315,5 +319,34 @@ func (r *Resource) applyScale(ctx context.Context, version, ns, name string, dat
 		}
 		return next, nil
 	})
-	return scaleAnswer(k, out, err)
+	return scaleAnswer(sp, out, asScaleConflict(k, err))
+}
+
+// asScaleConflict words err, a Scale apply's conflict, as upstream's: its
+// scale handler applies the Scale itself over the owners' entries turned
+// into Scale entries, so conflicts name .spec.replicas in
+// autoscaling/v1, where kplane applies the replicas path of the object.
+func asScaleConflict(k *Kind, err error) error {
+	var st *apierrors.StatusError
+	if !errors.As(err, &st) || st.ErrStatus.Reason != metav1.StatusReasonConflict || st.ErrStatus.Details == nil {
+		return err
+	}
+	var pairs []string
+	for _, v := range k.Versions {
+		pairs = append(pairs, " using "+k.GroupVersionKind(v).GroupVersion().String(), " using autoscaling/v1")
+		if sp := k.ScaleIn(v); sp != nil && sp.SpecReplicas != ".spec.replicas" {
+			pairs = append(pairs, sp.SpecReplicas, ".spec.replicas")
+		}
+	}
+	words := strings.NewReplacer(pairs...)
+	out := st.ErrStatus
+	out.Message = words.Replace(out.Message)
+	details := *out.Details
+	details.Causes = slices.Clone(details.Causes)
+	for i := range details.Causes {
+		c := &details.Causes[i]
+		c.Field, c.Message = words.Replace(c.Field), words.Replace(c.Message)
+	}
+	out.Details = &details
+	return &apierrors.StatusError{ErrStatus: out}
 }

@@ -152,9 +152,24 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 	if storageVersion != nil {
 		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
 		if sub := storageVersion.Subresources; sub != nil && sub.Scale != nil {
-			k.Scale = &registry.ScalePaths{SpecReplicas: sub.Scale.SpecReplicasPath, StatusReplicas: sub.Scale.StatusReplicasPath}
-			if sub.Scale.LabelSelectorPath != nil {
-				k.Scale.LabelSelector = *sub.Scale.LabelSelectorPath
+			k.Scale = scalePaths(sub.Scale)
+		}
+		if k.Scale != nil {
+			// Each version's own paths, for a version whose differ: its
+			// objects have its shape (a conversion webhook's versions
+			// differ in more than apiVersion).
+			for i := range s.Versions {
+				v := &s.Versions[i]
+				if v == storageVersion || !v.Served || v.Subresources == nil || v.Subresources.Scale == nil {
+					continue
+				}
+				sp := scalePaths(v.Subresources.Scale)
+				if *sp != *k.Scale {
+					if k.VersionScale == nil {
+						k.VersionScale = map[string]*registry.ScalePaths{}
+					}
+					k.VersionScale[v.Name] = sp
+				}
 			}
 		}
 		k.Columns = versionColumns(storageVersion)
@@ -169,6 +184,15 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		}
 	}
 	return k
+}
+
+// scalePaths are the paths of a version's /scale.
+func scalePaths(s *apiextensionsv1.CustomResourceSubresourceScale) *registry.ScalePaths {
+	sp := &registry.ScalePaths{SpecReplicas: s.SpecReplicasPath, StatusReplicas: s.StatusReplicasPath}
+	if s.LabelSelectorPath != nil {
+		sp.LabelSelector = *s.LabelSelectorPath
+	}
+	return sp
 }
 
 // versionSchema enforces one version's schema: pruning, defaults, the

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ import (
 )
 
 // converter is a conversion webhook server for Widgets: v1 has
-// spec.image, v2 has it as spec.template.image. It records every review
+// spec.image and spec.replicas, v2 has them under spec.template. It records every review
 // and answers by path: /convert, /fail (a Failure result), /label (also
 // sets a label and the generation), /rename (also renames the object),
 // /v1beta1 (answers with another uid, which v1beta1 reviews may).
@@ -56,14 +57,19 @@ func newConverter(t testing.TB) *converter {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			if strings.HasSuffix(rev.Request.DesiredAPIVersion, "/v2") {
-				if image, ok, _ := unstructured.NestedString(obj.Object, "spec", "image"); ok {
-					unstructured.RemoveNestedField(obj.Object, "spec", "image")
-					unstructured.SetNestedField(obj.Object, image, "spec", "template", "image")
+			for _, f := range []string{"image", "replicas"} {
+				if strings.HasSuffix(rev.Request.DesiredAPIVersion, "/v2") {
+					if v, ok, _ := unstructured.NestedFieldCopy(obj.Object, "spec", f); ok {
+						unstructured.RemoveNestedField(obj.Object, "spec", f)
+						unstructured.SetNestedField(obj.Object, v, "spec", "template", f)
+					}
+				} else if v, ok, _ := unstructured.NestedFieldCopy(obj.Object, "spec", "template", f); ok {
+					unstructured.RemoveNestedField(obj.Object, "spec", "template", f)
+					unstructured.SetNestedField(obj.Object, v, "spec", f)
 				}
-			} else if image, ok, _ := unstructured.NestedString(obj.Object, "spec", "template", "image"); ok {
+			}
+			if t, ok, _ := unstructured.NestedMap(obj.Object, "spec", "template"); ok && len(t) == 0 {
 				unstructured.RemoveNestedField(obj.Object, "spec", "template")
-				unstructured.SetNestedField(obj.Object, image, "spec", "image")
 			}
 			obj.SetAPIVersion(rev.Request.DesiredAPIVersion)
 			switch r.URL.Path {
@@ -129,6 +135,8 @@ func (c *converter) widgetKind(path, review string) *registry.Kind {
 	url := c.URL + path
 	return &registry.Kind{Group: "conv.example.com", Versions: []string{"v1", "v2"}, Kind: "Widget", ListKind: "WidgetList",
 		Resource: "widgets", Singular: "widget", Namespaced: true, Generation: true,
+		Scale:        &registry.ScalePaths{SpecReplicas: ".spec.replicas"},
+		VersionScale: map[string]*registry.ScalePaths{"v2": {SpecReplicas: ".spec.template.replicas"}},
 		ConversionWebhook: &apiextensionsv1.WebhookConversion{
 			ClientConfig: &apiextensionsv1.WebhookClientConfig{
 				URL:      &url,
@@ -387,5 +395,35 @@ func TestAdmissionSeesObjectsConvertedToItsVersion(t *testing.T) {
 				t.Errorf("review %d shows old %s, want a v1 Widget of image %s", i, req.OldObject.Raw, want.old)
 			}
 		}
+	}
+}
+
+// A /scale in v2 reads and writes v2's replicas path of the object
+// converted to v2, as upstream's per-version scale subresource does.
+func TestConversionWebhookScaleInEachVersion(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/convert", "v1")
+	w := widget("v1", "a", "nginx:1")
+	unstructured.SetNestedField(w.Object, int64(2), "spec", "replicas")
+	if _, err := res.Create(ctx, "v1", "default", w, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"v1", "v2"} {
+		s, err := res.GetScale(ctx, v, "default", "a")
+		if err != nil || s.Spec.Replicas != 2 {
+			t.Errorf("scale in %s: %v (%v), want 2 replicas", v, s, err)
+		}
+	}
+	s, err := res.UpdateScale(ctx, "v2", "default", "a", registry.WriteOptions{}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+		next := cur.DeepCopy()
+		next.Spec.Replicas = 7
+		return next, nil
+	})
+	if err != nil || s.Spec.Replicas != 7 {
+		t.Fatalf("scale update in v2: %v (%v)", s, err)
+	}
+	stored, _ := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{})
+	if n, _, _ := unstructured.NestedInt64(stored.Object, "spec", "replicas"); n != 7 || image(stored) != "nginx:1" {
+		t.Errorf("stored after the scale in v2: %v", stored.Object["spec"])
 	}
 }
