@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -159,21 +160,22 @@ func (r *Resource) toStored(ctx context.Context, k *Kind, obj *unstructured.Unst
 	return r.convertTo(ctx, k, k.StorageVersion(), obj)
 }
 
-// presentAs is present for any kind: obj converted to version v (by the
-// webhook for a kind with one) with v's schema defaults applied.
+// presentAs is present for any kind: obj, as stored, converted to
+// version v (by the webhook for a kind with one) with v's schema defaults
+// applied.
 func (r *Resource) presentAs(ctx context.Context, k *Kind, v string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if k.ConversionWebhook == nil {
 		return present(k, v, obj), nil
 	}
-	out, err := r.convertTo(ctx, k, v, obj)
+	out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
 	if err != nil {
 		return nil, err
 	}
-	return withDefaults(k, v, obj, out), nil
+	return withDefaults(k, v, obj, out[0]), nil
 }
 
-// presentItems presents a list's items in version v, converting those of
-// a kind with a webhook in one call.
+// presentItems presents a list's items, as stored, in version v,
+// converting those of a kind with a webhook in one call.
 func (r *Resource) presentItems(ctx context.Context, k *Kind, v string, items []unstructured.Unstructured) error {
 	if k.ConversionWebhook == nil {
 		for i := range items {
@@ -185,7 +187,7 @@ func (r *Resource) presentItems(ctx context.Context, k *Kind, v string, items []
 	for i := range items {
 		objs[i] = &items[i]
 	}
-	out, err := r.reg.convertMany(ctx, k, v, objs)
+	out, err := r.convertStored(ctx, k, v, objs)
 	if err != nil {
 		return err
 	}
@@ -193,6 +195,112 @@ func (r *Resource) presentItems(ctx context.Context, k *Kind, v string, items []
 		items[i] = *withDefaults(k, v, objs[i], out[i])
 	}
 	return nil
+}
+
+// convertStored is convertMany of objects as stored (each read at its
+// resourceVersion), through the memo: a stored object converts the same
+// way every time, as upstream's per-version watch caches convert each
+// change once, so only those not converted lately are sent. The objects
+// returned are the caller's.
+func (r *Resource) convertStored(ctx context.Context, k *Kind, v string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	want := k.GroupVersionKind(v).GroupVersion().String()
+	out := make([]*unstructured.Unstructured, len(objs))
+	var miss []*unstructured.Unstructured
+	var at []int
+	for i, o := range objs {
+		if o.GetAPIVersion() == want {
+			out[i] = o
+			continue
+		}
+		if c, ok := r.converted.get(k, memoKey{v, string(o.GetUID()), o.GetResourceVersion()}); ok {
+			out[i] = c
+			continue
+		}
+		miss, at = append(miss, o), append(at, i)
+	}
+	if len(miss) == 0 {
+		return out, nil
+	}
+	got, err := r.reg.convertMany(ctx, k, v, miss)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = got[j]
+		if o := miss[j]; o.GetUID() != "" && o.GetResourceVersion() != "" {
+			r.converted.put(k, memoKey{v, string(o.GetUID()), o.GetResourceVersion()}, got[j])
+		}
+	}
+	return out, nil
+}
+
+// convertStoredOne is convertStored of one object: convertTo of an
+// object as stored.
+func (r *Resource) convertStoredOne(ctx context.Context, k *Kind, v string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if k.ConversionWebhook == nil {
+		return convert(k, v, obj), nil
+	}
+	out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// conversionMemo keeps the latest conversions of stored objects, by
+// version, uid and resourceVersion, for one Kind value: a CRD update
+// (a new Kind, perhaps a new webhook) starts it again. Entries are
+// private copies; get hands out copies.
+type conversionMemo struct {
+	mu      sync.Mutex
+	kind    *Kind
+	order   *list.List // of *memoEntry, the latest used first
+	entries map[memoKey]*list.Element
+}
+
+type memoKey struct{ version, uid, resourceVersion string }
+
+type memoEntry struct {
+	key memoKey
+	obj *unstructured.Unstructured
+}
+
+// memoSize bounds a resource's memo: what an informer's list of a
+// version not stored and the watch events after it reuse.
+const memoSize = 4096
+
+func (m *conversionMemo) get(k *Kind, key memoKey) (*unstructured.Unstructured, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kind != k {
+		return nil, false
+	}
+	e, ok := m.entries[key]
+	if !ok {
+		return nil, false
+	}
+	m.order.MoveToFront(e)
+	return e.Value.(*memoEntry).obj.DeepCopy(), true
+}
+
+func (m *conversionMemo) put(k *Kind, key memoKey, obj *unstructured.Unstructured) {
+	obj = obj.DeepCopy()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kind != k {
+		m.kind, m.order, m.entries = k, list.New(), map[memoKey]*list.Element{}
+	}
+	if e, ok := m.entries[key]; ok {
+		e.Value.(*memoEntry).obj = obj
+		m.order.MoveToFront(e)
+		return
+	}
+	m.entries[key] = m.order.PushFront(&memoEntry{key, obj})
+	if m.order.Len() > memoSize {
+		last := m.order.Back()
+		m.order.Remove(last)
+		delete(m.entries, last.Value.(*memoEntry).key)
+	}
 }
 
 // convertingWatch presents the objects of w's events in version v of a

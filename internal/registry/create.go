@@ -258,7 +258,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if !k.storedAs(version) {
 		enc = nil
 	}
-	if out, err = r.convertTo(ctx, k, version, out); err != nil {
+	if out, err = r.convertStoredOne(ctx, k, version, out); err != nil {
 		return nil, nil, err
 	}
 	return out, enc, nil

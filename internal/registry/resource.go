@@ -30,6 +30,8 @@ type Resource struct {
 	hosted bool
 
 	managers fieldManagers
+	// converted memoizes what a conversion webhook made of stored objects.
+	converted conversionMemo
 }
 
 func (r *Resource) setKind(k *Kind) { r.kind.Store(k) }

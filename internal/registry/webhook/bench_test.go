@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 )
 
 // BenchmarkCreateThroughWebhooks is a ConfigMap create through the
@@ -35,6 +39,62 @@ func BenchmarkCreateThroughWebhooks(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				if _, err := e.createConfigMap(fmt.Sprintf("c%d", i), nil, registry.WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadThroughConversionWebhook reads Widgets (a kind whose
+// versions a conversion webhook converts): a get and a list of 100 in the
+// storage version, which call nothing, and in the other version, which
+// the memo of conversions answers once each object has been converted;
+// and the conversion itself, one HTTPS call (to a server in this process)
+// with 1 or 100 objects, what a read of objects not converted before
+// costs.
+func BenchmarkReadThroughConversionWebhook(b *testing.B) {
+	c := newConverter(b)
+	ctx, res := c.widgets(b, "/convert", "v1")
+	for i := range 100 {
+		if _, err := res.Create(ctx, "v1", "default", widget("v1", fmt.Sprintf("w%d", i), "nginx:1"), registry.WriteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, v := range []string{"v1", "v2"} {
+		b.Run("get/"+v, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := res.Get(ctx, v, "default", "w0", metav1.GetOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, v := range []string{"v1", "v2"} {
+		b.Run("list100/"+v, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := res.List(ctx, v, "default", registry.ListOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	list, err := res.List(ctx, "v1", "default", registry.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	conv := &webhook.Conversions{}
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("convert%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := conv.Convert(ctx, res.Kind(), objs[:n], "v2"); err != nil {
 					b.Fatal(err)
 				}
 			}

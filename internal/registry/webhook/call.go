@@ -64,13 +64,7 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 			return false, apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
 		}
 	}
-	version := ""
-	for _, v := range h.reviewVersions {
-		if v == "v1" || v == "v1beta1" {
-			version = v
-			break
-		}
-	}
+	version := reviewVersion(h.reviewVersions)
 	if version == "" {
 		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w",
 			fmt.Errorf("webhook does not accept known AdmissionReview versions %v", h.reviewVersions))}
@@ -157,6 +151,18 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	}
 	a.Object = next
 	return changed, nil
+}
+
+// reviewVersion is the first of a webhook's review versions kplane
+// speaks (v1 or v1beta1, of AdmissionReview or ConversionReview), "" when
+// none is.
+func reviewVersion(versions []string) string {
+	for _, v := range versions {
+		if v == "v1" || v == "v1beta1" {
+			return v
+		}
+	}
+	return ""
 }
 
 // shown is obj (an object of a's kind, or its Cohabit's) as kind k shows

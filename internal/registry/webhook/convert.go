@@ -79,13 +79,7 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 	from := objs[0].GroupVersionKind()
 	failed := func(err error) error { return fmt.Errorf("conversion webhook for %v failed: %v", from, err) }
 	cfg := k.ConversionWebhook
-	review := ""
-	for _, rv := range cfg.ConversionReviewVersions {
-		if rv == "v1" || rv == "v1beta1" {
-			review = rv
-			break
-		}
-	}
+	review := reviewVersion(cfg.ConversionReviewVersions)
 	if review == "" {
 		return nil, errors.New("no supported conversion review versions")
 	}

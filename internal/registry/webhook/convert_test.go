@@ -207,8 +207,21 @@ func TestConversionWebhookConvertsReadsAndWrites(t *testing.T) {
 	}
 	reviews := c.got()
 	last := reviews[len(reviews)-1].Request
-	if len(last.Objects) != 2 || last.DesiredAPIVersion != "conv.example.com/v2" {
-		t.Errorf("the list sent %d objects for %s, want both in one review for v2", len(last.Objects), last.DesiredAPIVersion)
+	if len(last.Objects) != 1 || last.DesiredAPIVersion != "conv.example.com/v2" {
+		t.Errorf("the list sent %d objects for %s, want only b's (a's conversion is remembered from the create's answer)", len(last.Objects), last.DesiredAPIVersion)
+	}
+	// What was converted is remembered, by resourceVersion, as
+	// upstream's per-version caches convert each change once.
+	before = len(c.got())
+	again, err := res.List(ctx, "v2", "default", registry.ListOptions{})
+	if err != nil || len(again.Items) != 2 || image(&again.Items[1]) != "redis:7" {
+		t.Fatalf("second list in v2: %v (%v)", again, err)
+	}
+	if _, err := res.Get(ctx, "v2", "default", "a", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.got()); n != before {
+		t.Errorf("reading unchanged objects again in v2 sent %d reviews, want none", n-before)
 	}
 
 	w, err := res.Watch(ctx, "v2", "default", registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: list.GetResourceVersion()}})
