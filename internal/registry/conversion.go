@@ -167,11 +167,11 @@ func (r *Resource) presentAs(ctx context.Context, k *Kind, v string, obj *unstru
 	if k.ConversionWebhook == nil {
 		return present(k, v, obj), nil
 	}
-	out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
+	out, err := r.convertStoredOne(ctx, k, v, obj)
 	if err != nil {
 		return nil, err
 	}
-	return withDefaults(k, v, obj, out[0]), nil
+	return withDefaults(k, v, obj, out), nil
 }
 
 // presentItems presents a list's items, as stored, in version v,
@@ -237,7 +237,7 @@ func (r *Resource) convertStored(ctx context.Context, k *Kind, v string, objs []
 // convertStoredOne is convertStored of one object: convertTo of an
 // object as stored.
 func (r *Resource) convertStoredOne(ctx context.Context, k *Kind, v string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if k.ConversionWebhook == nil {
+	if k.ConversionWebhook == nil || obj.GetAPIVersion() == k.GroupVersionKind(v).GroupVersion().String() {
 		return convert(k, v, obj), nil
 	}
 	out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
