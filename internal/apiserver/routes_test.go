@@ -292,3 +292,41 @@ func TestCacheControlAsKubeAPIServer(t *testing.T) {
 		t.Errorf("the OpenAPI v3 document by hash: Cache-Control %q, want public, immutable", got)
 	}
 }
+
+// Every answer carries an Audit-Id header, as kube-apiserver v1.37.2's
+// did: the request's Audit-ID as sent, or a new one per request (a UUID),
+// refused requests included.
+func TestAuditIDAsKubeAPIServer(t *testing.T) {
+	h := newInProcess(t)
+	do := func(path, auditID, token string) *httptest.ResponseRecorder {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+		if auditID != "" {
+			r.Header.Set("Audit-ID", auditID)
+		}
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	seen := map[string]bool{}
+	for _, c := range []struct{ path, token string }{
+		{"/healthz", ""}, {"/api/v1/namespaces/default", ""}, {"/api/v1/namespaces/nope", ""},
+		{"/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1", ""}, {"/api/v1", "not-a-token"},
+	} {
+		w := do(c.path, "", c.token)
+		got := w.Header().Values("Audit-Id")
+		if len(got) != 1 || len(got[0]) != 36 || strings.Count(got[0], "-") != 4 || seen[got[0]] {
+			t.Errorf("%s (%d): Audit-Id %q, want a new UUID", c.path, w.Code, got)
+		}
+		if len(got) == 1 {
+			seen[got[0]] = true
+		}
+		if w := do(c.path, "my-id-123", c.token); w.Header().Get("Audit-Id") != "my-id-123" {
+			t.Errorf("%s (%d) with Audit-ID my-id-123: Audit-Id %q", c.path, w.Code, w.Header().Values("Audit-Id"))
+		}
+	}
+}

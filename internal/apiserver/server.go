@@ -96,6 +96,7 @@ type Server struct {
 	healthPaths   []string   // /livez, /livez/ping, ...: for the index
 	slis          healthSLIs // the health checks' results, for /metrics/slis
 	impersonation impersonation
+	auditIDs      auditIDs
 	// openID: the OpenID discovery documents are served (Config.Tokens).
 	openID bool
 }
@@ -203,12 +204,24 @@ var noCache = []string{"no-cache, private"}
 // ServeHTTP authenticates the request, then routes it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	h := w.Header()
 	// No answer may be kept by a shared cache, as upstream's
 	// WithCacheControl: the handlers whose answers may be (the OpenAPI
 	// documents by hash, the OpenID discovery) set their own.
-	if h := w.Header(); h["Cache-Control"] == nil {
+	if h["Cache-Control"] == nil {
 		h["Cache-Control"] = noCache
 	}
+	// Every answer names its request, as upstream's WithAuditInit: the
+	// client's Audit-ID as sent, or a new one. kplane keeps no audit log;
+	// the ID is in its request log, for a client's report to point at.
+	var auditID string
+	if v := r.Header["Audit-Id"]; len(v) > 0 { // the servers canonicalize keys; Get would again
+		auditID = v[0]
+	}
+	if auditID == "" {
+		auditID = s.auditIDs.new()
+	}
+	h["Audit-Id"] = []string{auditID}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		// No client certificate: a bearer token, or no one.
 		authed, ok := s.authenticateToken(r)
@@ -265,7 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
-		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", end.Sub(start))
+		s.cfg.Logger.Debug("request", "verb", r.Method, "uri", r.URL.RequestURI(), "code", sw.code, "latency", end.Sub(start), "auditID", auditID)
 	}
 }
 
