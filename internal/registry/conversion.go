@@ -240,7 +240,34 @@ func (r *Resource) convertStoredOne(ctx context.Context, k *Kind, v string, obj 
 	if k.ConversionWebhook == nil || obj.GetAPIVersion() == k.GroupVersionKind(v).GroupVersion().String() {
 		return convert(k, v, obj), nil
 	}
+	key := memoKey{v, string(obj.GetUID()), obj.GetResourceVersion()}
+	if key.uid == "" || key.resourceVersion == "" {
+		out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
+	// One conversion per object at a time: the watchers of a version
+	// not stored all get each event at once, and one call serves them.
+	f, first := r.converted.join(k, key)
+	if !first {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		return f.obj.DeepCopy(), nil
+	}
 	out, err := r.convertStored(ctx, k, v, []*unstructured.Unstructured{obj})
+	if err == nil {
+		f.obj = out[0].DeepCopy()
+	}
+	f.err = err
+	r.converted.land(key, f)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +283,47 @@ type conversionMemo struct {
 	kind    *Kind
 	order   *list.List // of *memoEntry, the latest used first
 	entries map[memoKey]*list.Element
+	flying  map[memoKey]*flight // conversions under way, of kind's objects
+}
+
+// flight is one conversion under way, which others of the same object
+// wait for (join) rather than call the webhook again.
+type flight struct {
+	done chan struct{} // closed once obj or err is set
+	obj  *unstructured.Unstructured
+	err  error
+}
+
+// join returns the conversion of key under way for k, or, first, a new
+// one the caller makes and lands.
+func (m *conversionMemo) join(k *Kind, key memoKey) (f *flight, first bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forKind(k)
+	if f := m.flying[key]; f != nil {
+		return f, false
+	}
+	f = &flight{done: make(chan struct{})}
+	m.flying[key] = f
+	return f, true
+}
+
+// forKind starts the memo again for k if it was another Kind's.
+func (m *conversionMemo) forKind(k *Kind) {
+	if m.kind != k {
+		m.kind, m.order = k, list.New()
+		m.entries, m.flying = map[memoKey]*list.Element{}, map[memoKey]*flight{}
+	}
+}
+
+// land ends f, the conversion of key: those waiting get its result.
+func (m *conversionMemo) land(key memoKey, f *flight) {
+	m.mu.Lock()
+	if m.flying[key] == f {
+		delete(m.flying, key)
+	}
+	m.mu.Unlock()
+	close(f.done)
 }
 
 type memoKey struct{ version, uid, resourceVersion string }
@@ -287,9 +355,7 @@ func (m *conversionMemo) put(k *Kind, key memoKey, obj *unstructured.Unstructure
 	obj = obj.DeepCopy()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.kind != k {
-		m.kind, m.order, m.entries = k, list.New(), map[memoKey]*list.Element{}
-	}
+	m.forKind(k)
 	if e, ok := m.entries[key]; ok {
 		e.Value.(*memoEntry).obj = obj
 		m.order.MoveToFront(e)

@@ -31,7 +31,8 @@ import (
 // spec.image and spec.replicas, v2 has them under spec.template. It records every review
 // and answers by path: /convert, /fail (a Failure result), /label (also
 // sets a label and the generation), /rename (also renames the object),
-// /v1beta1 (answers with another uid, which v1beta1 reviews may).
+// /v1beta1 (answers with another uid, which v1beta1 reviews may), /slow
+// (after 200 ms).
 type converter struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -83,6 +84,8 @@ func newConverter(t testing.TB) *converter {
 			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: data})
 		}
 		switch r.URL.Path {
+		case "/slow":
+			time.Sleep(200 * time.Millisecond)
 		case "/fail":
 			resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: "not today"}
 		case "/v1beta1":
@@ -438,5 +441,40 @@ func TestConversionWebhookScaleInEachVersion(t *testing.T) {
 	stored, _ := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{})
 	if n, _, _ := unstructured.NestedInt64(stored.Object, "spec", "replicas"); n != 7 || image(stored) != "nginx:1" {
 		t.Errorf("stored after the scale in v2: %v", stored.Object["spec"])
+	}
+}
+
+// Readers of one object in a version not stored, at once (the watchers of
+// that version, each given the same event), wait for one conversion
+// rather than each call the webhook.
+func TestConversionWebhookOneCallForConcurrentReaders(t *testing.T) {
+	c := newConverter(t)
+	ctx, res := c.widgets(t, "/slow", "v1")
+	if _, err := res.Create(ctx, "v1", "default", widget("v1", "a", "nginx:1"), registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 10
+	var wg sync.WaitGroup
+	images := make([]string, readers)
+	errs := make([]error, readers)
+	for i := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			obj, err := res.Get(ctx, "v2", "default", "a", metav1.GetOptions{})
+			if err == nil {
+				images[i] = image(obj)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i := range readers {
+		if errs[i] != nil || images[i] != "nginx:1" {
+			t.Errorf("reader %d: image %q (%v)", i, images[i], errs[i])
+		}
+	}
+	if n := len(c.got()); n != 1 {
+		t.Errorf("%d concurrent reads sent %d reviews, want 1", readers, n)
 	}
 }

@@ -140,8 +140,8 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 		w.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-followed })
-	ctx = registry.WithUser(ctx, registry.User{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
-	return &env{t: t, ctx: ctx, kvs: kvs, reg: reg, srv: newServer(t)}
+	alice := registry.WithUser(ctx, registry.User{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
+	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, srv: newServer(t)}
 }
 
 // elsewhere is another server's registry over the same store, as another
