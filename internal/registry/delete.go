@@ -322,10 +322,14 @@ func (r *Resource) DeleteAll(ctx context.Context, version, ns string, opts ListO
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	k := r.Kind()
-	opts.Predicate.Fields = r.fieldSet(k)
+	var failed conversionFailure
+	opts.Predicate.Fields = r.fieldSetIn(ctx, k, version, opts.Predicate.Field, &failed)
 	recs, err := r.cache.ListRecords(ctx, r.scope(k, ns), opts.ListOptions)
 	if err != nil {
 		return interpret(err, k.GroupResource(), "")
+	}
+	if err := failed.err(); err != nil {
+		return err
 	}
 	return r.deleteEach(ctx, version, del, w, len(recs.Items), func(i int) (string, string) {
 		return recs.Items[i].Namespace, recs.Items[i].Name

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -221,10 +222,14 @@ type ListOptions struct {
 // List reads the objects of ns ("" = all namespaces).
 func (r *Resource) List(ctx context.Context, version, ns string, opts ListOptions) (*unstructured.UnstructuredList, error) {
 	k := r.Kind()
-	opts.Predicate.Fields = r.fieldSet(k)
+	var failed conversionFailure
+	opts.Predicate.Fields = r.fieldSetIn(ctx, k, version, opts.Predicate.Field, &failed)
 	list, err := r.cache.List(ctx, r.scope(k, ns), opts.ListOptions)
 	if err != nil {
 		return nil, interpret(err, k.GroupResource(), "")
+	}
+	if err := failed.err(); err != nil {
+		return nil, err
 	}
 	list.SetAPIVersion(k.GroupVersionKind(version).GroupVersion().String())
 	list.SetKind(k.ListKind)
@@ -268,6 +273,9 @@ func (r *Resource) ListFromStore(ctx context.Context, version, ns string) (*unst
 // does that.
 func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts ListOptions) (list *storage.RecordList, ok bool, err error) {
 	k := r.Kind()
+	if k.ConversionWebhook != nil && !k.storedAs(version) {
+		return nil, false, nil // converted: List
+	}
 	s := defaulter(k, version)
 	if _, ok := s.(interface{ NeedsDefaults(map[string]any) bool }); s != nil && !ok {
 		return nil, false, nil
@@ -302,7 +310,7 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		}
 		opts.ResourceVersion = strconv.FormatInt(rev, 10)
 	}
-	opts.Predicate.Fields = r.fieldSet(k)
+	opts.Predicate.Fields = r.fieldSetIn(ctx, k, version, opts.Predicate.Field, nil)
 	asStored := k.storedAs(version) && defaulter(k, version) == nil
 	w, err := r.cache.Watch(ctx, r.scope(k, ns), storage.WatchOptions{
 		ResourceVersion:   opts.ResourceVersion,
@@ -341,6 +349,63 @@ func (r *Resource) Watch(ctx context.Context, version, ns string, opts ListOptio
 		}
 		return ev, true
 	}), nil
+}
+
+// fieldSetIn is fieldSet for a list or watch in version v selecting by
+// sel. A kind with a conversion webhook has the fields of a version not
+// stored read from its objects converted to that version (through the
+// memo), as upstream's per-version watch caches select from objects of
+// their version. A conversion that fails is kept in failed (nil: logged)
+// and the object left out.
+func (r *Resource) fieldSetIn(ctx context.Context, k *Kind, v string, sel fields.Selector, failed *conversionFailure) func(*unstructured.Unstructured) fields.Set {
+	base := r.fieldSet(k)
+	if k.ConversionWebhook == nil || k.Fields == nil || k.storedAs(v) || sel == nil || onlyMetadata(sel) {
+		return base
+	}
+	return func(obj *unstructured.Unstructured) fields.Set {
+		conv, err := r.convertStoredOne(ctx, k, v, obj)
+		if err != nil {
+			if failed != nil {
+				failed.set(err)
+			} else {
+				r.reg.cfg.Logger.Error("a watch left out an object: converting it for its field selector", "resource", k.GroupResource(), "version", v, "err", err)
+			}
+			return fields.Set{}
+		}
+		return base(conv)
+	}
+}
+
+// onlyMetadata reports whether sel selects by metadata fields alone,
+// which every version has alike.
+func onlyMetadata(sel fields.Selector) bool {
+	for _, req := range sel.Requirements() {
+		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+			return false
+		}
+	}
+	return true
+}
+
+// conversionFailure keeps the first error of conversions made while a
+// list is selected.
+type conversionFailure struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (f *conversionFailure) set(err error) {
+	f.mu.Lock()
+	if f.first == nil {
+		f.first = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *conversionFailure) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
 }
 
 func (r *Resource) fieldSet(k *Kind) func(*unstructured.Unstructured) fields.Set {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -110,13 +111,18 @@ func (c *converter) got() []apiextensionsv1.ConversionReview {
 // c's webhook at path, with review version review.
 func (c *converter) widgets(t testing.TB, path, review string) (context.Context, *registry.Resource) {
 	t.Helper()
+	return c.serve(t, c.widgetKind(path, review))
+}
+
+// serve serves kind k in a registry of its own, converting by c.
+func (c *converter) serve(t testing.TB, k *registry.Kind) (context.Context, *registry.Resource) {
+	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kvs.Close() })
 	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	k := c.widgetKind(path, review)
 	if err := reg.Add(k); err != nil {
 		t.Fatal(err)
 	}
@@ -476,5 +482,62 @@ func TestConversionWebhookOneCallForConcurrentReaders(t *testing.T) {
 	}
 	if n := len(c.got()); n != 1 {
 		t.Errorf("%d concurrent reads sent %d reviews, want 1", readers, n)
+	}
+}
+
+// A field selector in a version not stored selects by that version's
+// fields, read from the objects converted to it, as upstream's
+// per-version caches select: lists and watches.
+func TestConversionWebhookFieldSelectorsInEachVersion(t *testing.T) {
+	c := newConverter(t)
+	k := c.widgetKind("/convert", "v1")
+	k.Fields = func(obj *unstructured.Unstructured) fields.Set {
+		set := fields.Set{"spec.image": "", "spec.template.image": ""}
+		if v, ok, _ := unstructured.NestedString(obj.Object, "spec", "image"); ok {
+			set["spec.image"] = v
+		}
+		if v, ok, _ := unstructured.NestedString(obj.Object, "spec", "template", "image"); ok {
+			set["spec.template.image"] = v
+		}
+		return set
+	}
+	k.VersionFields = map[string][]string{"v1": {"spec.image"}, "v2": {"spec.template.image"}}
+	ctx, res := c.serve(t, k)
+	for _, w := range []*unstructured.Unstructured{widget("v1", "a", "nginx:1"), widget("v1", "b", "redis:7")} {
+		if _, err := res.Create(ctx, "v1", "default", w, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	selecting := func(sel string) registry.ListOptions {
+		return registry.ListOptions{ListOptions: storage.ListOptions{Predicate: storage.Predicate{Field: fields.ParseSelectorOrDie(sel)}}}
+	}
+	list, err := res.List(ctx, "v2", "default", selecting("spec.template.image=redis:7"))
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "b" || image(&list.Items[0]) != "redis:7" {
+		t.Fatalf("list in v2 by spec.template.image: %v (%v), want b", list, err)
+	}
+	w, err := res.Watch(ctx, "v2", "default", selecting("spec.template.image=nginx:2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cur, _ := res.Get(ctx, "v1", "default", "a", metav1.GetOptions{})
+	unstructured.SetNestedField(cur.Object, "nginx:2", "spec", "image")
+	if _, err := res.Update(ctx, "v1", "default", "a", cur, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			obj, _ := ev.Object.(*unstructured.Unstructured)
+			if ev.Type != watch.Added || obj == nil || obj.GetName() != "a" || image(obj) != "nginx:2" {
+				t.Errorf("watch in v2 by spec.template.image saw %s %#v, want a added (now selected)", ev.Type, ev.Object)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch in v2 by spec.template.image saw nothing")
+		}
 	}
 }
