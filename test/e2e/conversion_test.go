@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -294,14 +293,7 @@ func TestConversionWebhook(t *testing.T) {
 		}
 		return ctrl.NewWebhookManagedBy(mgr, &widgetV1{}).Complete()
 	})
-	eventually(t, 30*time.Second, "webhook server serving", func() (bool, string) {
-		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
+	waitServing(t, port)
 
 	key := client.ObjectKey{Namespace: "default", Name: "w"}
 	getV1 := func(key client.ObjectKey) *widgetV1 {

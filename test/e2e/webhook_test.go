@@ -94,6 +94,19 @@ func webhookCerts(t *testing.T, dir string) []byte {
 	return certPEM
 }
 
+// waitServing waits for a webhook server to answer TLS on port.
+func waitServing(t *testing.T, port int) {
+	t.Helper()
+	eventually(t, 30*time.Second, "webhook server serving", func() (bool, string) {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	})
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -120,14 +133,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 	}, func(mgr ctrl.Manager) error {
 		return ctrl.NewWebhookManagedBy(mgr, &webappv1.Foo{}).WithDefaulter(fooWebhook{}).WithValidator(fooWebhook{}).Complete()
 	})
-	eventually(t, 30*time.Second, "webhook server serving", func() (bool, string) {
-		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
+	waitServing(t, port)
 
 	cs := kubernetes.NewForConfigOrDie(s.config())
 	rules := []admissionregistrationv1.RuleWithOperations{{

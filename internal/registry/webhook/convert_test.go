@@ -22,9 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/registry"
-	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -114,26 +112,10 @@ func (c *converter) widgets(t testing.TB, path, review string) (context.Context,
 	return c.serve(t, c.widgetKind(path, review))
 }
 
-// serve serves kind k in a registry of its own, converting by c.
+// serve serves kind k in a registry of its own, converting by webhooks.
 func (c *converter) serve(t testing.TB, k *registry.Kind) (context.Context, *registry.Resource) {
 	t.Helper()
-	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kvs.Close() })
-	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	if err := reg.Add(k); err != nil {
-		t.Fatal(err)
-	}
-	reg.SetConverter(&webhook.Conversions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reg.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx, reg, _ := newRegistry(t, func(*registry.Registry) []*registry.Kind { return []*registry.Kind{k} })
 	res, _ := reg.Get(k.GroupResource())
 	return ctx, res
 }

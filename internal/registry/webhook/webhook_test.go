@@ -107,25 +107,11 @@ type env struct {
 
 func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	t.Helper()
-	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kvs.Close() })
-	reg := registry.New(registry.Config{Store: storage.New(kvs)})
-	w := &webhook.Webhooks{Registry: reg}
-	for _, k := range w.Install(append(append(core.Kinds(), scalerKind()), extra...)) {
-		if err := reg.Add(k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reg.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	var w *webhook.Webhooks
+	ctx, reg, kvs := newRegistry(t, func(reg *registry.Registry) []*registry.Kind {
+		w = &webhook.Webhooks{Registry: reg}
+		return w.Install(append(append(core.Kinds(), scalerKind()), extra...))
+	})
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
@@ -133,15 +119,42 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 		t.Fatal(err)
 	}
 	reg.SetAdmission(w)
-	reg.SetConverter(&webhook.Conversions{})
+	following, stop := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		w.Run(ctx)
+		w.Run(following)
 	}()
-	t.Cleanup(func() { cancel(); <-followed })
+	t.Cleanup(func() { stop(); <-followed })
 	alice := registry.WithUser(ctx, registry.User{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
 	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, srv: newServer(t)}
+}
+
+// newRegistry is a running registry over an in-memory store, serving the
+// kinds that kinds returns for it, and converting by webhooks; its
+// context ends with the test.
+func newRegistry(t testing.TB, kinds func(*registry.Registry) []*registry.Kind) (context.Context, *registry.Registry, *mvcc.Store) {
+	t.Helper()
+	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kvs.Close() })
+	reg := registry.New(registry.Config{Store: storage.New(kvs)})
+	for _, k := range kinds(reg) {
+		if err := reg.Add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg.SetConverter(&webhook.Conversions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reg.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx, reg, kvs
 }
 
 // elsewhere is another server's registry over the same store, as another
