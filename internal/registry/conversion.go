@@ -77,14 +77,14 @@ func (r *Registry) convertMany(ctx context.Context, k *Kind, v string, objs []*u
 	}
 	c := r.converter
 	if c == nil {
-		return nil, asInternal(fmt.Errorf("conversion webhook for %s failed: no converter is configured", send[0].GroupVersionKind()))
+		return nil, conversionFailed(fmt.Errorf("conversion webhook for %s failed: no converter is configured", send[0].GroupVersionKind()))
 	}
 	got, err := c.Convert(ctx, k, send, v)
 	if err != nil {
-		return nil, asInternal(err)
+		return nil, conversionFailed(err)
 	}
 	if len(got) != len(send) {
-		return nil, asInternal(fmt.Errorf("conversion webhook for %s returned %d objects, expected %d", send[0].GroupVersionKind(), len(got), len(send)))
+		return nil, conversionFailed(fmt.Errorf("conversion webhook for %s returned %d objects, expected %d", send[0].GroupVersionKind(), len(got), len(send)))
 	}
 	s := k.Schemas[v]
 	j := 0
@@ -101,9 +101,9 @@ func (r *Registry) convertMany(ctx context.Context, k *Kind, v string, objs []*u
 	return out, nil
 }
 
-// asInternal is err as the client gets it: an API status as it is,
-// anything else a conversionError.
-func asInternal(err error) error {
+// conversionFailed is err, a conversion's, as the client gets it: an API
+// status as it is, anything else a conversionError.
+func conversionFailed(err error) error {
 	if _, ok := err.(apierrors.APIStatus); ok {
 		return err
 	}
