@@ -71,7 +71,7 @@ func (r *Resource) Delete(ctx context.Context, version, ns, name string, opts me
 			if k.ConversionWebhook != nil {
 				// Upstream's delete reads the object in the request's
 				// version: one its webhook cannot convert stays.
-				if _, err := r.convertTo(ctx, k, version, cur); err != nil {
+				if _, err := r.convertStoredOne(ctx, k, version, cur); err != nil {
 					return readFailed(k, cur, err)
 				}
 			}
@@ -400,7 +400,7 @@ func (r *Resource) admitDelete(ctx context.Context, k *Kind, version, ns, name s
 			sent.Preconditions.UID = &uid
 		}
 	}
-	old, err := r.convertTo(ctx, k, version, cur)
+	old, err := r.convertStoredOne(ctx, k, version, cur)
 	if err != nil {
 		return err
 	}

@@ -348,11 +348,11 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 	if !k.storedAs(version) {
 		enc = nil
 	}
-	convert := r.convertStoredOne // out is as stored
+	answer := r.convertStoredOne // out is as stored
 	if dry != nil {
-		convert = r.convertTo // computed, at the current object's resourceVersion
+		answer = r.convertTo // computed, at the current object's resourceVersion
 	}
-	if out, err = convert(ctx, k, version, out); err != nil {
+	if out, err = answer(ctx, k, version, out); err != nil {
 		return nil, nil, err
 	}
 	return out, enc, nil
