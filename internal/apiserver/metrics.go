@@ -109,17 +109,27 @@ func (s *Server) writeCacheMetrics(b *bytes.Buffer) {
 // know itself (Config.Metrics).
 type Metric struct {
 	Name string
-	Type string // "gauge" or "counter"
+	Type string // "gauge", "counter" or "histogram"
 	Help string
 	// Read returns the samples, read when /metrics is scraped. None
 	// leaves the metric out.
 	Read func() []Sample
 }
 
-// Sample is one value of a Metric.
+// Sample is one value of a Metric: Value, or for a histogram Histogram.
 type Sample struct {
-	Labels []string // name, value, name, value, …; none for a metric without labels
-	Value  float64
+	Labels    []string // name, value, name, value, …; none for a metric without labels
+	Value     float64
+	Histogram *Histogram
+}
+
+// Histogram is one series of a histogram: Counts holds, per bucket, the
+// observations up to its bound in Bounds and above the one before, and
+// last those above every bound; Sum is the sum of the observations.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Sum    float64
 }
 
 func (m Metric) write(b *bytes.Buffer) {
@@ -129,6 +139,17 @@ func (m Metric) write(b *bytes.Buffer) {
 	}
 	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", m.Name, m.Help, m.Name, m.Type)
 	for _, s := range samples {
+		if h := s.Histogram; h != nil {
+			var labels strings.Builder
+			for i := 0; i+1 < len(s.Labels); i += 2 {
+				if i > 0 {
+					labels.WriteByte(',')
+				}
+				fmt.Fprintf(&labels, "%s=%q", s.Labels[i], s.Labels[i+1])
+			}
+			writeHistogram(b, m.Name, labels.String(), h.Bounds, h.Counts, strconv.FormatFloat(h.Sum, 'g', -1, 64))
+			continue
+		}
 		b.WriteString(m.Name)
 		for i := 0; i+1 < len(s.Labels); i += 2 {
 			sep := ","

@@ -92,7 +92,8 @@ func TestMetricsCountStoredObjects(t *testing.T) {
 }
 
 // Config.Metrics are served after the server's own, each with its HELP
-// and TYPE, its labels as given, and left out when it has no sample.
+// and TYPE, its labels as given (histograms as their buckets, sum and
+// count), and left out when it has no sample.
 func TestMetricsServesTheCallersFigures(t *testing.T) {
 	h := newInProcess(t, func(c *apiserver.Config) {
 		c.Metrics = []apiserver.Metric{{
@@ -109,6 +110,12 @@ func TestMetricsServesTheCallersFigures(t *testing.T) {
 		}, {
 			Name: "test_absent", Type: "gauge", Help: "Nothing to say.",
 			Read: func() []apiserver.Sample { return nil },
+		}, {
+			Name: "test_seconds", Type: "histogram", Help: "A histogram.",
+			Read: func() []apiserver.Sample {
+				return []apiserver.Sample{{Labels: []string{"result", "ok"},
+					Histogram: &apiserver.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{2, 0, 1}, Sum: 5.25}}}
+			},
 		}}
 	})
 	w := get(t, h, "/metrics")
@@ -135,6 +142,20 @@ func TestMetricsServesTheCallersFigures(t *testing.T) {
 	}
 	if want := map[string]float64{"reason=a kind=x ": 2, "reason=b kind=y ": 0.5}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("test_total: %v, want %v", got, want)
+	}
+	if f := families["test_seconds"]; f.GetType().String() != "HISTOGRAM" || len(f.GetMetric()) != 1 {
+		t.Errorf("test_seconds: %v", f)
+	} else {
+		m := f.GetMetric()[0]
+		h := m.GetHistogram()
+		var buckets []string
+		for _, b := range h.GetBucket() {
+			buckets = append(buckets, fmt.Sprintf("%g:%d", b.GetUpperBound(), b.GetCumulativeCount()))
+		}
+		if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != "ok" || h.GetSampleCount() != 3 || h.GetSampleSum() != 5.25 ||
+			fmt.Sprint(buckets) != "[0.1:2 1:2 +Inf:3]" {
+			t.Errorf("test_seconds: labels %v, count %d, sum %g, buckets %v; want ok, 3, 5.25, [0.1:2 1:2 +Inf:3]", m.GetLabel(), h.GetSampleCount(), h.GetSampleSum(), buckets)
+		}
 	}
 	if bytes.Contains(w.Body.Bytes(), []byte("test_absent")) {
 		t.Errorf("a metric without samples is served:\n%s", w.Body)

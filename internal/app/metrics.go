@@ -7,6 +7,7 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
 	"github.com/kplane-dev/kplane/internal/kv"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 )
 
 // diskSizer is implemented by the engines that can say how much disk
@@ -50,6 +51,47 @@ func storeMetrics(storage string, kvs kv.Store, c *compactor) []apiserver.Metric
 			return []apiserver.Sample{{Labels: []string{"storage_cluster_id", id}, Value: float64(n)}}
 		},
 	})
+}
+
+// conversionMetrics are the CRD conversion webhooks' figures under
+// kube-apiserver's names, labels and buckets: each call by result and
+// failure type, and by CRD and versions.
+func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
+	histograms := func(ss []webhook.ConversionSeries) []apiserver.Sample {
+		out := make([]apiserver.Sample, len(ss))
+		for i, s := range ss {
+			out[i] = apiserver.Sample{Labels: s.Labels, Histogram: &apiserver.Histogram{Bounds: s.Bounds, Counts: s.Counts, Sum: s.Sum}}
+		}
+		return out
+	}
+	return []apiserver.Metric{
+		{
+			Name: "apiserver_conversion_webhook_request_total", Type: "counter",
+			Help: "Calls of CRD conversion webhooks, by result and failure type.",
+			Read: func() []apiserver.Sample {
+				calls, _ := c.Metrics()
+				out := make([]apiserver.Sample, len(calls))
+				for i, s := range calls {
+					var n uint64
+					for _, k := range s.Counts {
+						n += k
+					}
+					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(n)}
+				}
+				return out
+			},
+		},
+		{
+			Name: "apiserver_conversion_webhook_duration_seconds", Type: "histogram",
+			Help: "Duration of CRD conversion webhook calls in seconds, by result and failure type.",
+			Read: func() []apiserver.Sample { calls, _ := c.Metrics(); return histograms(calls) },
+		},
+		{
+			Name: "apiserver_crd_conversion_webhook_duration_seconds", Type: "histogram",
+			Help: "Duration of CRD conversion webhook calls in seconds, by CRD, the versions converted from and to, and success.",
+			Read: func() []apiserver.Sample { _, crds := c.Metrics(); return histograms(crds) },
+		},
+	}
 }
 
 // healthCheckTimeout bounds the store's health check, as kube-apiserver's

@@ -248,7 +248,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("reading the admission webhook configurations: %w", err)
 	}
 	reg.SetAdmission(webhooks)
-	reg.SetConverter(&webhook.Conversions{})
+	conversions := &webhook.Conversions{}
+	reg.SetConverter(conversions)
 
 	// Every goroutine below is owned here: cancelled by stop, awaited by wg.
 	runCtx, stop := context.WithCancel(context.Background())
@@ -298,7 +299,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version:      cfg.Version,
 		Logger:       log,
 		Profiling:    cfg.Profiling,
-		Metrics:      storeMetrics(cfg.Storage, kvs, compactor),
+		Metrics:      append(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions)...),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -30,6 +30,7 @@ const conversionTimeout = 30 * time.Second
 // The zero value is ready.
 type Conversions struct {
 	clients clientCache
+	metrics conversionMetrics
 }
 
 var _ registry.Converter = (*Conversions)(nil)
@@ -75,7 +76,7 @@ func bare(obj *unstructured.Unstructured) bool {
 }
 
 // call converts objs (at least one) by the webhook of k.
-func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstructured.Unstructured, v string) ([]*unstructured.Unstructured, error) {
+func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstructured.Unstructured, v string) (_ []*unstructured.Unstructured, err error) {
 	from := objs[0].GroupVersionKind()
 	failed := func(err error) error { return fmt.Errorf("conversion webhook for %v failed: %v", from, err) }
 	cfg := k.ConversionWebhook
@@ -83,6 +84,15 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 	if review == "" {
 		return nil, errors.New("no supported conversion review versions")
 	}
+	// Measured from here, as upstream's: failure is what an error
+	// returned at this stage counts as.
+	start, failure := time.Now(), failureCall
+	defer func() {
+		if err == nil {
+			failure = ""
+		}
+		c.metrics.observe(k.Resource+"."+k.Group, from.Version, v, failure, time.Since(start))
+	}()
 	desired := k.GroupVersionKind(v).GroupVersion()
 	uid := types.UID(uuid.NewUUID())
 	body, err := conversionRequest(review, uid, desired.String(), objs)
@@ -107,10 +117,12 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 	if err := post(ctx, client, target.String(), "kplane-conversion", body, &resp); err != nil {
 		return nil, failed(err)
 	}
+	failure = failureMalformed
 	converted, err := convertedObjects(review, uid, &resp)
 	if err != nil {
 		return nil, failed(err)
 	}
+	failure = failurePartial
 	if len(converted) != len(objs) {
 		return nil, fmt.Errorf("conversion webhook for %v returned %d objects, expected %d", from, len(converted), len(objs))
 	}
@@ -122,6 +134,7 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 		}
 		return fmt.Errorf("conversion webhook for %v returned invalid converted object at index %v: %v", from, i, err)
 	}
+	failure = failureInvalidObject
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, raw := range converted {
 		u := &unstructured.Unstructured{}

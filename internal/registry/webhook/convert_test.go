@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -521,5 +523,53 @@ func TestConversionWebhookFieldSelectorsInEachVersion(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the watch in v2 by spec.template.image saw nothing")
 		}
+	}
+}
+
+// Each call is counted as kube-apiserver counts it: by result and failure
+// type, and by CRD and the versions converted from and to.
+func TestConversionWebhookMetrics(t *testing.T) {
+	c := newConverter(t)
+	ctx := context.Background()
+	conv := &webhook.Conversions{}
+	objs := []*unstructured.Unstructured{widget("v1", "a", "nginx:1")}
+	if _, err := conv.Convert(ctx, c.widgetKind("/convert", "v1"), objs, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conv.Convert(ctx, c.widgetKind("/fail", "v1"), objs, "v2"); err == nil {
+		t.Fatal("the /fail conversion succeeded")
+	}
+	if _, err := conv.Convert(ctx, c.widgetKind("/rename", "v1"), objs, "v2"); err == nil {
+		t.Fatal("the /rename conversion succeeded")
+	}
+	count := func(s webhook.ConversionSeries) (n uint64) {
+		for _, c := range s.Counts {
+			n += c
+		}
+		return n
+	}
+	calls, crds := conv.Metrics()
+	var got []string
+	for _, s := range calls {
+		got = append(got, fmt.Sprint(s.Labels, count(s)))
+	}
+	want := []string{
+		"[failure_type  result success] 1",
+		"[failure_type conversion_webhook_invalid_converted_object_failure result failure] 1",
+		"[failure_type conversion_webhook_malformed_response_failure result failure] 1",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("calls: %v\nwant %v", got, want)
+	}
+	got = nil
+	for _, s := range crds {
+		got = append(got, fmt.Sprint(s.Labels, count(s)))
+	}
+	want = []string{
+		"[crd_name widgets.conv.example.com from_version v1 succeeded false to_version v2] 2",
+		"[crd_name widgets.conv.example.com from_version v1 succeeded true to_version v2] 1",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("by CRD: %v\nwant %v", got, want)
 	}
 }
