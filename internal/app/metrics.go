@@ -57,13 +57,6 @@ func storeMetrics(storage string, kvs kv.Store, c *compactor) []apiserver.Metric
 // kube-apiserver's names, labels and buckets: each call by result and
 // failure type, and by CRD and versions.
 func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
-	histograms := func(ss []webhook.ConversionSeries) []apiserver.Sample {
-		out := make([]apiserver.Sample, len(ss))
-		for i, s := range ss {
-			out[i] = apiserver.Sample{Labels: s.Labels, Histogram: &apiserver.Histogram{Bounds: s.Bounds, Counts: s.Counts, Sum: s.Sum}}
-		}
-		return out
-	}
 	return []apiserver.Metric{
 		{
 			Name: "apiserver_conversion_webhook_request_total", Type: "counter",
@@ -72,11 +65,7 @@ func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
 				calls, _ := c.Metrics()
 				out := make([]apiserver.Sample, len(calls))
 				for i, s := range calls {
-					var n uint64
-					for _, k := range s.Counts {
-						n += k
-					}
-					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(n)}
+					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
 				}
 				return out
 			},
@@ -84,14 +73,54 @@ func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
 		{
 			Name: "apiserver_conversion_webhook_duration_seconds", Type: "histogram",
 			Help: "Duration of CRD conversion webhook calls in seconds, by result and failure type.",
-			Read: func() []apiserver.Sample { calls, _ := c.Metrics(); return histograms(calls) },
+			Read: func() []apiserver.Sample { calls, _ := c.Metrics(); return histogramSamples(calls) },
 		},
 		{
 			Name: "apiserver_crd_conversion_webhook_duration_seconds", Type: "histogram",
 			Help: "Duration of CRD conversion webhook calls in seconds, by CRD, the versions converted from and to, and success.",
-			Read: func() []apiserver.Sample { _, crds := c.Metrics(); return histograms(crds) },
+			Read: func() []apiserver.Sample { _, crds := c.Metrics(); return histogramSamples(crds) },
 		},
 	}
+}
+
+// admissionMetrics are the admission webhooks' figures under
+// kube-apiserver's names, labels and buckets.
+func admissionMetrics(w *webhook.Webhooks) []apiserver.Metric {
+	counter := func(name, help string, pick func(d, req, rej, open []webhook.Series) []webhook.Series) apiserver.Metric {
+		return apiserver.Metric{Name: name, Type: "counter", Help: help, Read: func() []apiserver.Sample {
+			ss := pick(w.AdmissionMetrics())
+			out := make([]apiserver.Sample, len(ss))
+			for i, s := range ss {
+				out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
+			}
+			return out
+		}}
+	}
+	return []apiserver.Metric{
+		{
+			Name: "apiserver_admission_webhook_admission_duration_seconds", Type: "histogram",
+			Help: "Duration of admission webhook calls in seconds, by webhook, type (admit or validating), operation and whether the request was refused.",
+			Read: func() []apiserver.Sample { d, _, _, _ := w.AdmissionMetrics(); return histogramSamples(d) },
+		},
+		counter("apiserver_admission_webhook_request_total",
+			"Admission webhook calls, by webhook, type, operation, the HTTP code they came to and whether the request was refused.",
+			func(_, req, _, _ []webhook.Series) []webhook.Series { return req }),
+		counter("apiserver_admission_webhook_rejection_count",
+			"Admission webhook calls that refused the request, by webhook, type, operation, error type and code.",
+			func(_, _, rej, _ []webhook.Series) []webhook.Series { return rej }),
+		counter("apiserver_admission_webhook_fail_open_count",
+			"Admission webhook calls that failed and were ignored (failurePolicy Ignore), by webhook and type.",
+			func(_, _, _, open []webhook.Series) []webhook.Series { return open }),
+	}
+}
+
+// histogramSamples are series of a histogram as /metrics samples.
+func histogramSamples(ss []webhook.Series) []apiserver.Sample {
+	out := make([]apiserver.Sample, len(ss))
+	for i, s := range ss {
+		out[i] = apiserver.Sample{Labels: s.Labels, Histogram: &apiserver.Histogram{Bounds: s.Bounds, Counts: s.Counts, Sum: s.Sum}}
+	}
+	return out
 }
 
 // healthCheckTimeout bounds the store's health check, as kube-apiserver's

@@ -299,7 +299,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version:      cfg.Version,
 		Logger:       log,
 		Profiling:    cfg.Profiling,
-		Metrics:      append(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions)...),
+		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks)),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -37,6 +37,7 @@ import (
 type callError struct {
 	webhook string
 	reason  error
+	code    int32 // the HTTP code upstream's metrics give the failure
 }
 
 func (e *callError) Error() string {
@@ -58,7 +59,7 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	if a.DryRun {
 		if h.sideEffects == nil {
 			//lint:ignore ST1005 upstream's wording
-			return false, &callError{h.name, errors.New("Webhook SideEffects is nil")}
+			return false, &callError{h.name, errors.New("Webhook SideEffects is nil"), http.StatusBadRequest}
 		}
 		if s := *h.sideEffects; s != admissionregistrationv1.SideEffectClassNone && s != admissionregistrationv1.SideEffectClassNoneOnDryRun {
 			return false, apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
@@ -67,7 +68,7 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	version := reviewVersion(h.reviewVersions)
 	if version == "" {
 		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w",
-			fmt.Errorf("webhook does not accept known AdmissionReview versions %v", h.reviewVersions))}
+			fmt.Errorf("webhook does not accept known AdmissionReview versions %v", h.reviewVersions)), http.StatusBadRequest}
 	}
 	obj, old, err := w.shownBoth(ctx, inv, a)
 	if err != nil {
@@ -76,15 +77,15 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	uid := types.UID(uuid.NewUUID())
 	body, err := reviewRequest(ctx, version, uid, inv, a, obj, old)
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("could not create admission objects: %w", err), http.StatusBadRequest}
 	}
 	target, serverName, err := h.location()
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err), http.StatusInternalServerError}
 	}
 	client, err := w.clients.get(h.clientConfig.CABundle, serverName)
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err), http.StatusInternalServerError}
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(h.timeoutSeconds)*time.Second)
 	defer cancel()
@@ -103,24 +104,24 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	var review admissionv1.AdmissionReview
 	err = post(ctx, client, target.String(), "kplane-admission", body, &review)
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("failed to call webhook: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("failed to call webhook: %w", err), callStatus(err)}
 	}
 	resp, err := verify(version, uid, h.mutating, &review)
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("received invalid webhook response: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("received invalid webhook response: %w", err), http.StatusServiceUnavailable}
 	}
 	for _, msg := range resp.Warnings {
 		registry.AddWarning(ctx, msg)
 	}
 	if !resp.Allowed {
-		return false, refusal(h.name, resp.Result)
+		return false, &rejection{refusal(h.name, resp.Result)}
 	}
 	if len(resp.Patch) == 0 {
 		return false, nil
 	}
 	patch, err := jsonpatch.DecodePatch(resp.Patch)
 	if err != nil {
-		return false, &callError{h.name, fmt.Errorf("received undecodable patch in webhook response: %w", err)}
+		return false, &callError{h.name, fmt.Errorf("received undecodable patch in webhook response: %w", err), http.StatusServiceUnavailable}
 	}
 	if len(patch) == 0 {
 		return false, nil
@@ -129,7 +130,7 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 		return false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.name))
 	}
 	if resp.PatchType != nil && *resp.PatchType != admissionv1.PatchTypeJSONPatch {
-		return false, &callError{h.name, fmt.Errorf("unsupported patch type %q", *resp.PatchType)}
+		return false, &callError{h.name, fmt.Errorf("unsupported patch type %q", *resp.PatchType), refusal(h.name, resp.Result).ErrStatus.Code}
 	}
 	data, err := obj.MarshalJSON()
 	if err != nil {
@@ -380,6 +381,22 @@ func verify(version string, uid types.UID, mutating bool, r *admissionv1.Admissi
 		return nil, errors.New("validating webhook may not return response.patchType")
 	}
 	return resp, nil
+}
+
+// rejection is a webhook's refusal, told apart from other errors for the
+// metrics; the client gets its status.
+type rejection struct{ *apierrors.StatusError }
+
+func (r *rejection) Unwrap() error { return r.StatusError }
+
+// callStatus is the code upstream's metrics give a call that failed: the
+// webhook's answer's, or 503 when there was none.
+func callStatus(err error) int32 {
+	var st *apierrors.StatusError
+	if errors.As(err, &st) {
+		return st.ErrStatus.Code
+	}
+	return http.StatusServiceUnavailable
 }
 
 // refusal is a webhook's refusal as upstream reports it: the webhook's

@@ -542,7 +542,7 @@ func TestConversionWebhookMetrics(t *testing.T) {
 	if _, err := conv.Convert(ctx, c.widgetKind("/rename", "v1"), objs, "v2"); err == nil {
 		t.Fatal("the /rename conversion succeeded")
 	}
-	count := func(s webhook.ConversionSeries) (n uint64) {
+	count := func(s webhook.Series) (n uint64) {
 		for _, c := range s.Counts {
 			n += c
 		}

@@ -35,15 +35,24 @@ var (
 	}()
 )
 
-// ConversionSeries is one series of a conversion histogram: its labels
-// (name, value, …, in name order), and its observations by bucket
-// (Bounds; the last count those above every bound) with their sum in
-// seconds.
-type ConversionSeries struct {
+// Series is one series of a metric: its labels (name, value, …, in name
+// order) and, for a histogram, its observations by bucket (Bounds; the
+// last count those above every bound) with their sum in seconds; for a
+// counter, Counts holds its one count.
+type Series struct {
 	Labels []string
 	Bounds []float64
 	Counts []uint64
 	Sum    float64
+}
+
+// Total is the number of observations of s.
+func (s Series) Total() uint64 {
+	var n uint64
+	for _, c := range s.Counts {
+		n += c
+	}
+	return n
 }
 
 // conversionMetrics are Conversions' figures.
@@ -93,24 +102,26 @@ func (m *conversionMetrics) observe(crd, from, to, failure string, d time.Durati
 
 // Metrics returns the calls' series (labels failure_type, result) and the
 // CRDs' (crd_name, from_version, succeeded, to_version), in label order.
-func (c *Conversions) Metrics() (calls, crds []ConversionSeries) {
+func (c *Conversions) Metrics() (calls, crds []Series) {
 	m := &c.metrics
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, s := range m.calls {
-		calls = append(calls, ConversionSeries{Labels: []string{"failure_type", k[1], "result", k[0]},
+		calls = append(calls, Series{Labels: []string{"failure_type", k[1], "result", k[0]},
 			Bounds: callBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum})
 	}
 	for k, s := range m.crds {
-		crds = append(crds, ConversionSeries{Labels: []string{"crd_name", k[0], "from_version", k[1], "succeeded", k[3], "to_version", k[2]},
+		crds = append(crds, Series{Labels: []string{"crd_name", k[0], "from_version", k[1], "succeeded", k[3], "to_version", k[2]},
 			Bounds: crdBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum})
-	}
-	byLabels := func(ss []ConversionSeries) {
-		sort.Slice(ss, func(i, j int) bool { return lessLabels(ss[i].Labels, ss[j].Labels) })
 	}
 	byLabels(calls)
 	byLabels(crds)
 	return calls, crds
+}
+
+// byLabels sorts ss by their labels, as /metrics lists series.
+func byLabels(ss []Series) {
+	sort.Slice(ss, func(i, j int) bool { return lessLabels(ss[i].Labels, ss[j].Labels) })
 }
 
 func lessLabels(a, b []string) bool {

@@ -47,7 +47,10 @@
 // order and in the version asked for, only labels and annotations of the
 // metadata changed).
 //
+// Both count their calls under kube-apiserver's metric names and labels
+// (admitmetrics.go, convertmetrics.go), which app serves on /metrics.
+//
 // Not done: no authentication to webhooks (upstream's
 // --admission-control-config-file kubeconfig); audit annotations are
-// dropped, as kplane keeps no audit log; the admission metrics.
+// dropped, as kplane keeps no audit log; the match-condition metrics.
 package webhook

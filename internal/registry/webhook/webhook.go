@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,7 @@ type Webhooks struct {
 	hooks   atomic.Pointer[hookSet]
 	reload  sync.Mutex // one reload at a time
 	clients clientCache
+	metrics admissionMetrics
 }
 
 // hookSet is one reading of every configuration.
@@ -219,8 +221,7 @@ func (w *Webhooks) Validate(ctx context.Context, a *registry.AdmissionAttributes
 	var wg sync.WaitGroup
 	for i, inv := range calls {
 		wg.Go(func() {
-			_, err := w.call(ctx, inv, a)
-			errs[i] = w.outcome(inv.hook, err)
+			_, errs[i] = w.callMeasured(ctx, inv, a)
 		})
 	}
 	wg.Wait()
@@ -269,8 +270,16 @@ func (w *Webhooks) mutateOnce(ctx context.Context, a *registry.AdmissionAttribut
 	if err != nil || inv == nil {
 		return false, err
 	}
+	return w.callMeasured(ctx, inv, a)
+}
+
+// callMeasured is call, counted in the metrics, with its error as the
+// request's (outcome).
+func (w *Webhooks) callMeasured(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (bool, error) {
+	start := time.Now()
 	changed, err := w.call(ctx, inv, a)
-	return changed, w.outcome(h, err)
+	w.metrics.observe(inv.hook, string(a.Operation), time.Since(start), err)
+	return changed, w.outcome(inv.hook, err)
 }
 
 // outcome turns a call's error into the request's: a failed call is

@@ -102,6 +102,7 @@ type env struct {
 	ctx context.Context
 	kvs *mvcc.Store
 	reg *registry.Registry
+	w   *webhook.Webhooks
 	srv *server
 }
 
@@ -127,7 +128,7 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	}()
 	t.Cleanup(func() { stop(); <-followed })
 	alice := registry.WithUser(ctx, registry.User{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
-	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, srv: newServer(t)}
+	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, w: w, srv: newServer(t)}
 }
 
 // newRegistry is a running registry over an in-memory store, serving the
@@ -597,5 +598,65 @@ func TestScaleWritesShowScales(t *testing.T) {
 	if newScale.GetKind() != "Scale" || newScale.Object["spec"].(map[string]any)["replicas"] != int64(5) ||
 		oldScale.Object["spec"].(map[string]any)["replicas"] != int64(1) {
 		t.Errorf("validating webhook saw %s, old %s; want Scales of 5 and 1 replicas", req.Object.Raw, req.OldObject.Raw)
+	}
+}
+
+// Each call is counted as kube-apiserver v1.37.2 counted the same calls:
+// by webhook, type and operation, with the code it came to, whether the
+// request was refused, why, and the failures ignored.
+func TestAdmissionMetrics(t *testing.T) {
+	e := newEnv(t)
+	selected := func(name, path, label string, extra map[string]any) map[string]any {
+		h := map[string]any{"name": name, "path": path, "objectSelector": map[string]any{"matchLabels": map[string]any{label: "yes"}}}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	e.configure("Validating", "v",
+		selected("allow.example.com", "/allow", "allow", nil),
+		selected("deny.example.com", "/deny", "deny", nil),
+		selected("ignore.example.com", "/fail", "ignore", map[string]any{"failurePolicy": "Ignore"}),
+		selected("fail.example.com", "/fail", "fail", nil),
+	)
+	e.configure("Mutating", "m", selected("mallow.example.com", "/allow", "allow", nil))
+	for _, l := range []string{"allow", "deny", "ignore", "fail"} {
+		e.createConfigMap("c-"+l, map[string]string{l: "yes"}, registry.WriteOptions{})
+	}
+	durations, requests, rejections, failOpen := e.w.AdmissionMetrics()
+	lines := func(ss []webhook.Series) (out []string) {
+		for _, s := range ss {
+			out = append(out, fmt.Sprint(s.Labels, s.Total()))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what string
+		got  []webhook.Series
+		want []string
+	}{
+		{"durations", durations, []string{
+			"[name allow.example.com operation CREATE rejected false type validating] 1",
+			"[name deny.example.com operation CREATE rejected true type validating] 1",
+			"[name fail.example.com operation CREATE rejected true type validating] 1",
+			"[name ignore.example.com operation CREATE rejected false type validating] 1",
+			"[name mallow.example.com operation CREATE rejected false type admit] 1",
+		}},
+		{"requests", requests, []string{
+			"[code 200 name allow.example.com operation CREATE rejected false type validating] 1",
+			"[code 200 name mallow.example.com operation CREATE rejected false type admit] 1",
+			"[code 403 name deny.example.com operation CREATE rejected true type validating] 1",
+			"[code 500 name fail.example.com operation CREATE rejected true type validating] 1",
+			"[code 500 name ignore.example.com operation CREATE rejected false type validating] 1",
+		}},
+		{"rejections", rejections, []string{
+			"[error_type calling_webhook_error name fail.example.com operation CREATE rejection_code 500 type validating] 1",
+			"[error_type no_error name deny.example.com operation CREATE rejection_code 403 type validating] 1",
+		}},
+		{"failOpen", failOpen, []string{"[name ignore.example.com type validating] 1"}},
+	} {
+		if got := lines(c.got); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s:\n%v\nwant\n%v", c.what, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
 	}
 }
