@@ -200,8 +200,9 @@ func (r *Resource) presentItems(ctx context.Context, k *Kind, v string, items []
 // convertStored is convertMany of objects as stored (each read at its
 // resourceVersion), through the memo: a stored object converts the same
 // way every time, as upstream's per-version watch caches convert each
-// change once, so only those not converted lately are sent. The objects
-// returned are the caller's.
+// change once, so only those not converted lately are sent. Objects
+// converted are the caller's to change; those in v already come back as
+// they were.
 func (r *Resource) convertStored(ctx context.Context, k *Kind, v string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	want := k.GroupVersionKind(v).GroupVersion().String()
 	out := make([]*unstructured.Unstructured, len(objs))
@@ -339,16 +340,22 @@ const memoSize = 4096
 
 func (m *conversionMemo) get(k *Kind, key memoKey) (*unstructured.Unstructured, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.kind != k {
+		m.mu.Unlock()
 		return nil, false
 	}
 	e, ok := m.entries[key]
 	if !ok {
+		m.mu.Unlock()
 		return nil, false
 	}
 	m.order.MoveToFront(e)
-	return e.Value.(*memoEntry).obj.DeepCopy(), true
+	obj := e.Value.(*memoEntry).obj
+	m.mu.Unlock()
+	// Copied outside the lock: an entry's object is never changed (put
+	// replaces it), so readers of the memo do not wait on each other's
+	// copies.
+	return obj.DeepCopy(), true
 }
 
 func (m *conversionMemo) put(k *Kind, key memoKey, obj *unstructured.Unstructured) {
