@@ -32,11 +32,11 @@ type invocation struct {
 // the error upstream returns for it (a selector that does not parse, a
 // namespace that cannot be read).
 func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttributes) (*invocation, error) {
-	nsMatch, nsErr := w.matchNamespace(ctx, h, a)
+	nsMatch, nsErr := w.namespaceMatches(ctx, h.nsSelector, h.nsErr, a)
 	if !nsMatch && nsErr == nil {
 		return nil, nil
 	}
-	objMatch, objErr := matchObject(h, a)
+	objMatch, objErr := objectMatches(h.objSelector, h.objErr, a)
 	if !objMatch && objErr == nil {
 		return nil, nil
 	}
@@ -221,22 +221,23 @@ func exactOrAll(items []string, v string) bool {
 	return false
 }
 
-// matchNamespace applies h's namespaceSelector: to the labels of a's
-// namespace, or of a Namespace being created or updated; cluster-scoped
-// objects other than Namespaces always match.
-func (w *Webhooks) matchNamespace(ctx context.Context, h *hook, a *registry.AdmissionAttributes) (bool, error) {
+// namespaceMatches applies a namespaceSelector (sel, or the error it did
+// not parse with): to the labels of a's namespace, or of a Namespace
+// being created or updated; cluster-scoped objects other than Namespaces
+// always match.
+func (w *Webhooks) namespaceMatches(ctx context.Context, sel labels.Selector, selErr error, a *registry.AdmissionAttributes) (bool, error) {
 	isNamespace := a.Kind.Group == "" && a.Kind.Resource == "namespaces"
 	if a.Namespace == "" && !isNamespace {
 		return true, nil
 	}
-	if h.nsErr != nil {
-		return false, apierrors.NewInternalError(h.nsErr)
+	if selErr != nil {
+		return false, apierrors.NewInternalError(selErr)
 	}
-	if h.nsSelector.Empty() {
+	if sel.Empty() {
 		return true, nil
 	}
 	if isNamespace && a.Subresource == "" && (a.Operation == registry.OpCreate || a.Operation == registry.OpUpdate) {
-		return h.nsSelector.Matches(labels.Set(a.Object.GetLabels())), nil
+		return sel.Matches(labels.Set(a.Object.GetLabels())), nil
 	}
 	name := a.Namespace
 	if isNamespace {
@@ -257,18 +258,19 @@ func (w *Webhooks) matchNamespace(ctx context.Context, h *hook, a *registry.Admi
 		}
 		return false, apierrors.NewInternalError(err)
 	}
-	return h.nsSelector.Matches(labels.Set(ns.GetLabels())), nil
+	return sel.Matches(labels.Set(ns.GetLabels())), nil
 }
 
-// matchObject applies h's objectSelector to the object or the old one.
-func matchObject(h *hook, a *registry.AdmissionAttributes) (bool, error) {
-	if h.objErr != nil {
-		return false, apierrors.NewInternalError(h.objErr)
+// objectMatches applies an objectSelector (sel, or the error it did not
+// parse with) to the object or the old one.
+func objectMatches(sel labels.Selector, selErr error, a *registry.AdmissionAttributes) (bool, error) {
+	if selErr != nil {
+		return false, apierrors.NewInternalError(selErr)
 	}
-	if h.objSelector.Empty() {
+	if sel.Empty() {
 		return true, nil
 	}
-	return labelsMatch(h.objSelector, a.Object) || labelsMatch(h.objSelector, a.OldObject), nil
+	return labelsMatch(sel, a.Object) || labelsMatch(sel, a.OldObject), nil
 }
 
 func labelsMatch(s labels.Selector, obj *unstructured.Unstructured) bool {

@@ -44,6 +44,8 @@ type Webhooks struct {
 // hookSet is one reading of every configuration.
 type hookSet struct {
 	mutating, validating []*hook
+	// policies are the ValidatingAdmissionPolicies some binding names.
+	policies []*policy
 }
 
 // hook is one webhook of a configuration, parsed.
@@ -75,7 +77,7 @@ type hook struct {
 // of one reloads the configurations before the client's answer.
 func (w *Webhooks) Install(kinds []*registry.Kind) []*registry.Kind {
 	for _, k := range kinds {
-		if gr := k.GroupResource(); gr == mutatingResource || gr == validatingResource {
+		if gr := k.GroupResource(); gr == mutatingResource || gr == validatingResource || gr == policyResource || gr == bindingResource {
 			k.Written = func(ctx context.Context, _ *unstructured.Unstructured) { w.reloadLogged(ctx) }
 			k.Deleted = k.Written
 		}
@@ -117,6 +119,11 @@ func (w *Webhooks) Load(ctx context.Context) error {
 			}
 		}
 	}
+	policies, err := w.loadPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	set.policies = policies
 	w.hooks.Store(set)
 	w.clients.keep(set)
 	return nil
@@ -183,10 +190,10 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-// Active reports whether any webhook is configured.
+// Active reports whether any webhook or bound policy is configured.
 func (w *Webhooks) Active() bool {
 	set := w.hooks.Load()
-	return set != nil && len(set.mutating)+len(set.validating) > 0
+	return set != nil && len(set.mutating)+len(set.validating)+len(set.policies) > 0
 }
 
 // Mutate calls the mutating webhooks that match a, one after another.
@@ -198,10 +205,19 @@ func (w *Webhooks) Mutate(ctx context.Context, a *registry.AdmissionAttributes) 
 	return w.mutate(ctx, a, set.mutating)
 }
 
-// Validate calls the validating webhooks that match a, at once.
+// Validate runs the validating admission policies over a, then calls
+// the validating webhooks that match it, at once: upstream's order.
 func (w *Webhooks) Validate(ctx context.Context, a *registry.AdmissionAttributes) error {
 	set := w.hooks.Load()
-	if set == nil || len(set.validating) == 0 {
+	if set == nil {
+		return nil
+	}
+	if len(set.policies) > 0 {
+		if err := w.validatePolicies(ctx, a, set.policies); err != nil {
+			return err
+		}
+	}
+	if len(set.validating) == 0 {
 		return nil
 	}
 	var calls []*invocation

@@ -1,0 +1,165 @@
+package cel
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The errors kube-apiserver v1.37.2 gave for a policy with these
+// expressions (variables x: "1", yy: "variables.x + 'a'", zz:
+// "variables.yy"; no paramKind).
+func TestPolicyCheckerAsKubeAPIServer(t *testing.T) {
+	c := NewPolicyChecker(false)
+	var got []string
+	add := func(e *field.Error) {
+		if e != nil {
+			got = append(got, e.Error())
+		}
+	}
+	spec := field.NewPath("spec")
+	add(CheckPolicyMatchCondition("variables.x == 1", false, spec.Child("matchConditions").Index(0).Child("expression")))
+	add(CheckPolicyMatchCondition("authorizer.group('').resource('pods').check('get').allowed()", false, spec.Child("matchConditions").Index(1).Child("expression")))
+	for i, v := range [][2]string{{"x", "1"}, {"yy", "variables.x + 'a'"}, {"zz", "variables.yy"}} {
+		add(c.Variable(v[0], v[1], spec.Child("variables").Index(i).Child("expression")))
+	}
+	for i, v := range []string{"1", "params.x", "variables.x == 'a'", "variables.zz == 'a'"} {
+		add(c.Validation(v, spec.Child("validations").Index(i).Child("expression")))
+	}
+	add(c.MessageExpression("authorizer.group('').resource('pods').check('get').reason()", spec.Child("validations").Index(4).Child("messageExpression")))
+	add(c.MessageExpression("variables.x", spec.Child("validations").Index(5).Child("messageExpression")))
+	for i, v := range []string{" 1 ", "null", "request.name"} {
+		add(c.AuditAnnotation(v, spec.Child("auditAnnotations").Index(i).Child("valueExpression")))
+	}
+	want := []string{
+		"spec.matchConditions[0].expression: Invalid value: \"variables.x == 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'variables' (in container '')\n | variables.x == 1\n | ^",
+		"spec.variables[1].expression: Invalid value: \"variables.x + 'a'\": compilation failed: ERROR: <input>:1:13: found no matching overload for '_+_' applied to '(int, string)'\n | variables.x + 'a'\n | ............^",
+		"spec.validations[0].expression: Invalid value: \"1\": must evaluate to bool but got int",
+		"spec.validations[1].expression: Invalid value: \"params.x\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')\n | params.x\n | ^",
+		"spec.validations[2].expression: Invalid value: \"variables.x == 'a'\": compilation failed: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(int, string)'\n | variables.x == 'a'\n | ............^",
+		"spec.validations[4].messageExpression: Invalid value: \"authorizer.group('').resource('pods').check('get').reason()\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')\n | authorizer.group('').resource('pods').check('get').reason()\n | ^",
+		"spec.validations[5].messageExpression: Invalid value: \"variables.x\": must evaluate to string but got int",
+		"spec.auditAnnotations[0].valueExpression: Invalid value: \" 1 \": must evaluate to one of [string null_type] but got int",
+	}
+	if strings.Join(got, "\n\n") != strings.Join(want, "\n\n") {
+		t.Errorf("got\n%s\n\nwant\n%s", strings.Join(got, "\n\n"), strings.Join(want, "\n\n"))
+	}
+}
+
+func TestPolicyCheckerParams(t *testing.T) {
+	if e := NewPolicyChecker(true).Validation("params.max >= object.spec.replicas", nil); e != nil {
+		t.Errorf("params with a paramKind: %v", e)
+	}
+	if e := CheckPolicyMatchCondition("params.on == true", true, nil); e != nil {
+		t.Errorf("params in a matchCondition with a paramKind: %v", e)
+	}
+	if e := NewPolicyChecker(false).Validation("has(object.spec)", nil); e != nil {
+		t.Errorf("no variables, no params: %v", e)
+	}
+}
+
+func deployment(replicas int64) map[string]any {
+	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web"}, "spec": map[string]any{"replicas": replicas}}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	p := CompilePolicy(PolicySpec{
+		HasParams: true,
+		Variables: []NamedExpression{
+			{Name: "replicas", Expression: "object.spec.replicas"},
+			{Name: "broken", Expression: "object.spec.missing"},
+		},
+		Validations: []Validation{
+			{Expression: "variables.replicas <= params.max"},
+			{Expression: "variables.replicas <= params.max", Message: "  too many  ", Reason: "Forbidden"},
+			{Expression: "variables.replicas <= params.max", Message: "unused",
+				MessageExpression: "'replicas ' + string(variables.replicas) + ' over ' + string(params.max)"},
+			{Expression: "variables.replicas <= params.max", Message: "fallback", MessageExpression: "'a\\nb'"},
+			{Expression: "variables.broken == 1"},
+			{Expression: "object.spec.replicas > 0"},
+		},
+		AuditAnnotations: []AuditAnnotation{
+			{Key: "high", ValueExpression: "'replicas ' + string(variables.replicas)"},
+			{Key: "none", ValueExpression: "null"},
+			{Key: "empty", ValueExpression: "'  '"},
+			{Key: "failing", ValueExpression: "string(variables.broken)"},
+		},
+	})
+	if errs := p.CompileErrors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	in := &PolicyInput{Object: deployment(5), Request: map[string]any{"name": "web"}, Params: map[string]any{"max": int64(3)}}
+	decisions, annotations, err := p.Validate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Decision{
+		{Index: 0, Reason: "Invalid", Message: "failed expression: variables.replicas <= params.max"},
+		{Index: 1, Reason: "Forbidden", Message: "too many"},
+		{Index: 2, Reason: "Invalid", Message: "replicas 5 over 3"},
+		{Index: 3, Reason: "Invalid", Message: "fallback"},
+		{Index: 4, Error: true, Message: "expression 'variables.broken == 1' resulted in error: composited variable \"broken\" fails to evaluate: no such key: missing"},
+	}
+	if len(decisions) != len(want) {
+		t.Fatalf("decisions %+v, want %+v", decisions, want)
+	}
+	for i := range want {
+		if decisions[i] != want[i] {
+			t.Errorf("decision %d: %+v, want %+v", i, decisions[i], want[i])
+		}
+	}
+	wantAnn := []AnnotationResult{{Key: "high", Value: "replicas 5"}} // none and empty are left out
+	if len(annotations) != 2 || annotations[0] != wantAnn[0] || annotations[1].Key != "failing" ||
+		annotations[1].Err == nil || annotations[1].Err.Error() != "expression 'string(variables.broken)' resulted in error: composited variable \"broken\" fails to evaluate: no such key: missing" {
+		t.Errorf("annotations %+v", annotations)
+	}
+
+	in.Object = deployment(2)
+	decisions, annotations, err = p.Validate(context.Background(), in)
+	if err != nil || len(decisions) != 1 || decisions[0].Index != 4 || len(annotations) != 2 || annotations[0].Value != "replicas 2" {
+		t.Errorf("within bounds: %+v %+v %v", decisions, annotations, err)
+	}
+}
+
+func TestPolicyMatchConditions(t *testing.T) {
+	p := CompilePolicy(PolicySpec{MatchConditions: []NamedExpression{
+		{Name: "errs", Expression: "object.metadata.missing == 'x'"},
+		{Name: "web", Expression: "object.metadata.name == 'web'"},
+		{Name: "errs-too", Expression: "object.spec.missing == 1"},
+	}})
+	ctx := context.Background()
+	ok, err := p.Match(ctx, &PolicyInput{Object: map[string]any{"metadata": map[string]any{"name": "db"}}})
+	if ok || err != nil {
+		t.Errorf("a false condition wins over errors: %v %v", ok, err)
+	}
+	_, err = p.Match(ctx, &PolicyInput{Object: deployment(1)})
+	want := "[expression 'object.metadata.missing == 'x'' resulted in error: no such key: missing, expression 'object.spec.missing == 1' resulted in error: no such key: missing]"
+	if err == nil || err.Error() != want {
+		t.Errorf("errors: %v, want %s", err, want)
+	}
+}
+
+// A variable is evaluated once however often it is read: its cost is
+// paid once.
+func TestPolicyVariablesAreEvaluatedOnce(t *testing.T) {
+	p := CompilePolicy(PolicySpec{
+		Variables:   []NamedExpression{{Name: "big", Expression: "object.items.map(x, x * 2)"}},
+		Validations: []Validation{{Expression: "size(variables.big) > 0"}},
+	})
+	items := make([]any, 100)
+	for i := range items {
+		items[i] = int64(1)
+	}
+	a := p.activation(context.Background(), &PolicyInput{Object: map[string]any{"items": items}})
+	a.vars.get("big")
+	first := a.cost
+	for range 3 {
+		a.vars.get("big")
+	}
+	if first == 0 || a.cost != first {
+		t.Errorf("cost %d after one read, %d after four: evaluated again", first, a.cost)
+	}
+}

@@ -1,0 +1,545 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
+	"github.com/kplane-dev/kplane/internal/storage"
+)
+
+// The two policy resources.
+var (
+	policyResource  = schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "validatingadmissionpolicies"}
+	bindingResource = schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "validatingadmissionpolicybindings"}
+)
+
+// policy is a ValidatingAdmissionPolicy with the bindings that name it,
+// parsed and compiled.
+type policy struct {
+	name          string
+	failurePolicy admissionregistrationv1.FailurePolicyType
+	paramKind     *admissionregistrationv1.ParamKind
+	constraints   criteria
+	compiled      *cel.Policy
+	bindings      []*binding
+}
+
+// binding is a ValidatingAdmissionPolicyBinding.
+type binding struct {
+	name      string
+	resources *criteria // nil: every request the policy matches
+	paramRef  *admissionregistrationv1.ParamRef
+	actions   []admissionregistrationv1.ValidationAction
+}
+
+// criteria are a policy's matchConstraints or a binding's
+// matchResources, parsed.
+type criteria struct {
+	rules, excludes         []admissionregistrationv1.NamedRuleWithOperations
+	matchPolicy             admissionregistrationv1.MatchPolicyType
+	nsSelector, objSelector labels.Selector
+	nsErr, objErr           error
+}
+
+func parseCriteria(m *admissionregistrationv1.MatchResources) criteria {
+	c := criteria{rules: m.ResourceRules, excludes: m.ExcludeResourceRules, matchPolicy: admissionregistrationv1.Equivalent}
+	if m.MatchPolicy != nil {
+		c.matchPolicy = *m.MatchPolicy
+	}
+	c.nsSelector, c.nsErr = selector(m.NamespaceSelector)
+	c.objSelector, c.objErr = selector(m.ObjectSelector)
+	return c
+}
+
+// loadPolicies reads the policies and their bindings: policies by name,
+// each with its bindings by name (upstream's order is its informers' map
+// order; a fixed one makes the first refusal the same every time). A
+// policy no binding names, and a binding naming no policy, do nothing.
+func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
+	read := func(gr schema.GroupResource) ([]unstructured.Unstructured, error) {
+		res, ok := w.Registry.Get(gr)
+		if !ok {
+			return nil, nil
+		}
+		list, err := res.ListFromStore(ctx, "v1", "")
+		if err != nil {
+			return nil, err
+		}
+		items := list.Items
+		sort.Slice(items, func(i, j int) bool { return items[i].GetName() < items[j].GetName() })
+		return items, nil
+	}
+	bindingObjs, err := read(bindingResource)
+	if err != nil || len(bindingObjs) == 0 {
+		return nil, err
+	}
+	policyObjs, err := read(policyResource)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*policy{}
+	var out []*policy
+	for i := range policyObjs {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policyObjs[i].Object, &p); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", policyResource, policyObjs[i].GetName(), err)
+		}
+		pol := parsePolicy(&p)
+		byName[pol.name] = pol
+		out = append(out, pol)
+	}
+	for i := range bindingObjs {
+		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindingObjs[i].Object, &b); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", bindingResource, bindingObjs[i].GetName(), err)
+		}
+		pol := byName[b.Spec.PolicyName]
+		if pol == nil {
+			continue
+		}
+		bd := &binding{name: b.Name, paramRef: b.Spec.ParamRef, actions: b.Spec.ValidationActions}
+		if b.Spec.MatchResources != nil {
+			c := parseCriteria(b.Spec.MatchResources)
+			bd.resources = &c
+		}
+		pol.bindings = append(pol.bindings, bd)
+	}
+	bound := out[:0]
+	for _, p := range out {
+		if len(p.bindings) > 0 {
+			bound = append(bound, p)
+		}
+	}
+	return bound, nil
+}
+
+func parsePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) *policy {
+	pol := &policy{name: p.Name, failurePolicy: admissionregistrationv1.Fail, paramKind: p.Spec.ParamKind}
+	if p.Spec.FailurePolicy != nil {
+		pol.failurePolicy = *p.Spec.FailurePolicy
+	}
+	if m := p.Spec.MatchConstraints; m != nil {
+		pol.constraints = parseCriteria(m)
+	}
+	spec := cel.PolicySpec{HasParams: p.Spec.ParamKind != nil}
+	for _, m := range p.Spec.MatchConditions {
+		spec.MatchConditions = append(spec.MatchConditions, cel.NamedExpression{Name: m.Name, Expression: m.Expression})
+	}
+	for _, v := range p.Spec.Variables {
+		spec.Variables = append(spec.Variables, cel.NamedExpression{Name: v.Name, Expression: v.Expression})
+	}
+	for _, v := range p.Spec.Validations {
+		val := cel.Validation{Expression: v.Expression, Message: v.Message, MessageExpression: v.MessageExpression}
+		if v.Reason != nil {
+			val.Reason = string(*v.Reason)
+		}
+		spec.Validations = append(spec.Validations, val)
+	}
+	for _, a := range p.Spec.AuditAnnotations {
+		spec.AuditAnnotations = append(spec.AuditAnnotations, cel.AuditAnnotation{Key: a.Key, ValueExpression: a.ValueExpression})
+	}
+	pol.compiled = cel.CompilePolicy(spec)
+	return pol
+}
+
+// denial is a refusal decided by a policy (and binding: nil for the
+// policy's own configuration errors).
+type denial struct {
+	policy  *policy
+	binding *binding
+	message string
+	reason  metav1.StatusReason
+}
+
+// validatePolicies runs the policies over a, as kube-apiserver's
+// ValidatingAdmissionPolicy plugin does, and returns the first refusal.
+func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAttributes, policies []*policy) error {
+	var denials []denial
+	configError := func(p *policy, b *binding, err error) {
+		switch p.failurePolicy {
+		case admissionregistrationv1.Ignore:
+		case admissionregistrationv1.Fail:
+			what := "policy"
+			if b != nil {
+				what = "binding"
+			}
+			denials = append(denials, denial{policy: p, binding: b, message: fmt.Sprintf("failed to configure %s: %v", what, err)})
+		default:
+			denials = append(denials, denial{policy: p, binding: b, message: fmt.Sprintf("unrecognized failure policy: '%v'", p.failurePolicy)})
+		}
+	}
+	var namespace map[string]any
+	namespaceRead := false
+	for _, p := range policies {
+		inv, err := w.matchCriteria(ctx, &p.constraints, a)
+		if err != nil {
+			configError(p, nil, err)
+			continue
+		}
+		if inv == nil {
+			continue
+		}
+		for _, b := range p.bindings {
+			if b.resources != nil {
+				match, err := w.matchCriteria(ctx, b.resources, a)
+				if err != nil {
+					configError(p, b, err)
+					continue
+				}
+				if match == nil {
+					continue
+				}
+			}
+			params, err := w.params(ctx, p, b, a)
+			if err != nil {
+				configError(p, b, err)
+				continue
+			}
+			if len(params) == 0 {
+				continue
+			}
+			if !namespaceRead {
+				namespaceRead = true
+				if namespace, err = w.namespaceObject(ctx, a); err != nil {
+					return err
+				}
+			}
+			in, err := w.policyInput(ctx, inv, a, namespace)
+			if err != nil {
+				configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
+				continue
+			}
+			for _, param := range params {
+				in.Params = param
+				denials = append(denials, p.evaluate(ctx, b, in)...)
+			}
+		}
+	}
+	if len(denials) == 0 {
+		return nil
+	}
+	return policyRefusal(a, denials[0])
+}
+
+// evaluate runs p's expressions with b's params in for b: the refusals
+// its Deny action makes of what failed; Warn's become warnings; Audit's
+// are dropped (kplane keeps no audit log), as are audit annotations.
+func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) []denial {
+	failed := func(msg string) []denial {
+		if p.failurePolicy == admissionregistrationv1.Ignore {
+			return nil
+		}
+		return []denial{{policy: p, binding: b, message: msg}}
+	}
+	ok, err := p.compiled.Match(ctx, in)
+	if err != nil {
+		return failed(err.Error())
+	}
+	if !ok {
+		return nil
+	}
+	decisions, annotations, err := p.compiled.Validate(ctx, in)
+	if err != nil {
+		return failed(err.Error())
+	}
+	var out []denial
+	for _, d := range decisions {
+		if d.Error && p.failurePolicy == admissionregistrationv1.Ignore {
+			continue
+		}
+		reason := metav1.StatusReason(d.Reason)
+		for _, action := range b.actions {
+			switch action {
+			case admissionregistrationv1.Deny:
+				out = append(out, denial{policy: p, binding: b, message: d.Message, reason: reason})
+			case admissionregistrationv1.Warn:
+				registry.AddWarning(ctx, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.name, b.name, d.Message))
+			}
+		}
+	}
+	for _, an := range annotations {
+		if an.Err != nil && p.failurePolicy != admissionregistrationv1.Ignore {
+			out = append(out, denial{policy: p, binding: b, message: an.Err.Error()})
+		}
+	}
+	return out
+}
+
+// policyRefusal is d as upstream words it: a Forbidden of the request's
+// resource and name, with the validation's reason (Invalid by default)
+// and its code, the message repeated as a cause.
+func policyRefusal(a *registry.AdmissionAttributes, d denial) error {
+	var message string
+	if d.binding != nil {
+		message = fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", d.policy.name, d.binding.name, d.message)
+	} else {
+		message = fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", d.policy.name, d.message)
+	}
+	name := a.Name
+	if name == "" {
+		name = "Unknown"
+		if a.Object != nil {
+			if n := a.Object.GetName(); n != "" {
+				name = n
+			} else if g := a.Object.GetGenerateName(); g != "" {
+				name = g
+			}
+		}
+	}
+	err := apierrors.NewForbidden(a.Kind.GroupResource(), name, errors.New(message))
+	reason := d.reason
+	if reason == "" {
+		reason = metav1.StatusReasonInvalid
+	}
+	err.ErrStatus.Reason = reason
+	err.ErrStatus.Code = reasonCode(reason)
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: message})
+	return err
+}
+
+func reasonCode(r metav1.StatusReason) int32 {
+	switch r {
+	case metav1.StatusReasonForbidden:
+		return 403
+	case metav1.StatusReasonUnauthorized:
+		return 401
+	case metav1.StatusReasonRequestEntityTooLarge:
+		return 413
+	}
+	return 422
+}
+
+// matchCriteria is upstream's matcher of matchConstraints and
+// matchResources: the namespace and object selectors, the excluded
+// rules, then the rules (the request's resource, or with matchPolicy
+// Equivalent another version of it), each with its resourceNames. It
+// returns how the request is shown (nil: no match); a selector's error
+// counts only for a request the rules match.
+func (w *Webhooks) matchCriteria(ctx context.Context, c *criteria, a *registry.AdmissionAttributes) (*invocation, error) {
+	nsMatch, nsErr := w.namespaceMatches(ctx, c.nsSelector, c.nsErr, a)
+	if !nsMatch && nsErr == nil {
+		return nil, nil
+	}
+	objMatch, objErr := objectMatches(c.objSelector, c.objErr, a)
+	if !objMatch && objErr == nil {
+		return nil, nil
+	}
+	if len(c.excludes) > 0 && w.matchNamedRules(c.excludes, c.matchPolicy, a) != nil {
+		return nil, nil
+	}
+	inv := &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
+	if len(c.rules) > 0 {
+		if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
+			return nil, nil
+		}
+	}
+	if nsErr != nil {
+		return nil, nsErr
+	}
+	if objErr != nil {
+		return nil, objErr
+	}
+	return inv, nil
+}
+
+// matchNamedRules finds the first rule that matches a, by its resource
+// or, with matchPolicy Equivalent, an equivalent one, and its names.
+func (w *Webhooks) matchNamedRules(rules []admissionregistrationv1.NamedRuleWithOperations, matchPolicy admissionregistrationv1.MatchPolicyType, a *registry.AdmissionAttributes) *invocation {
+	named := func(r admissionregistrationv1.NamedRuleWithOperations) bool {
+		if len(r.ResourceNames) == 0 {
+			return true
+		}
+		name := a.Name
+		for _, n := range r.ResourceNames {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	gvr := a.GroupVersionResource()
+	for _, r := range rules {
+		if ruleMatches(r.RuleWithOperations, a, gvr) && named(r) {
+			return &invocation{resource: gvr, kind: a.GroupVersionKind()}
+		}
+	}
+	if matchPolicy != admissionregistrationv1.Equivalent {
+		return nil
+	}
+	for _, r := range rules {
+		for _, eq := range w.equivalents(a) {
+			if eq.gvr == gvr || !ruleMatches(r.RuleWithOperations, a, eq.gvr) {
+				continue
+			}
+			inv := &invocation{resource: eq.gvr, kind: eq.kind.GroupVersionKind(eq.gvr.Version), equivalent: eq.kind}
+			if !a.ObjectKind.Empty() {
+				inv.kind, inv.equivalent = a.ObjectKind, nil
+			}
+			if named(r) {
+				return inv
+			}
+		}
+	}
+	return nil
+}
+
+// params returns the parameter objects b gives p for a: one nil when p
+// has no paramKind or b no paramRef; none when none are found and the
+// binding allows that; upstream's errors otherwise.
+func (w *Webhooks) params(ctx context.Context, p *policy, b *binding, a *registry.AdmissionAttributes) ([]map[string]any, error) {
+	ref := b.paramRef
+	if p.paramKind == nil || ref == nil {
+		return []map[string]any{nil}, nil
+	}
+	gv, err := schema.ParseGroupVersion(p.paramKind.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse paramKind APIVersion: %w", err)
+	}
+	gvk := gv.WithKind(p.paramKind.Kind)
+	res := w.resourceOfKind(gvk)
+	if res == nil {
+		return nil, fmt.Errorf("failed to find resource referenced by paramKind: '%v'", gvk)
+	}
+	ns := ""
+	if res.Kind().Namespaced {
+		ns = a.Namespace
+		if ref.Namespace != "" {
+			ns = ref.Namespace
+		} else if ns == "" {
+			return nil, errors.New("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources")
+		}
+	} else if ref.Namespace != "" {
+		return nil, errors.New("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")
+	}
+	var found []map[string]any
+	switch {
+	case ref.Name != "":
+		obj, err := res.Get(ctx, gvk.Version, ns, ref.Name, metav1.GetOptions{ResourceVersion: "0"})
+		if apierrors.IsNotFound(err) {
+			obj, err = res.Get(ctx, gvk.Version, ns, ref.Name, metav1.GetOptions{})
+		}
+		switch {
+		case err == nil:
+			found = append(found, paramObject(obj))
+		case apierrors.IsNotFound(err):
+		default:
+			return nil, err
+		}
+	case ref.Selector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(ref.Selector)
+		if err != nil {
+			return nil, err
+		}
+		list, err := res.List(ctx, gvk.Version, ns, registry.ListOptions{ListOptions: storage.ListOptions{
+			ResourceVersion: "0", Predicate: storage.Predicate{Label: sel},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			found = append(found, paramObject(&list.Items[i]))
+		}
+	default:
+		return nil, errors.New("one of name or selector must be provided")
+	}
+	if len(found) == 0 && ref.ParameterNotFoundAction != nil && *ref.ParameterNotFoundAction == admissionregistrationv1.DenyAction {
+		return nil, errors.New("no params found for policy binding with `Deny` parameterNotFoundAction")
+	}
+	return found, nil
+}
+
+// paramObject is a parameter as expressions see it: as read, with its
+// apiVersion and kind.
+func paramObject(obj *unstructured.Unstructured) map[string]any { return obj.Object }
+
+// resourceOfKind is the resource serving gvk, nil if none.
+func (w *Webhooks) resourceOfKind(gvk schema.GroupVersionKind) *registry.Resource {
+	for _, res := range w.Registry.Resources() {
+		k := res.Kind()
+		if k.Group != gvk.Group || k.Kind != gvk.Kind {
+			continue
+		}
+		for _, v := range k.Versions {
+			if v == gvk.Version {
+				return res
+			}
+		}
+	}
+	return nil
+}
+
+// namespaceObject is a's namespace as expressions see it: its metadata
+// (only the fields upstream keeps), spec and status; nil for
+// cluster-scoped requests and for Namespaces themselves.
+func (w *Webhooks) namespaceObject(ctx context.Context, a *registry.AdmissionAttributes) (map[string]any, error) {
+	if a.Namespace == "" || (a.Kind.Group == "" && a.Kind.Resource == "namespaces") {
+		return nil, nil
+	}
+	res, ok := w.Registry.Get(schema.GroupResource{Resource: "namespaces"})
+	if !ok {
+		return nil, apierrors.NewInternalError(errNoNamespaces)
+	}
+	ns, err := res.Get(ctx, "v1", "", a.Namespace, metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		ns, err = res.Get(ctx, "v1", "", a.Namespace, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta := map[string]any{}
+	src, _ := ns.Object["metadata"].(map[string]any)
+	for _, k := range []string{"name", "generateName", "namespace", "uid", "resourceVersion", "generation",
+		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "finalizers"} {
+		if v, ok := src[k]; ok {
+			meta[k] = v
+		}
+	}
+	if _, ok := meta["creationTimestamp"]; !ok {
+		meta["creationTimestamp"] = nil
+	}
+	out := map[string]any{"metadata": meta, "spec": map[string]any{}, "status": map[string]any{}}
+	for _, k := range []string{"spec", "status"} {
+		if v, ok := ns.Object[k]; ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// policyInput is what a policy's expressions see of a, shown as inv.
+func (w *Webhooks) policyInput(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes, namespace map[string]any) (*cel.PolicyInput, error) {
+	obj, old, err := w.shownBoth(ctx, inv, a)
+	if err != nil {
+		return nil, err
+	}
+	req, err := admissionRequest(ctx, inv, a, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var request map[string]any
+	if err := utiljson.Unmarshal(data, &request); err != nil { // numbers as int64, as upstream's
+		return nil, err
+	}
+	for _, k := range []string{"uid", "object", "oldObject"} {
+		delete(request, k)
+	}
+	return &cel.PolicyInput{Object: objectMap(obj), OldObject: objectMap(old), Request: request, Namespace: namespace}, nil
+}
