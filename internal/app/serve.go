@@ -230,6 +230,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Admission webhooks: their configurations reload on every write.
 	webhooks := &webhook.Webhooks{Registry: reg, Logger: log}
+	if authz != nil {
+		webhooks.Authorizer = authz // admission policies' authorizer checks
+	}
 	builtin = webhooks.Install(builtin)
 	registry.SetTypeConverters(builtin...)
 	for _, k := range builtin {

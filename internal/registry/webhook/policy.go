@@ -541,5 +541,28 @@ func (w *Webhooks) policyInput(ctx context.Context, inv *invocation, a *registry
 	for _, k := range []string{"uid", "object", "oldObject"} {
 		delete(request, k)
 	}
-	return &cel.PolicyInput{Object: objectMap(obj), OldObject: objectMap(old), Request: request, Namespace: namespace}, nil
+	u, _ := registry.UserFrom(ctx)
+	in := &cel.PolicyInput{
+		Object: objectMap(obj), OldObject: objectMap(old), Request: request, Namespace: namespace,
+		User: cel.AuthzUser{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra},
+		RequestResource: cel.RequestResource{
+			Group: a.Kind.Group, Resource: a.Kind.Resource, Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name,
+		},
+	}
+	if w.Authorizer != nil {
+		in.Authorize = w.authorize
+	}
+	return in, nil
+}
+
+// authorize answers an expression's authorizer check by w.Authorizer.
+func (w *Webhooks) authorize(ctx context.Context, c cel.AuthzCheck) (bool, string, error) {
+	allowed, reason := w.Authorizer.Authorize(ctx, registry.Attributes{
+		User:            registry.User{Name: c.User.Name, UID: c.User.UID, Groups: c.User.Groups, Extra: c.User.Extra},
+		Verb:            c.Verb,
+		ResourceRequest: c.ResourceRequest,
+		Namespace:       c.Namespace, APIGroup: c.Group, APIVersion: "*", Resource: c.Resource, Subresource: c.Subresource, Name: c.Name,
+		Path: c.Path,
+	})
+	return allowed, reason, nil
 }

@@ -34,6 +34,10 @@ var (
 type Webhooks struct {
 	Registry *registry.Registry
 	Logger   *slog.Logger // nil discards
+	// Authorizer answers the authorizer checks of admission policies'
+	// expressions; nil allows every one (--authorization-mode
+	// AlwaysAllow).
+	Authorizer registry.Authorizer
 
 	hooks   atomic.Pointer[hookSet]
 	reload  sync.Mutex // one reload at a time

@@ -361,6 +361,18 @@ type PolicyInput struct {
 	// Namespace is the request's namespace (nil: null), with only the
 	// fields admission expressions see.
 	Namespace map[string]any
+	// User is the request's user, whom `authorizer` checks are for;
+	// Authorize answers them (nil: everything is allowed).
+	User      AuthzUser
+	Authorize Authorize
+	// RequestResource is the request's resource, for
+	// authorizer.requestResource.
+	RequestResource RequestResource
+}
+
+// RequestResource is the resource a request is about.
+type RequestResource struct {
+	Group, Resource, Subresource, Namespace, Name string
 }
 
 // activation is an evaluation's variables.
@@ -397,6 +409,10 @@ func (p *Policy) activation(ctx context.Context, in *PolicyInput) *activation {
 	if p.hasParams {
 		vals["params"] = nullable(in.Params)
 	}
+	authz := newAuthorizer(ctx, in.User, in.Authorize)
+	r := in.RequestResource
+	vals["authorizer"] = authz
+	vals["authorizer.requestResource"] = requestResourceCheck(authz, r.Group, r.Resource, r.Subresource, r.Namespace, r.Name)
 	a := &activation{vals: vals}
 	if len(p.variables) > 0 {
 		a.vars = &lazyVariables{ctx: ctx, policy: p, act: a, done: map[string]ref.Val{}}

@@ -2,6 +2,8 @@ package cel
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -161,5 +163,56 @@ func TestPolicyVariablesAreEvaluatedOnce(t *testing.T) {
 	}
 	if first == 0 || a.cost != first {
 		t.Errorf("cost %d after one read, %d after four: evaluated again", first, a.cost)
+	}
+}
+
+// The authorizer asks the server's authorizer as the request's user (or
+// a service account), a resource check at any version.
+func TestPolicyAuthorizer(t *testing.T) {
+	p := CompilePolicy(PolicySpec{Validations: []Validation{
+		{Expression: "authorizer.group('apps').resource('deployments').subresource('scale').namespace('ns').name('web').check('update').allowed()"},
+		{Expression: "authorizer.requestResource.check('delete').allowed()"},
+		{Expression: "authorizer.requestResource.check('update').reason() == 'RBAC: update'"},
+		{Expression: "authorizer.serviceAccount('ns', 'bot').path('/healthz').check('get').allowed()"},
+		{Expression: "authorizer.path('/metrics').check('get').errored()"},
+		{Expression: "authorizer.group('').resource(' ').check('get').allowed()"},
+	}})
+	if errs := p.CompileErrors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var checks []AuthzCheck
+	in := &PolicyInput{
+		Request:         map[string]any{},
+		User:            AuthzUser{Name: "alice", Groups: []string{"dev"}},
+		RequestResource: RequestResource{Resource: "configmaps", Namespace: "ns", Name: "cm"},
+		Authorize: func(_ context.Context, c AuthzCheck) (bool, string, error) {
+			checks = append(checks, c)
+			if c.Path == "/metrics" {
+				return false, "", errors.New("broken")
+			}
+			return c.Verb != "delete", "RBAC: " + c.Verb, nil
+		},
+	}
+	decisions, _, err := p.Validate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Decision{
+		{Index: 1, Reason: "Invalid", Message: "failed expression: authorizer.requestResource.check('delete').allowed()"},
+		{Index: 5, Error: true, Message: "expression 'authorizer.group('').resource(' ').check('get').allowed()' resulted in error: resource must not be empty"},
+	}
+	if fmt.Sprint(decisions) != fmt.Sprint(want) {
+		t.Errorf("decisions\n%+v\nwant\n%+v", decisions, want)
+	}
+	alice := AuthzUser{Name: "alice", Groups: []string{"dev"}}
+	wantChecks := []AuthzCheck{
+		{User: alice, Verb: "update", ResourceRequest: true, Group: "apps", Resource: "deployments", Subresource: "scale", Namespace: "ns", Name: "web"},
+		{User: alice, Verb: "delete", ResourceRequest: true, Resource: "configmaps", Namespace: "ns", Name: "cm"},
+		{User: alice, Verb: "update", ResourceRequest: true, Resource: "configmaps", Namespace: "ns", Name: "cm"},
+		{User: AuthzUser{Name: "system:serviceaccount:ns:bot", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ns"}}, Verb: "get", Path: "/healthz"},
+		{User: alice, Verb: "get", Path: "/metrics"},
+	}
+	if fmt.Sprint(checks) != fmt.Sprint(wantChecks) {
+		t.Errorf("checks\n%+v\nwant\n%+v", checks, wantChecks)
 	}
 }
