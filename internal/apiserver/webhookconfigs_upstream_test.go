@@ -88,9 +88,10 @@ func TestWebhookConfigurationWarningsAsKubeAPIServer(t *testing.T) {
 	}
 }
 
-// The two kinds are in discovery as v1.37.2 lists them: cluster-scoped,
-// in the api-extensions category, with upstream's storage version
-// hashes.
+// The group's kinds are in discovery as v1.37.2 lists them:
+// cluster-scoped, in the api-extensions category, with upstream's storage
+// version hashes, and a policy's /status. (Upstream also lists the
+// MutatingAdmissionPolicy kinds, which kplane does not serve.)
 func TestWebhookConfigurationsDiscovery(t *testing.T) {
 	h := newInProcess(t)
 	var list metav1.APIResourceList
@@ -101,6 +102,11 @@ func TestWebhookConfigurationsDiscovery(t *testing.T) {
 	want := []metav1.APIResource{
 		{Name: "mutatingwebhookconfigurations", SingularName: "mutatingwebhookconfiguration", Kind: "MutatingWebhookConfiguration",
 			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "Sqi0GUgDaX0="},
+		{Name: "validatingadmissionpolicies", SingularName: "validatingadmissionpolicy", Kind: "ValidatingAdmissionPolicy",
+			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "6OxvlMmQ6is="},
+		{Name: "validatingadmissionpolicies/status", Kind: "ValidatingAdmissionPolicy", Verbs: metav1.Verbs{"get", "patch", "update"}},
+		{Name: "validatingadmissionpolicybindings", SingularName: "validatingadmissionpolicybinding", Kind: "ValidatingAdmissionPolicyBinding",
+			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "v9715VZqakg="},
 		{Name: "validatingwebhookconfigurations", SingularName: "validatingwebhookconfiguration", Kind: "ValidatingWebhookConfiguration",
 			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "B0wHjQmsGNk="},
 	}

@@ -255,7 +255,7 @@ func validateWebhook(hook map[string]any, mutating bool, opts webhookOptions, pa
 	}
 	if !opts.ignoreMatchConditions {
 		conditions, _ := hook["matchConditions"].([]any)
-		errs = append(errs, validateMatchConditions(conditions, path.Child("matchConditions"))...)
+		errs = append(errs, validateMatchConditions(conditions, cel.CheckMatchCondition, path.Child("matchConditions"))...)
 	}
 	return errs
 }
@@ -417,13 +417,15 @@ func validateWebhookService(service map[string]any, path *field.Path) field.Erro
 	return append(errs, registry.ValidateWebhookPath(path.Child("path"), p)...)
 }
 
-// maxMatchConditions is upstream's limit on a webhook's matchConditions.
+// maxMatchConditions is upstream's limit on a webhook's or a policy's
+// matchConditions.
 const maxMatchConditions = 64
 
-// validateMatchConditions checks a webhook's matchConditions: at most 64,
-// each with an expression that compiles to a bool (package cel) and a
+// validateMatchConditions checks a webhook's or a policy's
+// matchConditions: at most 64, each with an expression that compile
+// accepts (a bool, in the webhook's or the policy's environment) and a
 // qualified name, the names unique.
-func validateMatchConditions(conditions []any, path *field.Path) field.ErrorList {
+func validateMatchConditions(conditions []any, compile func(expr string, path *field.Path) *field.Error, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(conditions) > maxMatchConditions {
 		errs = append(errs, field.TooMany(path, len(conditions), maxMatchConditions))
@@ -435,7 +437,7 @@ func validateMatchConditions(conditions []any, path *field.Path) field.ErrorList
 		expr, _ := condition["expression"].(string)
 		if expr = strings.TrimSpace(expr); expr == "" {
 			errs = append(errs, field.Required(p.Child("expression"), ""))
-		} else if err := cel.CheckMatchCondition(expr, p.Child("expression")); err != nil {
+		} else if err := compile(expr, p.Child("expression")); err != nil {
 			errs = append(errs, err)
 		}
 		name, _ := condition["name"].(string)
@@ -484,10 +486,7 @@ var admissionExcluded = []schema.GroupResource{
 // rule names outright (a rule with a "*" group or resource names none),
 // once per rule.
 func webhookWarnings(obj, old *unstructured.Unstructured) []string {
-	var warnings []string
-	if old != nil && strings.HasSuffix(obj.GetName(), staticConfigSuffix) {
-		warnings = append(warnings, "metadata.name: "+staticSuffixReserved)
-	}
+	warnings := staticSuffixWarnings(obj, old)
 	for i, hook := range webhooksOf(obj) {
 		rules, _ := hook["rules"].([]any)
 		path := field.NewPath("webhooks").Index(i).Child("rules")

@@ -5,7 +5,11 @@
 // (rbac.authorization.k8s.io/v1), the admission webhook configurations
 // (admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
 // MutatingWebhookConfiguration, their matchConditions compiled as
-// upstream compiles them) and the reviews (authorization.k8s.io/v1,
+// upstream compiles them), the admission policies
+// (ValidatingAdmissionPolicy with its /status, and
+// ValidatingAdmissionPolicyBinding, their expressions type-checked as
+// upstream's validation does; stored only, not enforced here) and the
+// reviews (authorization.k8s.io/v1,
 // authentication.k8s.io/v1; never stored): the access reviews of kubectl
 // auth and of metrics auth filters, whoami's, and TokenReview. Each has
 // upstream's scope, short names, validation, defaults and table columns.

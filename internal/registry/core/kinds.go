@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -76,7 +77,7 @@ func Kinds() []*registry.Kind {
 		role(rbac("ClusterRole", "clusterroles", false, func() runtime.Object { return &rbacv1.ClusterRole{} })),
 		binding(rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} })),
 		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
-	}, append(webhookConfigurations(), reviews()...)...)
+	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews())...)
 }
 
 func role(k *registry.Kind) *registry.Kind {

@@ -54,6 +54,10 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		admission("ValidatingWebhookConfigurationList"):   &admissionregistrationv1.ValidatingWebhookConfigurationList{},
 		admission("MutatingWebhookConfiguration"):         &admissionregistrationv1.MutatingWebhookConfiguration{},
 		admission("MutatingWebhookConfigurationList"):     &admissionregistrationv1.MutatingWebhookConfigurationList{},
+		admission("ValidatingAdmissionPolicy"):            &admissionregistrationv1.ValidatingAdmissionPolicy{},
+		admission("ValidatingAdmissionPolicyList"):        &admissionregistrationv1.ValidatingAdmissionPolicyList{},
+		admission("ValidatingAdmissionPolicyBinding"):     &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+		admission("ValidatingAdmissionPolicyBindingList"): &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{},
 		apiextensions("CustomResourceDefinition"):         &apiextensionsv1.CustomResourceDefinition{},
 		apiextensions("CustomResourceDefinitionList"):     &apiextensionsv1.CustomResourceDefinitionList{},
 		// Never stored: created and answered.

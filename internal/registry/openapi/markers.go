@@ -80,6 +80,26 @@ var fieldMarkers = map[string]map[string]marker{
 			" - `\"Cluster\"` means that scope is limited to cluster-scoped objects. Namespace objects are cluster-scoped.\n" +
 			" - `\"Namespaced\"` means that scope is limited to namespaced objects."},
 	},
+	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec": {
+		"failurePolicy": {enum: []any{"Fail", "Ignore"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"Fail\"` means that an error calling the webhook causes the admission to fail.\n" +
+			" - `\"Ignore\"` means that an error calling the webhook is ignored."},
+	},
+	"io.k8s.api.admissionregistration.v1.MatchResources": {
+		"matchPolicy": {enum: []any{"Equivalent", "Exact"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"Equivalent\"` means requests should be sent to the webhook if they modify a resource listed in rules via another API group or version.\n" +
+			" - `\"Exact\"` means requests should only be sent to the webhook if they exactly match a given rule."},
+	},
+	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus": {
+		"conditions": {listType: listMap, listMapKeys: []string{"type"}},
+	},
+	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding": {
+		"spec": {required: true},
+	},
+	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": {
+		"policyName":        {required: true},
+		"validationActions": {required: true, listType: listSet, itemEnum: []any{"Audit", "Deny", "Warn"}},
+	},
 	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
 		// Conditions merge by type under server-side apply although the
 		// field has no patch strategy.
@@ -118,10 +138,15 @@ func webhookMarkers(mutating bool) map[string]marker {
 // manager owns an owner reference, a role binding's subject, a label
 // selector).
 var atomicStructs = map[string]bool{
-	"io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference": true,
-	"io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector":  true,
-	"io.k8s.api.core.v1.ObjectReference":                  true,
-	"io.k8s.api.core.v1.LocalObjectReference":             true,
-	"io.k8s.api.rbac.v1.Subject":                          true,
-	"io.k8s.api.rbac.v1.RoleRef":                          true,
+	"io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference":         true,
+	"io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector":          true,
+	"io.k8s.api.core.v1.ObjectReference":                          true,
+	"io.k8s.api.core.v1.LocalObjectReference":                     true,
+	"io.k8s.api.rbac.v1.Subject":                                  true,
+	"io.k8s.api.rbac.v1.RoleRef":                                  true,
+	"io.k8s.api.admissionregistration.v1.ParamKind":               true,
+	"io.k8s.api.admissionregistration.v1.ParamRef":                true,
+	"io.k8s.api.admissionregistration.v1.Variable":                true,
+	"io.k8s.api.admissionregistration.v1.MatchResources":          true,
+	"io.k8s.api.admissionregistration.v1.NamedRuleWithOperations": true,
 }

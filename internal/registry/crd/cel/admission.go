@@ -3,7 +3,6 @@ package cel
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -39,25 +38,9 @@ func CheckMatchCondition(expression string, fldPath *field.Path) *field.Error {
 }
 
 // admissionEnv is the environment of admission expressions without
-// params (upstream's plugin/cel createEnvForOpts with HasAuthorizer).
-var admissionEnv = sync.OnceValues(func() (*cel.Env, error) {
-	base, err := baseEnv()
-	if err != nil {
-		return nil, err
-	}
-	objects := map[string]*declType{}
-	request := admissionRequestType(objects)
-	namespace := namespaceType(objects)
-	return base.Extend(
-		cel.CustomTypeProvider(&provider{Provider: base.CELTypeProvider(), adapter: base.CELTypeAdapter(), objects: objects}),
-		cel.Variable("object", cel.DynType),
-		cel.Variable("oldObject", cel.DynType),
-		cel.Variable("namespaceObject", namespace.cel),
-		cel.Variable("request", request.cel),
-		cel.Variable("authorizer", authorizerType),
-		cel.Variable("authorizer.requestResource", resourceCheckType),
-	)
-})
+// params and variables (upstream's plugin/cel createEnvForOpts with
+// HasAuthorizer).
+func admissionEnv() (*cel.Env, error) { return policyEnv(false, true, nil) }
 
 // objectType declares an object type of admission's (their names are
 // upstream's, and show in compile errors) in objects, with fields of the

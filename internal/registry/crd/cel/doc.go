@@ -40,14 +40,22 @@
 // upstream's function names, signatures, runtime errors and costs
 // (library_*.go; equality of their types included). The authorizer
 // library's functions are declared, as upstream's base environment has
-// them, but CRD rules have no authorizer to call them on; the jsonpatch
-// library belongs to mutating admission policies and is absent.
+// them, but CRD rules have no authorizer to call them on (admission
+// policies do); the jsonpatch library belongs to mutating admission
+// policies and is absent.
 //
 // CheckMatchCondition compiles the matchConditions of admission webhook
 // configurations, in the same base environment with admission's
 // variables (object, oldObject, request, namespaceObject, authorizer,
-// authorizer.requestResource), as their validation does upstream; it
-// checks and evaluates nothing else.
+// authorizer.requestResource), as their validation does upstream.
+//
+// policy.go does the same for ValidatingAdmissionPolicies: PolicyChecker
+// checks a policy's expressions as its validation does (variables typed
+// into `variables` in order), and CompilePolicy compiles them for
+// evaluation: matchConditions, validations with their messages, and
+// audit annotations, with variables evaluated lazily and the
+// authorizer library's checks asking the server's authorizer
+// (library_authz.go).
 //
 // Not done (differences from kube-apiserver):
 //   - A ratcheted failure is dropped silently; upstream also returns it as

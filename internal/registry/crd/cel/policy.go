@@ -170,9 +170,15 @@ type PolicyChecker struct {
 }
 
 // NewPolicyChecker returns a checker for a policy with (hasParams) or
-// without a paramKind.
-func NewPolicyChecker(hasParams bool) *PolicyChecker {
-	return &PolicyChecker{hasParams: hasParams, envs: map[envKey]*cel.Env{}}
+// without a paramKind, and with (hasVariables) or without variables:
+// `variables` is declared for a policy that has some, even if none
+// compiles, as upstream's composition compiler declares it.
+func NewPolicyChecker(hasParams, hasVariables bool) *PolicyChecker {
+	c := &PolicyChecker{hasParams: hasParams, envs: map[envKey]*cel.Env{}}
+	if hasVariables {
+		c.vars = newVariablesType()
+	}
+	return c
 }
 
 func (c *PolicyChecker) env(authorizer bool) (*cel.Env, error) {
@@ -206,7 +212,7 @@ func (c *PolicyChecker) check(expression, shown string, authorizer bool, fldPath
 // Variable checks a variable's expression and declares the variable for
 // the expressions checked after it.
 func (c *PolicyChecker) Variable(name, expression string, fldPath *field.Path) *field.Error {
-	if c.vars == nil {
+	if c.vars == nil { // NewPolicyChecker was told there are none
 		c.vars = newVariablesType()
 	}
 	out, ferr := c.check(expression, expression, true, fldPath, cel.AnyType, cel.DynType)

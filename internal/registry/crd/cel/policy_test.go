@@ -14,7 +14,7 @@ import (
 // expressions (variables x: "1", yy: "variables.x + 'a'", zz:
 // "variables.yy"; no paramKind).
 func TestPolicyCheckerAsKubeAPIServer(t *testing.T) {
-	c := NewPolicyChecker(false)
+	c := NewPolicyChecker(false, true)
 	var got []string
 	add := func(e *field.Error) {
 		if e != nil {
@@ -50,14 +50,28 @@ func TestPolicyCheckerAsKubeAPIServer(t *testing.T) {
 	}
 }
 
+// A policy with variables has `variables` even when none of them is
+// checked (each expression empty): a reference to one is an undefined
+// field, as upstream's.
+func TestPolicyCheckerDeclaresVariables(t *testing.T) {
+	e := NewPolicyChecker(false, true).Validation("variables.a == 1", field.NewPath("v"))
+	if e == nil || !strings.Contains(e.Detail, "<input>:1:10: undefined field 'a'") {
+		t.Errorf("got %v", e)
+	}
+	e = NewPolicyChecker(false, false).Validation("variables.a == 1", field.NewPath("v"))
+	if e == nil || !strings.Contains(e.Detail, "<input>:1:1: undeclared reference to 'variables'") {
+		t.Errorf("without variables: %v", e)
+	}
+}
+
 func TestPolicyCheckerParams(t *testing.T) {
-	if e := NewPolicyChecker(true).Validation("params.max >= object.spec.replicas", nil); e != nil {
+	if e := NewPolicyChecker(true, false).Validation("params.max >= object.spec.replicas", nil); e != nil {
 		t.Errorf("params with a paramKind: %v", e)
 	}
 	if e := CheckPolicyMatchCondition("params.on == true", true, nil); e != nil {
 		t.Errorf("params in a matchCondition with a paramKind: %v", e)
 	}
-	if e := NewPolicyChecker(false).Validation("has(object.spec)", nil); e != nil {
+	if e := NewPolicyChecker(false, false).Validation("has(object.spec)", nil); e != nil {
 		t.Errorf("no variables, no params: %v", e)
 	}
 }
