@@ -46,6 +46,55 @@ func BenchmarkCreateThroughWebhooks(b *testing.B) {
 	}
 }
 
+// BenchmarkCreateThroughPolicies is a ConfigMap create through the
+// registry with a ValidatingAdmissionPolicy bound that does not match it,
+// and with ones that do: a plain validation, one with a variable and a
+// messageExpression, and one reading a ConfigMap parameter.
+func BenchmarkCreateThroughPolicies(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		setup func(e *env)
+	}{
+		{"unmatched", func(e *env) {
+			e.policy("p", map[string]any{"matchConstraints": labelled("never", "yes"),
+				"validations": []any{map[string]any{"expression": "true"}}})
+			e.binding("p", "p", []any{"Deny"}, nil)
+		}},
+		{"validation", func(e *env) {
+			e.policy("p", map[string]any{"validations": []any{map[string]any{"expression": "size(object.data) <= 10"}}})
+			e.binding("p", "p", []any{"Deny"}, nil)
+		}},
+		{"variables", func(e *env) {
+			e.policy("p", map[string]any{
+				"variables": []any{map[string]any{"name": "keys", "expression": "has(object.data) ? size(object.data) : 0"}},
+				"validations": []any{map[string]any{"expression": "variables.keys <= 10",
+					"messageExpression": "'too many keys: ' + string(variables.keys)"}},
+			})
+			e.binding("p", "p", []any{"Deny"}, nil)
+		}},
+		{"params", func(e *env) {
+			if err := e.createIn("default", withData(configMap("limits", nil), map[string]any{"max": "10"}), nil); err != nil {
+				b.Fatal(err)
+			}
+			e.policy("p", map[string]any{"paramKind": map[string]any{"apiVersion": "v1", "kind": "ConfigMap"},
+				"validations": []any{map[string]any{"expression": "size(object.data) <= int(params.data.max)"}}})
+			e.binding("p", "p", []any{"Deny"}, map[string]any{"paramRef": map[string]any{"name": "limits", "parameterNotFoundAction": "Deny"}})
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b)
+			c.setup(e)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := e.createConfigMap(fmt.Sprintf("c%d", i), nil, registry.WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkReadThroughConversionWebhook reads Widgets (a kind whose
 // versions a conversion webhook converts): a get and a list of 100 in the
 // storage version, which call nothing, and in the other version, which

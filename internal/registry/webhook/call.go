@@ -266,12 +266,7 @@ func admissionRequest(ctx context.Context, inv *invocation, a *registry.Admissio
 		user.Extra[k] = v
 	}
 	dry := a.DryRun
-	namespace := a.Namespace
-	if a.Kind.Group == "" && a.Kind.Resource == "namespaces" && a.Operation != registry.OpCreate {
-		// Upstream's request info names a Namespace's own name as the
-		// namespace of a request to it.
-		namespace = a.Name
-	}
+	namespace := requestNamespace(a)
 	return &admissionv1.AdmissionRequest{
 		Kind:               gvk(inv.kind),
 		Resource:           gvr(inv.resource),
@@ -288,6 +283,16 @@ func admissionRequest(ctx context.Context, inv *invocation, a *registry.Admissio
 		DryRun:             &dry,
 		Options:            optsRaw,
 	}, nil
+}
+
+// requestNamespace is the namespace upstream's admission attributes give
+// a: a Namespace's own name for a request to a Namespace (its request
+// info's for most verbs; the create handler's for a create).
+func requestNamespace(a *registry.AdmissionAttributes) string {
+	if a.Kind.Group == "" && a.Kind.Resource == "namespaces" {
+		return a.Name
+	}
+	return a.Namespace
 }
 
 func nilIfEmpty(o *unstructured.Unstructured) runtime.Object {

@@ -1,8 +1,10 @@
-// Package webhook calls the admission webhooks users configure with
+// Package webhook is the registry's admission (registry.SetAdmission): it
+// calls the admission webhooks users configure with
 // admissionregistration.k8s.io/v1 MutatingWebhookConfigurations and
 // ValidatingWebhookConfigurations, as kube-apiserver's
-// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do. It
-// is the registry's Admission (registry.SetAdmission).
+// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do, and
+// enforces their ValidatingAdmissionPolicies (policy.go), as its
+// ValidatingAdmissionPolicy plugin does, before the validating webhooks.
 //
 // Webhooks keeps the configurations parsed in memory: it reads them all
 // at start-up (Load) and again after every write or delete of one
@@ -41,6 +43,14 @@
 // any false one skips it; errors refuse the request under failurePolicy
 // Fail and skip the webhook under Ignore.
 //
+// A ValidatingAdmissionPolicy runs when a binding names it: its
+// matchConstraints and the binding's matchResources are matched as
+// webhooks' rules and selectors are; its parameters are read from the
+// registry (paramRef by name or selector); its expressions
+// (crd/cel.CompilePolicy) decide, and the binding's actions make a false
+// validation a refusal (Deny) or a Warning header (Warn). Policies and
+// bindings are read and followed with the webhook configurations.
+//
 // Conversions (convert.go) is the registry's Converter: it calls a CRD's
 // conversion webhook with a ConversionReview, as apiextensions-apiserver's
 // webhook converter does, and checks the answer as it does (objects in
@@ -51,6 +61,7 @@
 // (admitmetrics.go, convertmetrics.go), which app serves on /metrics.
 //
 // Not done: no authentication to webhooks (upstream's
-// --admission-control-config-file kubeconfig); audit annotations are
-// dropped, as kplane keeps no audit log; the match-condition metrics.
+// --admission-control-config-file kubeconfig); audit annotations and the
+// Audit action are dropped, as kplane keeps no audit log; the
+// match-condition and policy metrics; MutatingAdmissionPolicy.
 package webhook

@@ -104,20 +104,9 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 	if err != nil {
 		return false, err
 	}
-	req, err := admissionRequest(ctx, inv, a, nil, nil)
+	request, err := requestMap(ctx, inv, a)
 	if err != nil {
 		return false, err
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return false, err
-	}
-	var request map[string]any
-	if err := utiljson.Unmarshal(data, &request); err != nil { // numbers as int64, as upstream's
-		return false, err
-	}
-	for _, k := range []string{"uid", "object", "oldObject"} {
-		delete(request, k)
 	}
 	var errs []string
 	for _, c := range h.conditions {
@@ -136,6 +125,28 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 		return false, errors.New(errs[0])
 	}
 	return false, errors.New("[" + strings.Join(errs, ", ") + "]")
+}
+
+// requestMap is the request CEL expressions see for inv: the
+// AdmissionRequest's fields as JSON gives them (numbers as int64, as
+// upstream's), without uid, object and oldObject.
+func requestMap(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (map[string]any, error) {
+	req, err := admissionRequest(ctx, inv, a, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var request map[string]any
+	if err := utiljson.Unmarshal(data, &request); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"uid", "object", "oldObject"} {
+		delete(request, k)
+	}
+	return request, nil
 }
 
 func objectMap(obj *unstructured.Unstructured) map[string]any {

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
@@ -193,6 +191,19 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 		if inv == nil {
 			continue
 		}
+		var paramKind schema.GroupVersionKind
+		var paramRes *registry.Resource
+		if p.paramKind != nil {
+			gv, err := schema.ParseGroupVersion(p.paramKind.APIVersion)
+			if err != nil {
+				continue // upstream leaves such a policy out
+			}
+			paramKind = gv.WithKind(p.paramKind.Kind)
+			if paramRes = w.resourceOfKind(paramKind); paramRes == nil {
+				configError(p, nil, fmt.Errorf("failed to find resource referenced by paramKind: '%v'", paramKind))
+				continue
+			}
+		}
 		for _, b := range p.bindings {
 			if b.resources != nil {
 				match, err := w.matchCriteria(ctx, b.resources, a)
@@ -204,7 +215,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 					continue
 				}
 			}
-			params, err := w.params(ctx, p, b, a)
+			params, err := w.params(ctx, paramRes, paramKind.Version, b.paramRef, a)
 			if err != nil {
 				configError(p, b, err)
 				continue
@@ -235,37 +246,26 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 	return policyRefusal(a, denials[0])
 }
 
-// evaluate runs p's expressions with b's params in for b: the refusals
-// its Deny action makes of what failed; Warn's become warnings; Audit's
-// are dropped (kplane keeps no audit log), as are audit annotations.
+// evaluate runs p's expressions with b's params in for b. Each validation
+// that failed (false, or not evaluated under failurePolicy Fail, as a
+// matchCondition or the whole evaluation may be) goes through b's
+// actions: Deny makes it a refusal, Warn a warning, Audit nothing (kplane
+// keeps no audit log). An audit annotation whose expression fails
+// refuses under Fail, whatever the actions, as upstream's.
 func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) []denial {
-	failed := func(msg string) []denial {
-		if p.failurePolicy == admissionregistrationv1.Ignore {
-			return nil
-		}
-		return []denial{{policy: p, binding: b, message: msg}}
-	}
-	ok, err := p.compiled.Match(ctx, in)
+	decisions, annotations, err := p.decide(ctx, in)
 	if err != nil {
-		return failed(err.Error())
-	}
-	if !ok {
-		return nil
-	}
-	decisions, annotations, err := p.compiled.Validate(ctx, in)
-	if err != nil {
-		return failed(err.Error())
+		decisions = []cel.Decision{{Error: true, Message: err.Error()}}
 	}
 	var out []denial
 	for _, d := range decisions {
 		if d.Error && p.failurePolicy == admissionregistrationv1.Ignore {
 			continue
 		}
-		reason := metav1.StatusReason(d.Reason)
 		for _, action := range b.actions {
 			switch action {
 			case admissionregistrationv1.Deny:
-				out = append(out, denial{policy: p, binding: b, message: d.Message, reason: reason})
+				out = append(out, denial{policy: p, binding: b, message: d.Message, reason: metav1.StatusReason(d.Reason)})
 			case admissionregistrationv1.Warn:
 				registry.AddWarning(ctx, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.name, b.name, d.Message))
 			}
@@ -277,6 +277,16 @@ func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) 
 		}
 	}
 	return out
+}
+
+// decide evaluates p's matchConditions, then its validations and audit
+// annotations.
+func (p *policy) decide(ctx context.Context, in *cel.PolicyInput) ([]cel.Decision, []cel.AnnotationResult, error) {
+	ok, err := p.compiled.Match(ctx, in)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	return p.compiled.Validate(ctx, in)
 }
 
 // policyRefusal is d as upstream words it: a Forbidden of the request's
@@ -397,26 +407,17 @@ func (w *Webhooks) matchNamedRules(rules []admissionregistrationv1.NamedRuleWith
 	return nil
 }
 
-// params returns the parameter objects b gives p for a: one nil when p
-// has no paramKind or b no paramRef; none when none are found and the
-// binding allows that; upstream's errors otherwise.
-func (w *Webhooks) params(ctx context.Context, p *policy, b *binding, a *registry.AdmissionAttributes) ([]map[string]any, error) {
-	ref := b.paramRef
-	if p.paramKind == nil || ref == nil {
+// params returns the parameter objects ref gives for a, read from res
+// in version v: one nil when the policy has no paramKind (res nil) or the
+// binding no paramRef; none when none are found and the binding allows
+// that; upstream's errors otherwise.
+func (w *Webhooks) params(ctx context.Context, res *registry.Resource, v string, ref *admissionregistrationv1.ParamRef, a *registry.AdmissionAttributes) ([]map[string]any, error) {
+	if res == nil || ref == nil {
 		return []map[string]any{nil}, nil
-	}
-	gv, err := schema.ParseGroupVersion(p.paramKind.APIVersion)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse paramKind APIVersion: %w", err)
-	}
-	gvk := gv.WithKind(p.paramKind.Kind)
-	res := w.resourceOfKind(gvk)
-	if res == nil {
-		return nil, fmt.Errorf("failed to find resource referenced by paramKind: '%v'", gvk)
 	}
 	ns := ""
 	if res.Kind().Namespaced {
-		ns = a.Namespace
+		ns = requestNamespace(a)
 		if ref.Namespace != "" {
 			ns = ref.Namespace
 		} else if ns == "" {
@@ -428,10 +429,10 @@ func (w *Webhooks) params(ctx context.Context, p *policy, b *binding, a *registr
 	var found []map[string]any
 	switch {
 	case ref.Name != "":
-		obj, err := res.Get(ctx, gvk.Version, ns, ref.Name, metav1.GetOptions{ResourceVersion: "0"})
-		if apierrors.IsNotFound(err) {
-			obj, err = res.Get(ctx, gvk.Version, ns, ref.Name, metav1.GetOptions{})
-		}
+		// A consistent read: a parameter changed by a write that has
+		// returned applies to the next request (upstream's informer
+		// may lag behind it).
+		obj, err := res.Get(ctx, v, ns, ref.Name, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			found = append(found, paramObject(obj))
@@ -444,8 +445,8 @@ func (w *Webhooks) params(ctx context.Context, p *policy, b *binding, a *registr
 		if err != nil {
 			return nil, err
 		}
-		list, err := res.List(ctx, gvk.Version, ns, registry.ListOptions{ListOptions: storage.ListOptions{
-			ResourceVersion: "0", Predicate: storage.Predicate{Label: sel},
+		list, err := res.List(ctx, v, ns, registry.ListOptions{ListOptions: storage.ListOptions{
+			Predicate: storage.Predicate{Label: sel},
 		}})
 		if err != nil {
 			return nil, err
@@ -526,20 +527,9 @@ func (w *Webhooks) policyInput(ctx context.Context, inv *invocation, a *registry
 	if err != nil {
 		return nil, err
 	}
-	req, err := admissionRequest(ctx, inv, a, nil, nil)
+	request, err := requestMap(ctx, inv, a)
 	if err != nil {
 		return nil, err
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var request map[string]any
-	if err := utiljson.Unmarshal(data, &request); err != nil { // numbers as int64, as upstream's
-		return nil, err
-	}
-	for _, k := range []string{"uid", "object", "oldObject"} {
-		delete(request, k)
 	}
 	u, _ := registry.UserFrom(ctx)
 	in := &cel.PolicyInput{
