@@ -114,6 +114,30 @@ func admissionMetrics(w *webhook.Webhooks) []apiserver.Metric {
 	}
 }
 
+// policyMetrics are the admission policies' figures under
+// kube-apiserver's names, labels and buckets.
+func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
+	return []apiserver.Metric{
+		{
+			Name: "apiserver_validating_admission_policy_check_total", Type: "counter",
+			Help: "ValidatingAdmissionPolicy validations that failed, by policy, binding, error type and the action taken (deny, warn, audit; allow for one that could not be evaluated under failurePolicy Ignore).",
+			Read: func() []apiserver.Sample {
+				ss := w.PolicyMetrics()
+				out := make([]apiserver.Sample, len(ss))
+				for i, s := range ss {
+					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
+				}
+				return out
+			},
+		},
+		{
+			Name: "apiserver_validating_admission_policy_check_duration_seconds", Type: "histogram",
+			Help: "Duration in seconds of the ValidatingAdmissionPolicy validations counted by apiserver_validating_admission_policy_check_total, with its labels.",
+			Read: func() []apiserver.Sample { return histogramSamples(w.PolicyMetrics()) },
+		},
+	}
+}
+
 // histogramSamples are series of a histogram as /metrics samples.
 func histogramSamples(ss []webhook.Series) []apiserver.Sample {
 	out := make([]apiserver.Sample, len(ss))

@@ -302,7 +302,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version:      cfg.Version,
 		Logger:       log,
 		Profiling:    cfg.Profiling,
-		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks)),
+		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks)),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
@@ -524,7 +523,7 @@ func validatePolicyStatus(obj *unstructured.Unstructured) field.ErrorList {
 			ref := strings.TrimSpace(w.FieldRef)
 			if ref == "" {
 				errs = append(errs, field.Required(p.Child("fieldRef"), ""))
-			} else if err := jsonpath.New("spec").Parse("{" + ref + "}"); err != nil {
+			} else if err := checkFieldRef(ref); err != nil {
 				errs = append(errs, field.Invalid(p.Child("fieldRef"), ref, fmt.Sprintf("invalid JSONPath: %v", err)))
 			}
 		}

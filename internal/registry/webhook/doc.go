@@ -57,11 +57,12 @@
 // order and in the version asked for, only labels and annotations of the
 // metadata changed).
 //
-// Both count their calls under kube-apiserver's metric names and labels
-// (admitmetrics.go, convertmetrics.go), which app serves on /metrics.
+// Both count their calls, and the policies their failed validations,
+// under kube-apiserver's metric names and labels (admitmetrics.go,
+// convertmetrics.go, policymetrics.go), which app serves on /metrics.
 //
 // Not done: no authentication to webhooks (upstream's
 // --admission-control-config-file kubeconfig); audit annotations and the
 // Audit action are dropped, as kplane keeps no audit log; the
-// match-condition and policy metrics; MutatingAdmissionPolicy.
+// match-condition metrics; MutatingAdmissionPolicy.
 package webhook

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -236,7 +237,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 			}
 			for _, param := range params {
 				in.Params = param
-				denials = append(denials, p.evaluate(ctx, b, in)...)
+				denials = append(denials, w.evaluate(ctx, p, b, in)...)
 			}
 		}
 	}
@@ -252,7 +253,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 // actions: Deny makes it a refusal, Warn a warning, Audit nothing (kplane
 // keeps no audit log). An audit annotation whose expression fails
 // refuses under Fail, whatever the actions, as upstream's.
-func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) []denial {
+func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput) []denial {
 	decisions, annotations, err := p.decide(ctx, in)
 	if err != nil {
 		decisions = []cel.Decision{{Error: true, Message: err.Error()}}
@@ -260,6 +261,7 @@ func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) 
 	var out []denial
 	for _, d := range decisions {
 		if d.Error && p.failurePolicy == admissionregistrationv1.Ignore {
+			w.policyMetrics.observe(p.name, b.name, d.Message, "allow", d.Elapsed)
 			continue
 		}
 		for _, action := range b.actions {
@@ -269,11 +271,13 @@ func (p *policy) evaluate(ctx context.Context, b *binding, in *cel.PolicyInput) 
 			case admissionregistrationv1.Warn:
 				registry.AddWarning(ctx, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.name, b.name, d.Message))
 			}
+			w.policyMetrics.observe(p.name, b.name, d.Message, strings.ToLower(string(action)), d.Elapsed)
 		}
 	}
 	for _, an := range annotations {
 		if an.Err != nil && p.failurePolicy != admissionregistrationv1.Ignore {
 			out = append(out, denial{policy: p, binding: b, message: an.Err.Error()})
+			w.policyMetrics.observe(p.name, b.name, an.Err.Error(), "deny", an.Elapsed)
 		}
 	}
 	return out

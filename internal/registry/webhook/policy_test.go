@@ -402,3 +402,46 @@ func TestPoliciesWrittenElsewhere(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The policy metrics count what kube-apiserver's count: each failed
+// validation once per action of its binding, one that could not be
+// evaluated under Ignore as "allow", an audit annotation that failed as
+// "deny"; a validation that passed, nothing.
+func TestPolicyMetrics(t *testing.T) {
+	e := newEnv(t)
+	e.policy("names", map[string]any{"matchConstraints": labelled("m", "names"), "validations": []any{
+		map[string]any{"expression": "object.metadata.name.size() < 5"},
+		map[string]any{"expression": "true"},
+	}})
+	e.binding("names-deny", "names", []any{"Deny", "Audit"}, nil)
+	e.binding("names-warn", "names", []any{"Warn"}, nil)
+	e.policy("ignored", map[string]any{"failurePolicy": "Ignore", "matchConstraints": labelled("m", "ignored"),
+		"validations": []any{map[string]any{"expression": "object.data.x == 'y'"}}})
+	e.binding("ignored", "ignored", []any{"Deny"}, nil)
+	e.policy("annotated", map[string]any{"matchConstraints": labelled("m", "annotated"),
+		"auditAnnotations": []any{map[string]any{"key": "k", "valueExpression": "string(object.data.x)"}}})
+	e.binding("annotated", "annotated", []any{"Warn"}, nil)
+
+	for _, c := range []struct{ name, label string }{
+		{"longname", "names"}, {"abc", "names"}, {"longname2", "names"}, {"i", "ignored"}, {"a", "annotated"},
+	} {
+		e.createIn("default", configMap(c.name, map[string]string{"m": c.label}), nil)
+	}
+	got := map[string]uint64{}
+	for _, s := range e.w.PolicyMetrics() {
+		if len(s.Bounds) != 5 || s.Bounds[0] != 0.0000005 || s.Sum < 0 {
+			t.Errorf("series %v: bounds %v, sum %v", s.Labels, s.Bounds, s.Sum)
+		}
+		got[strings.Join(s.Labels, ",")] = s.Total()
+	}
+	want := map[string]uint64{
+		"enforcement_action,deny,error_type,invalid_error,policy,names,policy_binding,names-deny":    2,
+		"enforcement_action,audit,error_type,invalid_error,policy,names,policy_binding,names-deny":   2,
+		"enforcement_action,warn,error_type,invalid_error,policy,names,policy_binding,names-warn":    2,
+		"enforcement_action,allow,error_type,invalid_error,policy,ignored,policy_binding,ignored":    1,
+		"enforcement_action,deny,error_type,invalid_error,policy,annotated,policy_binding,annotated": 1,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("series\n%v\nwant\n%v", got, want)
+	}
+}

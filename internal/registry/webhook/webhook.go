@@ -39,10 +39,11 @@ type Webhooks struct {
 	// AlwaysAllow).
 	Authorizer registry.Authorizer
 
-	hooks   atomic.Pointer[hookSet]
-	reload  sync.Mutex // one reload at a time
-	clients clientCache
-	metrics admissionMetrics
+	hooks         atomic.Pointer[hookSet]
+	reload        sync.Mutex // one reload at a time
+	clients       clientCache
+	metrics       admissionMetrics
+	policyMetrics policyMetrics
 }
 
 // hookSet is one reading of every configuration.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -577,6 +578,8 @@ type Decision struct {
 	// Reason is the validation's reason (Invalid if it has none) when it
 	// was false.
 	Reason string
+	// Elapsed is how long the validation's expression took.
+	Elapsed time.Duration
 }
 
 // AnnotationResult is an auditAnnotation's outcome: a value to publish,
@@ -584,6 +587,7 @@ type Decision struct {
 type AnnotationResult struct {
 	Key, Value string
 	Err        error
+	Elapsed    time.Duration
 }
 
 // Validate evaluates the validations and auditAnnotations over in. A
@@ -593,8 +597,11 @@ func (p *Policy) Validate(ctx context.Context, in *PolicyInput) (decisions []Dec
 	budget := int64(policyCostBudget)
 	results := make([]ref.Val, len(p.validations))
 	errs := make([]error, len(p.validations))
+	elapsed := make([]time.Duration, len(p.validations))
 	for i := range p.validations {
+		start := time.Now()
 		results[i], errs[i] = eval(ctx, &p.validations[i].compiled, a, &budget)
+		elapsed[i] = time.Since(start)
 		if errors.Is(errs[i], errOutOfBudget) {
 			return nil, nil, errs[i]
 		}
@@ -603,16 +610,16 @@ func (p *Policy) Validate(ctx context.Context, in *PolicyInput) (decisions []Dec
 		v := &p.validations[i]
 		switch {
 		case errs[i] != nil:
-			decisions = append(decisions, Decision{Index: i, Error: true, Message: errs[i].Error()})
+			decisions = append(decisions, Decision{Index: i, Error: true, Message: errs[i].Error(), Elapsed: elapsed[i]})
 		case results[i] != types.True:
-			d := Decision{Index: i, Reason: v.reason}
+			d := Decision{Index: i, Reason: v.reason, Elapsed: elapsed[i]}
 			if d.Reason == "" {
 				d.Reason = "Invalid"
 			}
 			if v.messageExpr != nil {
 				out, merr := eval(ctx, v.messageExpr, a, &budget)
 				if errors.Is(merr, errOutOfBudget) {
-					decisions = append(decisions, Decision{Index: i, Error: true, Message: "failed messageExpression: " + merr.Error()})
+					decisions = append(decisions, Decision{Index: i, Error: true, Message: "failed messageExpression: " + merr.Error(), Elapsed: elapsed[i]})
 					continue
 				}
 				if s, ok := out.(types.String); ok && merr == nil {
@@ -634,19 +641,21 @@ func (p *Policy) Validate(ctx context.Context, in *PolicyInput) (decisions []Dec
 	budget = policyCostBudget
 	for i := range p.audits {
 		c := &p.audits[i]
+		start := time.Now()
 		out, aerr := eval(ctx, c, a, &budget)
+		took := time.Since(start)
 		if errors.Is(aerr, errOutOfBudget) {
 			return nil, nil, aerr
 		}
 		switch {
 		case aerr != nil:
-			annotations = append(annotations, AnnotationResult{Key: c.name, Err: aerr})
+			annotations = append(annotations, AnnotationResult{Key: c.name, Err: aerr, Elapsed: took})
 		case out == types.NullValue:
 		default:
 			s, ok := out.(types.String)
 			if !ok {
 				//lint:ignore ST1005 upstream's words
-				annotations = append(annotations, AnnotationResult{Key: c.name, Err: fmt.Errorf(
+				annotations = append(annotations, AnnotationResult{Key: c.name, Elapsed: took, Err: fmt.Errorf(
 					"valueExpression '%v' resulted in unsupported return type: %v. Return type must be either string or null.", c.expression, out.Type())})
 				continue
 			}
