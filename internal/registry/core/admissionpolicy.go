@@ -37,10 +37,8 @@ import (
 // created here keeps "status: {}".
 //
 // Each error is upstream's: its path, type, value and words, in
-// upstream's order. Upstream also refuses, with a Forbidden on
-// spec.paramKind (spec.paramRef), a write by a user who may not get the
-// objects the policy's paramKind (the binding's paramRef) names; kplane
-// does not check that.
+// upstream's order. Who may name parameters is checked by RBAC
+// (admissionpolicyauthz.go).
 
 // admissionPolicies returns the two kinds.
 func admissionPolicies() []*registry.Kind {

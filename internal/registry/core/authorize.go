@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -676,6 +677,14 @@ func (a *RBAC) Install(kinds []*registry.Kind) []*registry.Kind {
 	for _, k := range kinds {
 		if r, ok := answers[k.Resource]; ok && k.Group == r.Group && k.Review != nil {
 			k.Review = r.Review
+		}
+		if k.Group == admissionregistrationv1.GroupName {
+			switch k.Resource {
+			case "validatingadmissionpolicies":
+				k.Admit = a.admitPolicy(k)
+			case "validatingadmissionpolicybindings":
+				k.Admit = a.admitPolicyBinding(k)
+			}
 		}
 		if i := slices.Index(rbacResources, k.Resource); i >= 0 && k.Group == rbacv1.GroupName {
 			k.Written, k.Deleted = a.written(i), a.deleted(i)
