@@ -47,6 +47,9 @@ type AdmissionAttributes struct {
 	Operation   Operation
 	Namespace   string
 	Name        string // empty for a create by generateName
+	// GeneratedName: Name was generated from the object's generateName
+	// by this create (validating admission runs after that).
+	GeneratedName bool
 	// Object is the object written (nil for a delete), OldObject the
 	// one it replaces or deletes (nil for a create).
 	Object, OldObject *unstructured.Unstructured

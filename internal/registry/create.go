@@ -165,8 +165,10 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 			obj, meta = mutated, mutated
 		}
 	}
+	generated := false
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
+		generated = true
 	}
 	now := metav1.NewTime(r.reg.Now().Truncate(1e9))
 	obj.SetUID(uuid.NewUUID())
@@ -222,7 +224,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	}
 	if adm != nil {
 		if err := adm.Validate(ctx, &AdmissionAttributes{
-			Kind: k, Version: version, Operation: OpCreate, Namespace: ns, Name: obj.GetName(),
+			Kind: k, Version: version, Operation: OpCreate, Namespace: ns, Name: obj.GetName(), GeneratedName: generated,
 			Object: convert(k, version, obj), Options: opts.sentOptions(OpCreate), DryRun: opts.DryRun,
 		}); err != nil {
 			return nil, nil, err

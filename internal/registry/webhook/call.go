@@ -287,9 +287,10 @@ func admissionRequest(ctx context.Context, inv *invocation, a *registry.Admissio
 
 // requestNamespace is the namespace upstream's admission attributes give
 // a: a Namespace's own name for a request to a Namespace (its request
-// info's for most verbs; the create handler's for a create).
+// info's for most verbs; for a create the create handler's, which has
+// none for a name generateName gives).
 func requestNamespace(a *registry.AdmissionAttributes) string {
-	if a.Kind.Group == "" && a.Kind.Resource == "namespaces" {
+	if a.Kind.Group == "" && a.Kind.Resource == "namespaces" && !a.GeneratedName {
 		return a.Name
 	}
 	return a.Namespace

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -658,5 +660,44 @@ func TestAdmissionMetrics(t *testing.T) {
 		if got := lines(c.got); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s:\n%v\nwant\n%v", c.what, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 		}
+	}
+}
+
+// A request to a Namespace names it as its namespace, as upstream's
+// request info and create handler do, but for a create by generateName,
+// whose request named nothing (kube-apiserver v1.37.2's reviews, read
+// off a recording webhook).
+func TestNamespaceRequestsNameTheirNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.configure("Validating", "ns", map[string]any{"name": "ns.example.com", "path": "/allow",
+		"rules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"namespaces"}}}})
+	namespaces := e.res("", "namespaces")
+	for _, name := range []string{"named", "gen-"} {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+		if strings.HasSuffix(name, "-") {
+			ns.SetGenerateName(name)
+		} else {
+			ns.SetName(name)
+		}
+		if _, err := namespaces.Create(e.ctx, "v1", "", ns, registry.WriteOptions{FieldManager: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := namespaces.Patch(e.ctx, "v1", "", "named", []byte(`{"metadata":{"labels":{"a":"b"}}}`),
+		registry.PatchOptions{Type: types.MergePatchType, WriteOptions: registry.WriteOptions{FieldManager: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rev := range e.srv.got("/allow") {
+		r := rev.Request
+		name := r.Name
+		if strings.HasPrefix(name, "gen-") && len(name) == len("gen-")+5 {
+			name = "gen-"
+		}
+		got = append(got, fmt.Sprintf("%s name=%q namespace=%q", r.Operation, name, r.Namespace))
+	}
+	want := []string{`CREATE name="named" namespace="named"`, `CREATE name="gen-" namespace=""`, `UPDATE name="named" namespace="named"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
