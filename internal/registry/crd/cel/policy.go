@@ -427,6 +427,17 @@ func (p *Policy) activation(ctx context.Context, in *PolicyInput) *activation {
 	return a
 }
 
+// messageActivation is what messageExpressions see: no authorizer, and
+// variables evaluated again without it, as upstream's message filter
+// evaluates them (a variable asking the authorizer fails there, and the
+// message falls back to the validation's message).
+func (p *Policy) messageActivation(ctx context.Context, in *PolicyInput) *activation {
+	a := p.activation(ctx, in)
+	delete(a.vals, "authorizer")
+	delete(a.vals, "authorizer.requestResource")
+	return a
+}
+
 // eval runs c in a, within the budget left (*budget, lowered by what
 // it and the variables it reached cost).
 func eval(ctx context.Context, c *compiled, a *activation, budget *int64) (ref.Val, error) {
@@ -606,6 +617,7 @@ func (p *Policy) Validate(ctx context.Context, in *PolicyInput) (decisions []Dec
 			return nil, nil, errs[i]
 		}
 	}
+	var ma *activation // the messageExpressions', made when one is needed
 	for i := range p.validations {
 		v := &p.validations[i]
 		switch {
@@ -617,7 +629,10 @@ func (p *Policy) Validate(ctx context.Context, in *PolicyInput) (decisions []Dec
 				d.Reason = "Invalid"
 			}
 			if v.messageExpr != nil {
-				out, merr := eval(ctx, v.messageExpr, a, &budget)
+				if ma == nil {
+					ma = p.messageActivation(ctx, in)
+				}
+				out, merr := eval(ctx, v.messageExpr, ma, &budget)
 				if errors.Is(merr, errOutOfBudget) {
 					decisions = append(decisions, Decision{Index: i, Error: true, Message: "failed messageExpression: " + merr.Error(), Elapsed: elapsed[i]})
 					continue

@@ -243,3 +243,29 @@ func TestPolicyAuthorizer(t *testing.T) {
 		t.Errorf("checks\n%+v\nwant\n%+v", checks, wantChecks)
 	}
 }
+
+// messageExpressions have no authorizer, even through a variable: the
+// message falls back to the validation's, as upstream's does.
+func TestPolicyMessagesHaveNoAuthorizer(t *testing.T) {
+	p := CompilePolicy(PolicySpec{
+		Variables: []NamedExpression{
+			{Name: "reason", Expression: "authorizer.path('/x').check('get').reason()"},
+			{Name: "name", Expression: "object.metadata.name"},
+		},
+		Validations: []Validation{
+			{Expression: "variables.reason == 'yes'", Message: "fallback", MessageExpression: "'reason: ' + variables.reason"},
+			{Expression: "variables.reason == 'yes'", Message: "unused", MessageExpression: "'name: ' + variables.name"},
+		},
+	})
+	if errs := p.CompileErrors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	in := &PolicyInput{Object: deployment(1), Request: map[string]any{},
+		Authorize: func(context.Context, AuthzCheck) (bool, string, error) { return true, "no", nil }}
+	decisions, _, err := p.Validate(context.Background(), in)
+	decisions, _ = untimed(decisions, nil)
+	want := []Decision{{Index: 0, Reason: "Invalid", Message: "fallback"}, {Index: 1, Reason: "Invalid", Message: "name: web"}}
+	if err != nil || fmt.Sprint(decisions) != fmt.Sprint(want) {
+		t.Errorf("got %+v %v\nwant %+v", decisions, err, want)
+	}
+}
