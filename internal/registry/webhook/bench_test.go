@@ -95,6 +95,27 @@ func BenchmarkCreateThroughPolicies(b *testing.B) {
 	}
 }
 
+// BenchmarkLoadPolicies reads every admission configuration again, as
+// each write of one does, with 50 policies bound, none of them changed.
+func BenchmarkLoadPolicies(b *testing.B) {
+	e := newEnv(b)
+	for i := range 50 {
+		name := fmt.Sprintf("p%d", i)
+		e.policy(name, map[string]any{
+			"variables":   []any{map[string]any{"name": "keys", "expression": "has(object.data) ? size(object.data) : 0"}},
+			"validations": []any{map[string]any{"expression": "variables.keys <= 10", "messageExpression": "'too many keys: ' + string(variables.keys)"}},
+		})
+		e.binding(name, name, []any{"Deny"}, nil)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := e.w.Load(e.ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkReadThroughConversionWebhook reads Widgets (a kind whose
 // versions a conversion webhook converts): a get and a list of 100 in the
 // storage version, which call nothing, and in the other version, which

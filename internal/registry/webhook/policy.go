@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
@@ -29,12 +30,12 @@ var (
 // policy is a ValidatingAdmissionPolicy with the bindings that name it,
 // parsed and compiled.
 type policy struct {
-	name          string
-	failurePolicy admissionregistrationv1.FailurePolicyType
-	paramKind     *admissionregistrationv1.ParamKind
-	constraints   criteria
-	compiled      *cel.Policy
-	bindings      []*binding
+	name, resourceVersion string
+	failurePolicy         admissionregistrationv1.FailurePolicyType
+	paramKind             *admissionregistrationv1.ParamKind
+	constraints           criteria
+	compiled              *cel.Policy
+	bindings              []*binding
 }
 
 // binding is a ValidatingAdmissionPolicyBinding.
@@ -92,15 +93,27 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 	}
 	byName := map[string]*policy{}
 	var out []*policy
+	// A policy is compiled again only when it changed (about a
+	// millisecond each): the last reading's are kept by uid and
+	// resourceVersion.
+	compiled := map[types.UID]*policy{}
 	for i := range policyObjs {
-		var p admissionregistrationv1.ValidatingAdmissionPolicy
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policyObjs[i].Object, &p); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", policyResource, policyObjs[i].GetName(), err)
+		obj := &policyObjs[i]
+		pol := w.compiledPolicies[obj.GetUID()]
+		if pol == nil || pol.resourceVersion != obj.GetResourceVersion() {
+			var p admissionregistrationv1.ValidatingAdmissionPolicy
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", policyResource, obj.GetName(), err)
+			}
+			pol = parsePolicy(&p)
 		}
-		pol := parsePolicy(&p)
+		compiled[obj.GetUID()] = pol
+		pol = &policy{name: pol.name, resourceVersion: pol.resourceVersion, failurePolicy: pol.failurePolicy,
+			paramKind: pol.paramKind, constraints: pol.constraints, compiled: pol.compiled}
 		byName[pol.name] = pol
 		out = append(out, pol)
 	}
+	w.compiledPolicies = compiled
 	for i := range bindingObjs {
 		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindingObjs[i].Object, &b); err != nil {
@@ -127,7 +140,7 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 }
 
 func parsePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) *policy {
-	pol := &policy{name: p.Name, failurePolicy: admissionregistrationv1.Fail, paramKind: p.Spec.ParamKind}
+	pol := &policy{name: p.Name, resourceVersion: p.ResourceVersion, failurePolicy: admissionregistrationv1.Fail, paramKind: p.Spec.ParamKind}
 	if p.Spec.FailurePolicy != nil {
 		pol.failurePolicy = *p.Spec.FailurePolicy
 	}

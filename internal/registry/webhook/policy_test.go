@@ -445,3 +445,34 @@ func TestPolicyMetrics(t *testing.T) {
 		t.Errorf("series\n%v\nwant\n%v", got, want)
 	}
 }
+
+// A changed policy applies to the next request (policies are compiled
+// again only when they change); a deleted binding stops it.
+func TestPolicyChangesApply(t *testing.T) {
+	e := newEnv(t)
+	e.policy("p", map[string]any{"matchConstraints": labelled("p", "yes"),
+		"validations": []any{map[string]any{"expression": "object.metadata.name != 'a'", "message": "not a"}}})
+	e.binding("p", "p", []any{"Deny"}, nil)
+	policies := e.res("admissionregistration.k8s.io", "validatingadmissionpolicies")
+	try := func(name string) error { return e.createIn("default", configMap(name, map[string]string{"p": "yes"}), nil) }
+	refusal(t, try("a"), 422, metav1.StatusReasonInvalid, "a", "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: not a")
+	// Another webhook configuration written reloads everything; the
+	// policy compiled before still holds.
+	e.configure("Validating", "other", map[string]any{"name": "other.example.com", "path": "/allow",
+		"objectSelector": map[string]any{"matchLabels": map[string]any{"never": "yes"}}})
+	refusal(t, try("a"), 422, metav1.StatusReasonInvalid, "a", "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: not a")
+	if _, _, err := policies.Patch(e.ctx, "v1", "", "p", []byte(`{"spec":{"validations":[{"expression":"object.metadata.name != 'b'","message":"not b"}]}}`),
+		registry.PatchOptions{Type: types.MergePatchType, WriteOptions: registry.WriteOptions{FieldManager: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := try("a"); err != nil {
+		t.Errorf("a, after the change: %v", err)
+	}
+	refusal(t, try("b"), 422, metav1.StatusReasonInvalid, "b", "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: not b")
+	if _, _, err := e.res("admissionregistration.k8s.io", "validatingadmissionpolicybindings").Delete(e.ctx, "v1", "", "p", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := try("b"); err != nil {
+		t.Errorf("b, once unbound: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
@@ -39,11 +40,14 @@ type Webhooks struct {
 	// AlwaysAllow).
 	Authorizer registry.Authorizer
 
-	hooks         atomic.Pointer[hookSet]
-	reload        sync.Mutex // one reload at a time
-	clients       clientCache
-	metrics       admissionMetrics
-	policyMetrics policyMetrics
+	hooks  atomic.Pointer[hookSet]
+	reload sync.Mutex // one reload at a time
+	// compiledPolicies are the last reading's policies by uid, their
+	// bindings left out (held under reload).
+	compiledPolicies map[types.UID]*policy
+	clients          clientCache
+	metrics          admissionMetrics
+	policyMetrics    policyMetrics
 }
 
 // hookSet is one reading of every configuration.
