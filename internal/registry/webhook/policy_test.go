@@ -454,7 +454,9 @@ func TestPolicyChangesApply(t *testing.T) {
 		"validations": []any{map[string]any{"expression": "object.metadata.name != 'a'", "message": "not a"}}})
 	e.binding("p", "p", []any{"Deny"}, nil)
 	policies := e.res("admissionregistration.k8s.io", "validatingadmissionpolicies")
-	try := func(name string) error { return e.createIn("default", configMap(name, map[string]string{"p": "yes"}), nil) }
+	try := func(name string) error {
+		return e.createIn("default", configMap(name, map[string]string{"p": "yes"}), nil)
+	}
 	refusal(t, try("a"), 422, metav1.StatusReasonInvalid, "a", "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: not a")
 	// Another webhook configuration written reloads everything; the
 	// policy compiled before still holds.
