@@ -49,7 +49,8 @@ func BenchmarkCreateThroughWebhooks(b *testing.B) {
 // BenchmarkCreateThroughPolicies is a ConfigMap create through the
 // registry with a ValidatingAdmissionPolicy bound that does not match it,
 // and with ones that do: a plain validation, one with a variable and a
-// messageExpression, and one reading a ConfigMap parameter.
+// messageExpression, two plain ones, and one reading a ConfigMap
+// parameter.
 func BenchmarkCreateThroughPolicies(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -71,6 +72,12 @@ func BenchmarkCreateThroughPolicies(b *testing.B) {
 					"messageExpression": "'too many keys: ' + string(variables.keys)"}},
 			})
 			e.binding("p", "p", []any{"Deny"}, nil)
+		}},
+		{"two", func(e *env) {
+			for _, name := range []string{"p1", "p2"} {
+				e.policy(name, map[string]any{"validations": []any{map[string]any{"expression": "size(object.data) <= 10"}}})
+				e.binding(name, name, []any{"Deny"}, nil)
+			}
 		}},
 		{"params", func(e *env) {
 			if err := e.createIn("default", withData(configMap("limits", nil), map[string]any{"max": "10"}), nil); err != nil {

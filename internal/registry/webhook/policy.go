@@ -196,6 +196,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 	}
 	var namespace map[string]any
 	namespaceRead := false
+	inputs := map[string]*cel.PolicyInput{}
 	for _, p := range policies {
 		inv, err := w.matchCriteria(ctx, &p.constraints, a)
 		if err != nil {
@@ -243,14 +244,21 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 					return err
 				}
 			}
-			in, err := w.policyInput(ctx, inv, a, namespace)
-			if err != nil {
-				configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
-				continue
+			// What expressions see is made once per way the request is
+			// shown (its resource, or an equivalent one).
+			shownAs := inv.resource.String() + " " + inv.kind.String()
+			shown := inputs[shownAs]
+			if shown == nil {
+				if shown, err = w.policyInput(ctx, inv, a, namespace); err != nil {
+					configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
+					continue
+				}
+				inputs[shownAs] = shown
 			}
 			for _, param := range params {
+				in := *shown
 				in.Params = param
-				denials = append(denials, w.evaluate(ctx, p, b, in)...)
+				denials = append(denials, w.evaluate(ctx, p, b, &in)...)
 			}
 		}
 	}
