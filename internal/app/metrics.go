@@ -61,14 +61,7 @@ func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
 		{
 			Name: "apiserver_conversion_webhook_request_total", Type: "counter",
 			Help: "Calls of CRD conversion webhooks, by result and failure type.",
-			Read: func() []apiserver.Sample {
-				calls, _ := c.Metrics()
-				out := make([]apiserver.Sample, len(calls))
-				for i, s := range calls {
-					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
-				}
-				return out
-			},
+			Read: func() []apiserver.Sample { calls, _ := c.Metrics(); return counterSamples(calls) },
 		},
 		{
 			Name: "apiserver_conversion_webhook_duration_seconds", Type: "histogram",
@@ -88,12 +81,7 @@ func conversionMetrics(c *webhook.Conversions) []apiserver.Metric {
 func admissionMetrics(w *webhook.Webhooks) []apiserver.Metric {
 	counter := func(name, help string, pick func(d, req, rej, open []webhook.Series) []webhook.Series) apiserver.Metric {
 		return apiserver.Metric{Name: name, Type: "counter", Help: help, Read: func() []apiserver.Sample {
-			ss := pick(w.AdmissionMetrics())
-			out := make([]apiserver.Sample, len(ss))
-			for i, s := range ss {
-				out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
-			}
-			return out
+			return counterSamples(pick(w.AdmissionMetrics()))
 		}}
 	}
 	return []apiserver.Metric{
@@ -121,14 +109,7 @@ func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
 		{
 			Name: "apiserver_validating_admission_policy_check_total", Type: "counter",
 			Help: "ValidatingAdmissionPolicy validations that failed, by policy, binding, error type and the action taken (deny, warn, audit; allow for one that could not be evaluated under failurePolicy Ignore).",
-			Read: func() []apiserver.Sample {
-				ss := w.PolicyMetrics()
-				out := make([]apiserver.Sample, len(ss))
-				for i, s := range ss {
-					out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
-				}
-				return out
-			},
+			Read: func() []apiserver.Sample { return counterSamples(w.PolicyMetrics()) },
 		},
 		{
 			Name: "apiserver_validating_admission_policy_check_duration_seconds", Type: "histogram",
@@ -136,6 +117,16 @@ func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
 			Read: func() []apiserver.Sample { return histogramSamples(w.PolicyMetrics()) },
 		},
 	}
+}
+
+// counterSamples are series of a counter (each its observations' total)
+// as /metrics samples.
+func counterSamples(ss []webhook.Series) []apiserver.Sample {
+	out := make([]apiserver.Sample, len(ss))
+	for i, s := range ss {
+		out[i] = apiserver.Sample{Labels: s.Labels, Value: float64(s.Total())}
+	}
+	return out
 }
 
 // histogramSamples are series of a histogram as /metrics samples.

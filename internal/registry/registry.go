@@ -161,6 +161,19 @@ func (r *Registry) Lookup(group, version, resource string) (*Resource, bool) {
 	return res, true
 }
 
+// ForKind returns the resource serving kind gvk in its version (a
+// resource's kind, not a subresource's).
+func (r *Registry) ForKind(gvk schema.GroupVersionKind) (*Resource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, res := range r.mu.resources {
+		if k := res.Kind(); k.Group == gvk.Group && k.Kind == gvk.Kind && k.Serves(gvk.Version) {
+			return res, true
+		}
+	}
+	return nil, false
+}
+
 // Get returns the resource gr, whatever its versions.
 func (r *Registry) Get(gr schema.GroupResource) (*Resource, bool) {
 	r.mu.RLock()

@@ -145,10 +145,8 @@ func paramForbidden(k *registry.Kind, obj *unstructured.Unstructured, path *fiel
 
 // resourceOfKind is the resource serving gvk, "" if none.
 func (a *RBAC) resourceOfKind(gvk schema.GroupVersionKind) string {
-	for _, res := range a.Registry.Resources() {
-		if k := res.Kind(); k.Group == gvk.Group && k.Kind == gvk.Kind && slices.Contains(k.Versions, gvk.Version) {
-			return k.Resource
-		}
+	if res, ok := a.Registry.ForKind(gvk); ok {
+		return res.Kind().Resource
 	}
 	return ""
 }

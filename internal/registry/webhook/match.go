@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -15,6 +14,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
 )
 
 // invocation is a webhook to call for a request, with the resource and
@@ -118,13 +118,10 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 			return false, nil
 		}
 	}
-	switch len(errs) {
-	case 0:
-		return true, nil
-	case 1:
-		return false, errors.New(errs[0])
+	if len(errs) > 0 {
+		return false, cel.ConditionErrors(errs)
 	}
-	return false, errors.New("[" + strings.Join(errs, ", ") + "]")
+	return true, nil
 }
 
 // requestMap is the request CEL expressions see for inv: the

@@ -214,7 +214,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 				continue // upstream leaves such a policy out
 			}
 			paramKind = gv.WithKind(p.paramKind.Kind)
-			if paramRes = w.resourceOfKind(paramKind); paramRes == nil {
+			if paramRes, _ = w.Registry.ForKind(paramKind); paramRes == nil {
 				configError(p, nil, fmt.Errorf("failed to find resource referenced by paramKind: '%v'", paramKind))
 				continue
 			}
@@ -491,22 +491,6 @@ func (w *Webhooks) params(ctx context.Context, res *registry.Resource, v string,
 // paramObject is a parameter as expressions see it: as read, with its
 // apiVersion and kind.
 func paramObject(obj *unstructured.Unstructured) map[string]any { return obj.Object }
-
-// resourceOfKind is the resource serving gvk, nil if none.
-func (w *Webhooks) resourceOfKind(gvk schema.GroupVersionKind) *registry.Resource {
-	for _, res := range w.Registry.Resources() {
-		k := res.Kind()
-		if k.Group != gvk.Group || k.Kind != gvk.Kind {
-			continue
-		}
-		for _, v := range k.Versions {
-			if v == gvk.Version {
-				return res
-			}
-		}
-	}
-	return nil
-}
 
 // namespaceObject is a's namespace as expressions see it: its metadata
 // (only the fields upstream keeps), spec and status; nil for

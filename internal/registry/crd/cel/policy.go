@@ -569,13 +569,20 @@ func (p *Policy) Match(ctx context.Context, in *PolicyInput) (bool, error) {
 			return false, nil
 		}
 	}
-	switch len(errs) {
-	case 0:
-		return true, nil
-	case 1:
-		return false, errors.New(errs[0])
+	if len(errs) > 0 {
+		return false, ConditionErrors(errs)
 	}
-	return false, errors.New("[" + strings.Join(errs, ", ") + "]")
+	return true, nil
+}
+
+// ConditionErrors are the errors of the matchConditions that failed to
+// evaluate, as upstream's aggregate error prints them: one alone, several
+// as a list.
+func ConditionErrors(msgs []string) error {
+	if len(msgs) == 1 {
+		return errors.New(msgs[0])
+	}
+	return errors.New("[" + strings.Join(msgs, ", ") + "]")
 }
 
 // Decision is the outcome of one validation that did not pass.
