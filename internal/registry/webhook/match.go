@@ -32,50 +32,11 @@ type invocation struct {
 // the error upstream returns for it (a selector that does not parse, a
 // namespace that cannot be read).
 func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttributes) (*invocation, error) {
-	nsMatch, nsErr := w.namespaceMatches(ctx, h.nsSelector, h.nsErr, a)
-	if !nsMatch && nsErr == nil {
-		return nil, nil
+	inv, err := w.matchCriteria(ctx, &h.match, a)
+	if inv == nil || err != nil {
+		return nil, err
 	}
-	objMatch, objErr := objectMatches(h.objSelector, h.objErr, a)
-	if !objMatch && objErr == nil {
-		return nil, nil
-	}
-	gvr := a.GroupVersionResource()
-	var inv *invocation
-	for _, r := range h.rules {
-		if ruleMatches(r, a, gvr) {
-			inv = &invocation{hook: h, resource: gvr, kind: a.GroupVersionKind()}
-			break
-		}
-	}
-	if inv == nil && h.matchPolicy == admissionregistrationv1.Equivalent {
-	rules:
-		for _, r := range h.rules {
-			for _, eq := range w.equivalents(a) {
-				if eq.gvr == gvr {
-					continue
-				}
-				if ruleMatches(r, a, eq.gvr) {
-					inv = &invocation{hook: h, resource: eq.gvr, kind: eq.kind.GroupVersionKind(eq.gvr.Version), equivalent: eq.kind}
-					if !a.ObjectKind.Empty() {
-						// A subresource's objects (a Scale) are the same
-						// in every version of the resource.
-						inv.kind, inv.equivalent = a.ObjectKind, nil
-					}
-					break rules
-				}
-			}
-		}
-	}
-	if inv == nil {
-		return nil, nil
-	}
-	if nsErr != nil {
-		return nil, nsErr
-	}
-	if objErr != nil {
-		return nil, objErr
-	}
+	inv.hook = h
 	if len(h.conditions) > 0 || h.conditionsErr != nil {
 		ok, err := w.conditionsMatch(ctx, inv, a)
 		if err != nil {
@@ -90,6 +51,101 @@ func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttr
 		}
 	}
 	return inv, nil
+}
+
+// criteria are a policy's matchConstraints, a binding's matchResources,
+// or a webhook's rules, matchPolicy and selectors, parsed; a selector that
+// does not parse is kept as its error, which upstream returns on every
+// request the rules match.
+type criteria struct {
+	rules, excludes         []admissionregistrationv1.NamedRuleWithOperations
+	matchPolicy             admissionregistrationv1.MatchPolicyType
+	nsSelector, objSelector labels.Selector
+	nsErr, objErr           error
+}
+
+func parseCriteria(m *admissionregistrationv1.MatchResources) criteria {
+	c := criteria{rules: m.ResourceRules, excludes: m.ExcludeResourceRules, matchPolicy: admissionregistrationv1.Equivalent}
+	if m.MatchPolicy != nil {
+		c.matchPolicy = *m.MatchPolicy
+	}
+	c.nsSelector, c.nsErr = selector(m.NamespaceSelector)
+	c.objSelector, c.objErr = selector(m.ObjectSelector)
+	return c
+}
+
+// matchCriteria is upstream's matcher of webhooks, matchConstraints and
+// matchResources: the namespace and object selectors, the excluded
+// rules, then the rules (the request's resource, or with matchPolicy
+// Equivalent another version of it), each with its resourceNames. It
+// returns how the request is shown (nil: no match); a selector's error
+// counts only for a request the rules match.
+func (w *Webhooks) matchCriteria(ctx context.Context, c *criteria, a *registry.AdmissionAttributes) (*invocation, error) {
+	nsMatch, nsErr := w.namespaceMatches(ctx, c.nsSelector, c.nsErr, a)
+	if !nsMatch && nsErr == nil {
+		return nil, nil
+	}
+	objMatch, objErr := objectMatches(c.objSelector, c.objErr, a)
+	if !objMatch && objErr == nil {
+		return nil, nil
+	}
+	if len(c.excludes) > 0 && w.matchNamedRules(c.excludes, c.matchPolicy, a) != nil {
+		return nil, nil
+	}
+	inv := &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
+	if len(c.rules) > 0 {
+		if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
+			return nil, nil
+		}
+	}
+	if nsErr != nil {
+		return nil, nsErr
+	}
+	if objErr != nil {
+		return nil, objErr
+	}
+	return inv, nil
+}
+
+// matchNamedRules finds the first rule that matches a, by its resource
+// or, with matchPolicy Equivalent, an equivalent one, and its names.
+func (w *Webhooks) matchNamedRules(rules []admissionregistrationv1.NamedRuleWithOperations, matchPolicy admissionregistrationv1.MatchPolicyType, a *registry.AdmissionAttributes) *invocation {
+	named := func(r admissionregistrationv1.NamedRuleWithOperations) bool {
+		if len(r.ResourceNames) == 0 {
+			return true
+		}
+		name := a.Name
+		for _, n := range r.ResourceNames {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	gvr := a.GroupVersionResource()
+	for _, r := range rules {
+		if ruleMatches(r.RuleWithOperations, a, gvr) && named(r) {
+			return &invocation{resource: gvr, kind: a.GroupVersionKind()}
+		}
+	}
+	if matchPolicy != admissionregistrationv1.Equivalent {
+		return nil
+	}
+	for _, r := range rules {
+		for _, eq := range w.equivalents(a) {
+			if eq.gvr == gvr || !ruleMatches(r.RuleWithOperations, a, eq.gvr) {
+				continue
+			}
+			inv := &invocation{resource: eq.gvr, kind: eq.kind.GroupVersionKind(eq.gvr.Version), equivalent: eq.kind}
+			if !a.ObjectKind.Empty() {
+				inv.kind, inv.equivalent = a.ObjectKind, nil
+			}
+			if named(r) {
+				return inv
+			}
+		}
+	}
+	return nil
 }
 
 // conditionsMatch evaluates inv's matchConditions over a, as upstream:

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,25 +43,6 @@ type binding struct {
 	resources *criteria // nil: every request the policy matches
 	paramRef  *admissionregistrationv1.ParamRef
 	actions   []admissionregistrationv1.ValidationAction
-}
-
-// criteria are a policy's matchConstraints or a binding's
-// matchResources, parsed.
-type criteria struct {
-	rules, excludes         []admissionregistrationv1.NamedRuleWithOperations
-	matchPolicy             admissionregistrationv1.MatchPolicyType
-	nsSelector, objSelector labels.Selector
-	nsErr, objErr           error
-}
-
-func parseCriteria(m *admissionregistrationv1.MatchResources) criteria {
-	c := criteria{rules: m.ResourceRules, excludes: m.ExcludeResourceRules, matchPolicy: admissionregistrationv1.Equivalent}
-	if m.MatchPolicy != nil {
-		c.matchPolicy = *m.MatchPolicy
-	}
-	c.nsSelector, c.nsErr = selector(m.NamespaceSelector)
-	c.objSelector, c.objErr = selector(m.ObjectSelector)
-	return c
 }
 
 // loadPolicies reads the policies and their bindings: policies by name,
@@ -108,8 +88,8 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 			pol = parsePolicy(&p)
 		}
 		compiled[obj.GetUID()] = pol
-		pol = &policy{name: pol.name, resourceVersion: pol.resourceVersion, failurePolicy: pol.failurePolicy,
-			paramKind: pol.paramKind, constraints: pol.constraints, compiled: pol.compiled}
+		bound := *pol // this reading's bindings are its own
+		pol = &bound
 		byName[pol.name] = pol
 		out = append(out, pol)
 	}
@@ -356,80 +336,6 @@ func reasonCode(r metav1.StatusReason) int32 {
 		return 413
 	}
 	return 422
-}
-
-// matchCriteria is upstream's matcher of matchConstraints and
-// matchResources: the namespace and object selectors, the excluded
-// rules, then the rules (the request's resource, or with matchPolicy
-// Equivalent another version of it), each with its resourceNames. It
-// returns how the request is shown (nil: no match); a selector's error
-// counts only for a request the rules match.
-func (w *Webhooks) matchCriteria(ctx context.Context, c *criteria, a *registry.AdmissionAttributes) (*invocation, error) {
-	nsMatch, nsErr := w.namespaceMatches(ctx, c.nsSelector, c.nsErr, a)
-	if !nsMatch && nsErr == nil {
-		return nil, nil
-	}
-	objMatch, objErr := objectMatches(c.objSelector, c.objErr, a)
-	if !objMatch && objErr == nil {
-		return nil, nil
-	}
-	if len(c.excludes) > 0 && w.matchNamedRules(c.excludes, c.matchPolicy, a) != nil {
-		return nil, nil
-	}
-	inv := &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
-	if len(c.rules) > 0 {
-		if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
-			return nil, nil
-		}
-	}
-	if nsErr != nil {
-		return nil, nsErr
-	}
-	if objErr != nil {
-		return nil, objErr
-	}
-	return inv, nil
-}
-
-// matchNamedRules finds the first rule that matches a, by its resource
-// or, with matchPolicy Equivalent, an equivalent one, and its names.
-func (w *Webhooks) matchNamedRules(rules []admissionregistrationv1.NamedRuleWithOperations, matchPolicy admissionregistrationv1.MatchPolicyType, a *registry.AdmissionAttributes) *invocation {
-	named := func(r admissionregistrationv1.NamedRuleWithOperations) bool {
-		if len(r.ResourceNames) == 0 {
-			return true
-		}
-		name := a.Name
-		for _, n := range r.ResourceNames {
-			if n == name {
-				return true
-			}
-		}
-		return false
-	}
-	gvr := a.GroupVersionResource()
-	for _, r := range rules {
-		if ruleMatches(r.RuleWithOperations, a, gvr) && named(r) {
-			return &invocation{resource: gvr, kind: a.GroupVersionKind()}
-		}
-	}
-	if matchPolicy != admissionregistrationv1.Equivalent {
-		return nil
-	}
-	for _, r := range rules {
-		for _, eq := range w.equivalents(a) {
-			if eq.gvr == gvr || !ruleMatches(r.RuleWithOperations, a, eq.gvr) {
-				continue
-			}
-			inv := &invocation{resource: eq.gvr, kind: eq.kind.GroupVersionKind(eq.gvr.Version), equivalent: eq.kind}
-			if !a.ObjectKind.Empty() {
-				inv.kind, inv.equivalent = a.ObjectKind, nil
-			}
-			if named(r) {
-				return inv
-			}
-		}
-	}
-	return nil
 }
 
 // params returns the parameter objects ref gives for a, read from res

@@ -65,17 +65,14 @@ type hook struct {
 	// reinvocationPolicy is IfNeeded.
 	mutating, reinvoke bool
 
-	rules          []admissionregistrationv1.RuleWithOperations
-	matchPolicy    admissionregistrationv1.MatchPolicyType
+	// match are its rules (no resourceNames, no exclusions), matchPolicy
+	// and selectors, matched as a policy's matchConstraints are.
+	match          criteria
 	failurePolicy  admissionregistrationv1.FailurePolicyType
 	sideEffects    *admissionregistrationv1.SideEffectClass
 	timeoutSeconds int32
 	reviewVersions []string
 	clientConfig   admissionregistrationv1.WebhookClientConfig
-	// The selectors, parsed; a selector that does not parse is kept as
-	// its error, which upstream returns on every request it would judge.
-	nsSelector, objSelector labels.Selector
-	nsErr, objErr           error
 	// conditions are the matchConditions, compiled; conditionsErr a
 	// compile error, which fails every request the webhook would judge.
 	conditions    []*cel.MatchCondition
@@ -153,8 +150,6 @@ func parse(gr schema.GroupResource, obj *unstructured.Unstructured) ([]*hook, er
 			name:           wh.Name,
 			mutating:       gr == mutatingResource,
 			reinvoke:       wh.ReinvocationPolicy != nil && *wh.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy,
-			rules:          wh.Rules,
-			matchPolicy:    admissionregistrationv1.Equivalent,
 			failurePolicy:  admissionregistrationv1.Fail,
 			sideEffects:    wh.SideEffects,
 			timeoutSeconds: 10,
@@ -163,8 +158,11 @@ func parse(gr schema.GroupResource, obj *unstructured.Unstructured) ([]*hook, er
 		}
 		// v1's defaults where a field is unset (stored objects have
 		// them set).
-		if wh.MatchPolicy != nil {
-			h.matchPolicy = *wh.MatchPolicy
+		h.match = parseCriteria(&admissionregistrationv1.MatchResources{
+			NamespaceSelector: wh.NamespaceSelector, ObjectSelector: wh.ObjectSelector, MatchPolicy: wh.MatchPolicy,
+		})
+		for _, r := range wh.Rules {
+			h.match.rules = append(h.match.rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: r})
 		}
 		if wh.FailurePolicy != nil {
 			h.failurePolicy = *wh.FailurePolicy
@@ -172,8 +170,6 @@ func parse(gr schema.GroupResource, obj *unstructured.Unstructured) ([]*hook, er
 		if wh.TimeoutSeconds != nil {
 			h.timeoutSeconds = *wh.TimeoutSeconds
 		}
-		h.nsSelector, h.nsErr = selector(wh.NamespaceSelector)
-		h.objSelector, h.objErr = selector(wh.ObjectSelector)
 		h.compile(wh.MatchConditions)
 		out = append(out, h)
 	}
