@@ -33,6 +33,7 @@ type policy struct {
 	failurePolicy         admissionregistrationv1.FailurePolicyType
 	paramKind             *admissionregistrationv1.ParamKind
 	constraints           criteria
+	constraintsErr        error
 	compiled              *cel.Policy
 	bindings              []*binding
 }
@@ -126,6 +127,10 @@ func parsePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) *policy {
 	}
 	if m := p.Spec.MatchConstraints; m != nil {
 		pol.constraints = parseCriteria(m)
+	} else {
+		// Refused when written; one stored otherwise is upstream's
+		// configuration error.
+		pol.constraintsErr = errors.New("policy contained no match constraints, a required field")
 	}
 	spec := cel.PolicySpec{HasParams: p.Spec.ParamKind != nil}
 	for _, m := range p.Spec.MatchConditions {
@@ -178,6 +183,10 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 	namespaceRead := false
 	inputs := map[string]*cel.PolicyInput{}
 	for _, p := range policies {
+		if p.constraintsErr != nil {
+			configError(p, nil, p.constraintsErr)
+			continue
+		}
 		inv, err := w.matchCriteria(ctx, &p.constraints, a)
 		if err != nil {
 			configError(p, nil, err)

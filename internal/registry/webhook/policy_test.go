@@ -478,3 +478,20 @@ func TestPolicyChangesApply(t *testing.T) {
 		t.Errorf("b, once unbound: %v", err)
 	}
 }
+
+// A policy stored without matchConstraints (refused when written here,
+// so put in the store directly) is upstream's configuration error, not a
+// match of everything.
+func TestPolicyWithoutMatchConstraints(t *testing.T) {
+	e := newEnv(t)
+	k := e.res("admissionregistration.k8s.io", "validatingadmissionpolicies").Kind()
+	raw := `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy",` +
+		`"metadata":{"name":"raw","uid":"0b5c6a36-7f0e-4b8e-9d8e-2f8f6a1e7c11","creationTimestamp":"2026-11-28T00:00:00Z"},` +
+		`"spec":{"failurePolicy":"Fail","validations":[{"expression":"true"}]}}`
+	if _, err := e.kvs.Create(e.ctx, k.Prefix()+"raw", []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	e.binding("raw", "raw", []any{"Deny"}, nil) // reloads the configurations
+	refusal(t, e.createIn("default", configMap("cm", nil), nil), 422, metav1.StatusReasonInvalid, "cm",
+		"ValidatingAdmissionPolicy 'raw' denied request: failed to configure policy: policy contained no match constraints, a required field")
+}
