@@ -92,11 +92,11 @@ func (w *Webhooks) matchCriteria(ctx context.Context, c *criteria, a *registry.A
 	if len(c.excludes) > 0 && w.matchNamedRules(c.excludes, c.matchPolicy, a) != nil {
 		return nil, nil
 	}
-	inv := &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
-	if len(c.rules) > 0 {
-		if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
-			return nil, nil
-		}
+	var inv *invocation
+	if len(c.rules) == 0 {
+		inv = &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
+	} else if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
+		return nil, nil
 	}
 	if nsErr != nil {
 		return nil, nsErr
