@@ -348,7 +348,7 @@ func (e *estimator) estimateLibraryCall(function, overloadID string, args []chec
 			c := selectorCost(e.size(args[0]))
 			return &checker.CallEstimate{CostEstimate: c}
 		}
-	case "url":
+	case "url", "jsonpatch.escapeKey":
 		if len(args) == 1 {
 			sz := e.size(args[0])
 			return &checker.CallEstimate{CostEstimate: sz.MultiplyByCostFactor(common.StringTraversalCostFactor), ResultSize: &sz}
@@ -431,7 +431,7 @@ func libraryCallCost(function, overloadID string, args []ref.Val) *uint64 {
 			sz := actualSize(args[1])
 			return n(selectorCost(checker.SizeEstimate{Min: sz, Max: sz}).Max)
 		}
-	case "url", "cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver":
+	case "url", "cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver", "jsonpatch.escapeKey":
 		if len(args) >= 1 {
 			return n(traversal(args[0], common.StringTraversalCostFactor))
 		}

@@ -54,13 +54,22 @@ var variablesType = types.NewObjectType(variablesTypeName)
 // without params and the authorizer, and, when vars is not nil, with
 // `variables` of type vars.
 func policyEnv(hasParams, hasAuthorizer bool, vars *declType) (*cel.Env, error) {
-	if vars == nil {
-		return statelessEnvs(envKey{hasParams, hasAuthorizer})
-	}
-	return newPolicyEnv(hasParams, hasAuthorizer, vars)
+	return envFor(envKey{params: hasParams, authorizer: hasAuthorizer}, vars)
 }
 
-type envKey struct{ params, authorizer bool }
+// envFor is the environment k describes, with `variables` of type vars
+// when vars is not nil.
+func envFor(k envKey, vars *declType) (*cel.Env, error) {
+	if vars == nil {
+		return statelessEnvs(k)
+	}
+	return newPolicyEnv(k, vars)
+}
+
+// envKey says what an admission expression's environment declares:
+// params, the authorizer, and (patchTypes, a mutation's) the patch
+// types and the jsonpatch library.
+type envKey struct{ params, authorizer, patchTypes bool }
 
 var (
 	statelessMu   sync.Mutex
@@ -73,7 +82,7 @@ func statelessEnvs(k envKey) (*cel.Env, error) {
 	if env := statelessEnvz[k]; env != nil {
 		return env, nil
 	}
-	env, err := newPolicyEnv(k.params, k.authorizer, nil)
+	env, err := newPolicyEnv(k, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +90,7 @@ func statelessEnvs(k envKey) (*cel.Env, error) {
 	return env, nil
 }
 
-func newPolicyEnv(hasParams, hasAuthorizer bool, vars *declType) (*cel.Env, error) {
+func newPolicyEnv(k envKey, vars *declType) (*cel.Env, error) {
 	base, err := baseEnv()
 	if err != nil {
 		return nil, err
@@ -90,16 +99,19 @@ func newPolicyEnv(hasParams, hasAuthorizer bool, vars *declType) (*cel.Env, erro
 	request := admissionRequestType(objects)
 	namespace := namespaceType(objects)
 	opts := []cel.EnvOption{
-		cel.CustomTypeProvider(&provider{Provider: base.CELTypeProvider(), adapter: base.CELTypeAdapter(), objects: objects}),
+		cel.CustomTypeProvider(&provider{Provider: base.CELTypeProvider(), adapter: base.CELTypeAdapter(), objects: objects, patchTypes: k.patchTypes}),
 		cel.Variable("object", cel.DynType),
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("namespaceObject", namespace.cel),
 		cel.Variable("request", request.cel),
 	}
-	if hasParams {
+	if k.params {
 		opts = append(opts, cel.Variable("params", cel.DynType))
 	}
-	if hasAuthorizer {
+	if k.patchTypes {
+		opts = append(opts, jsonPatchLibrary())
+	}
+	if k.authorizer {
 		opts = append(opts,
 			cel.Variable("authorizer", authorizerType),
 			cel.Variable("authorizer.requestResource", resourceCheckType))
@@ -182,12 +194,12 @@ func NewPolicyChecker(hasParams, hasVariables bool) *PolicyChecker {
 	return c
 }
 
-func (c *PolicyChecker) env(authorizer bool) (*cel.Env, error) {
-	k := envKey{c.hasParams, authorizer}
+func (c *PolicyChecker) env(k envKey) (*cel.Env, error) {
+	k.params = c.hasParams
 	if env := c.envs[k]; env != nil {
 		return env, nil
 	}
-	env, err := policyEnv(k.params, k.authorizer, c.vars)
+	env, err := envFor(k, c.vars)
 	if err == nil && c.vars != nil {
 		c.envs[k] = env
 	}
@@ -198,8 +210,8 @@ func newVariablesType() *declType {
 	return &declType{cel: types.NewObjectType(variablesTypeName), kind: kindObject, fields: map[string]*declField{}}
 }
 
-func (c *PolicyChecker) check(expression, shown string, authorizer bool, fldPath *field.Path, want ...*cel.Type) (*cel.Type, *field.Error) {
-	env, err := c.env(authorizer)
+func (c *PolicyChecker) check(expression, shown string, k envKey, fldPath *field.Path, want ...*cel.Type) (*cel.Type, *field.Error) {
+	env, err := c.env(k)
 	if err != nil {
 		return nil, field.InternalError(fldPath, err)
 	}
@@ -216,7 +228,7 @@ func (c *PolicyChecker) Variable(name, expression string, fldPath *field.Path) *
 	if c.vars == nil { // NewPolicyChecker was told there are none
 		c.vars = newVariablesType()
 	}
-	out, ferr := c.check(expression, expression, true, fldPath, cel.AnyType, cel.DynType)
+	out, ferr := c.check(expression, expression, envKey{authorizer: true}, fldPath, cel.AnyType, cel.DynType)
 	addVariable(c.vars, name, out)
 	return ferr
 }
@@ -230,21 +242,35 @@ func addVariable(vars *declType, name string, out *cel.Type) {
 
 // Validation checks a validation's expression: a bool.
 func (c *PolicyChecker) Validation(expression string, fldPath *field.Path) *field.Error {
-	_, ferr := c.check(expression, expression, true, fldPath, cel.BoolType)
+	_, ferr := c.check(expression, expression, envKey{authorizer: true}, fldPath, cel.BoolType)
 	return ferr
 }
 
 // MessageExpression checks a validation's messageExpression: a string,
 // without the authorizer.
 func (c *PolicyChecker) MessageExpression(expression string, fldPath *field.Path) *field.Error {
-	_, ferr := c.check(expression, expression, false, fldPath, cel.StringType)
+	_, ferr := c.check(expression, expression, envKey{}, fldPath, cel.StringType)
 	return ferr
 }
 
 // AuditAnnotation checks an auditAnnotation's valueExpression: a string
 // or null. The trimmed expression is compiled, the one given shown.
 func (c *PolicyChecker) AuditAnnotation(valueExpression string, fldPath *field.Path) *field.Error {
-	_, ferr := c.check(strings.TrimSpace(valueExpression), valueExpression, true, fldPath, cel.StringType, cel.NullType)
+	_, ferr := c.check(strings.TrimSpace(valueExpression), valueExpression, envKey{authorizer: true}, fldPath, cel.StringType, cel.NullType)
+	return ferr
+}
+
+// ApplyConfiguration checks a mutation's applyConfiguration expression
+// (trimmed, as upstream's validation compiles and shows it): an Object.
+func (c *PolicyChecker) ApplyConfiguration(expression string, fldPath *field.Path) *field.Error {
+	_, ferr := c.check(expression, expression, envKey{authorizer: true, patchTypes: true}, fldPath, patchObjectType)
+	return ferr
+}
+
+// JSONPatch checks a mutation's jsonPatch expression (trimmed): a list
+// of JSONPatch.
+func (c *PolicyChecker) JSONPatch(expression string, fldPath *field.Path) *field.Error {
+	_, ferr := c.check(expression, expression, envKey{authorizer: true, patchTypes: true}, fldPath, cel.ListType(jsonPatchType))
 	return ferr
 }
 

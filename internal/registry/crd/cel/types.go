@@ -220,11 +220,16 @@ type provider struct {
 	types.Provider
 	adapter types.Adapter
 	objects map[string]*declType
+	// patchTypes: Object and JSONPatch are declared (patchtypes.go).
+	patchTypes bool
 }
 
 func (p *provider) FindStructType(name string) (*types.Type, bool) {
 	if t, ok := p.objects[name]; ok {
 		return types.NewTypeTypeWithParam(t.cel), true
+	}
+	if t, ok := p.patchType(name); ok {
+		return types.NewTypeTypeWithParam(t), true
 	}
 	return p.Provider.FindStructType(name)
 }
@@ -232,6 +237,9 @@ func (p *provider) FindStructType(name string) (*types.Type, bool) {
 func (p *provider) FindStructFieldNames(name string) ([]string, bool) {
 	if t, ok := p.objects[name]; ok {
 		return sortedKeys(t.fields), true
+	}
+	if _, ok := p.patchType(name); ok {
+		return patchFieldNames(name), true
 	}
 	return p.Provider.FindStructFieldNames(name)
 }
@@ -244,7 +252,24 @@ func (p *provider) FindStructFieldType(name, field string) (*types.FieldType, bo
 		}
 		return &types.FieldType{Type: f.typ.cel}, true
 	}
+	if _, ok := p.patchType(name); ok {
+		return patchFieldType(name, field), true
+	}
 	return p.Provider.FindStructFieldType(name, field)
+}
+
+func (p *provider) NewValue(name string, fields map[string]ref.Val) ref.Val {
+	if t, ok := p.patchType(name); ok {
+		return newPatchValue(t, fields)
+	}
+	return p.Provider.NewValue(name, fields)
+}
+
+func (p *provider) patchType(name string) (*types.Type, bool) {
+	if !p.patchTypes {
+		return nil, false
+	}
+	return patchType(name)
 }
 
 func (p *provider) NativeToValue(v any) ref.Val { return p.adapter.NativeToValue(v) }
