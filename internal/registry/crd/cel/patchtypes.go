@@ -34,8 +34,8 @@ const (
 )
 
 var (
-	patchObjectType    = types.NewObjectType(objectTypeName)
-	jsonPatchType = types.NewObjectType(jsonPatchTypeName)
+	patchObjectType = types.NewObjectType(objectTypeName)
+	jsonPatchType   = types.NewObjectType(jsonPatchTypeName)
 )
 
 // patchType is the type name names among the patch types, if it does.
