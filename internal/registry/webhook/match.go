@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -10,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
@@ -182,24 +181,72 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 
 // requestMap is the request CEL expressions see for inv: the
 // AdmissionRequest's fields as JSON gives them (numbers as int64, as
-// upstream's), without uid, object and oldObject.
+// upstream's), without uid, object and oldObject. It is built directly:
+// a JSON round trip of the request would cost a third of a create
+// through a policy. A test holds the two equal.
 func requestMap(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (map[string]any, error) {
-	req, err := admissionRequest(ctx, inv, a, nil, nil)
-	if err != nil {
-		return nil, err
+	var options any // "options": null when there are none, as JSON gives
+	if a.Options != nil {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.Options)
+		if err != nil {
+			return nil, err
+		}
+		options = m
 	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
+	u, _ := registry.UserFrom(ctx)
+	user := map[string]any{}
+	if u.Name != "" {
+		user["username"] = u.Name
 	}
-	var request map[string]any
-	if err := utiljson.Unmarshal(data, &request); err != nil {
-		return nil, err
+	if u.UID != "" {
+		user["uid"] = u.UID
 	}
-	for _, k := range []string{"uid", "object", "oldObject"} {
-		delete(request, k)
+	if len(u.Groups) > 0 {
+		user["groups"] = stringList(u.Groups)
+	}
+	if len(u.Extra) > 0 {
+		extra := make(map[string]any, len(u.Extra))
+		for k, v := range u.Extra {
+			if v == nil {
+				extra[k] = nil
+			} else {
+				extra[k] = stringList(v)
+			}
+		}
+		user["extra"] = extra
+	}
+	kind := func(k schema.GroupVersionKind) map[string]any {
+		return map[string]any{"group": k.Group, "version": k.Version, "kind": k.Kind}
+	}
+	resource := func(r schema.GroupVersionResource) map[string]any {
+		return map[string]any{"group": r.Group, "version": r.Version, "resource": r.Resource}
+	}
+	request := map[string]any{
+		"kind":            kind(inv.kind),
+		"resource":        resource(inv.resource),
+		"requestKind":     kind(a.GroupVersionKind()),
+		"requestResource": resource(a.GroupVersionResource()),
+		"operation":       string(a.Operation),
+		"userInfo":        user,
+		"dryRun":          a.DryRun,
+		"options":         options,
+	}
+	for k, v := range map[string]string{"subResource": a.Subresource, "requestSubResource": a.Subresource,
+		"name": a.Name, "namespace": requestNamespace(a)} {
+		if v != "" {
+			request[k] = v
+		}
 	}
 	return request, nil
+}
+
+// stringList is ss as JSON decodes a list of strings.
+func stringList(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func objectMap(obj *unstructured.Unstructured) map[string]any {
