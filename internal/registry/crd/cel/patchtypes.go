@@ -146,8 +146,6 @@ func nativeField(v ref.Val) (any, error) {
 	switch f := v.(type) {
 	case *objectVal:
 		return f.native()
-	case types.Null:
-		return nil, nil
 	case traits.Lister:
 		var out []any
 		for it := f.Iterator(); it.HasNext() == types.True; {

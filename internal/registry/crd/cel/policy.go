@@ -160,6 +160,8 @@ type PolicySpec struct {
 	Variables        []NamedExpression
 	Validations      []Validation
 	AuditAnnotations []AuditAnnotation
+	// Mutations are a MutatingAdmissionPolicy's, in order.
+	Mutations []Mutation
 }
 
 // NamedExpression is a matchCondition or a variable.
@@ -303,6 +305,7 @@ type Policy struct {
 	variables   []compiled
 	validations []compiledValidation
 	audits      []compiled // name: the key
+	mutations   []compiledMutation
 }
 
 type compiledValidation struct {
@@ -354,6 +357,16 @@ func CompilePolicy(spec PolicySpec) *Policy {
 	for _, a := range spec.AuditAnnotations {
 		p.audits = append(p.audits, one(env, envErr, a.Key, strings.TrimSpace(a.ValueExpression), cel.StringType, cel.NullType))
 	}
+	if len(spec.Mutations) > 0 {
+		env, envErr = envFor(envKey{params: spec.HasParams, authorizer: true, patchTypes: true}, vars)
+		for _, m := range spec.Mutations {
+			want := patchObjectType
+			if m.PatchType == JSONPatch {
+				want = cel.ListType(jsonPatchType)
+			}
+			p.mutations = append(p.mutations, compiledMutation{compiled: one(env, envErr, "", m.Expression, want), patchType: m.PatchType})
+		}
+	}
 	return p
 }
 
@@ -377,6 +390,9 @@ func (p *Policy) CompileErrors() []error {
 	}
 	for i := range p.audits {
 		add(&p.audits[i])
+	}
+	for i := range p.mutations {
+		add(&p.mutations[i].compiled)
 	}
 	return errs
 }
