@@ -62,7 +62,7 @@ func admissionPolicies() []*registry.Kind {
 	}
 	policy.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultPolicy(obj) }
 	policy.Validate = func(obj *unstructured.Unstructured) field.ErrorList {
-		errs := validatePolicy(obj, false)
+		errs := validatePolicy(obj, policyChecks{})
 		return append(errs, staticSuffixErrors(obj.GetName())...)
 	}
 	policy.ValidateUpdate = validatePolicyUpdate
@@ -96,18 +96,20 @@ var (
 				validations, _, _ := unstructured.NestedSlice(o.Object, "spec", "validations")
 				return int64(len(validations))
 			}},
-		{Name: "ParamKind", Type: "string", Description: "ParamKind specifies the kind of resources used to parameterize this policy",
-			Reads: []string{"spec"}, Value: func(o *unstructured.Unstructured) any {
-				pk, ok, _ := unstructured.NestedMap(o.Object, "spec", "paramKind")
-				if !ok {
-					return "<unset>"
-				}
-				apiVersion, _ := pk["apiVersion"].(string)
-				kind, _ := pk["kind"].(string)
-				return apiVersion + "/" + kind
-			}},
+		paramKindColumn,
 		registry.AgeColumn,
 	}
+	// paramKindColumn is a policy's paramKind.
+	paramKindColumn = registry.Column{Name: "ParamKind", Type: "string", Description: "ParamKind specifies the kind of resources used to parameterize this policy",
+		Reads: []string{"spec"}, Value: func(o *unstructured.Unstructured) any {
+			pk, ok, _ := unstructured.NestedMap(o.Object, "spec", "paramKind")
+			if !ok {
+				return "<unset>"
+			}
+			apiVersion, _ := pk["apiVersion"].(string)
+			kind, _ := pk["kind"].(string)
+			return apiVersion + "/" + kind
+		}}
 	policyBindingColumns = []registry.Column{
 		{Name: "PolicyName", Type: "string", Description: "PolicyName indicates the policy definition which the policy binding binded to",
 			Reads: []string{"spec"}, Value: func(o *unstructured.Unstructured) any {
@@ -219,11 +221,18 @@ func validatePolicyUpdate(obj, old *unstructured.Unstructured) field.ErrorList {
 	if !reflect.DeepEqual(obj.Object["status"], old.Object["status"]) {
 		return validatePolicyStatus(obj)
 	}
+	return validatePolicy(obj, policyChecks{keepsMatchConditions: keepsMatchConditions(obj, old)})
+}
+
+// keepsMatchConditions reports whether an update of a policy, of either
+// kind, changes neither its matchConditions nor its paramKind, which
+// they are compiled with: upstream does not compile them again then
+// (ignoreValidatingAdmissionPolicyMatchConditions and its mutating twin).
+func keepsMatchConditions(obj, old *unstructured.Unstructured) bool {
 	spec, _ := obj.Object["spec"].(map[string]any)
 	oldSpec, _ := old.Object["spec"].(map[string]any)
-	ignoreMatchConditions := reflect.DeepEqual(spec["paramKind"], oldSpec["paramKind"]) &&
+	return reflect.DeepEqual(spec["paramKind"], oldSpec["paramKind"]) &&
 		sameList(spec["matchConditions"], oldSpec["matchConditions"])
-	return validatePolicy(obj, ignoreMatchConditions)
 }
 
 // sameList compares two lists as upstream's semantic equality does: an
@@ -234,14 +243,19 @@ func sameList(a, b any) bool {
 	return (len(la) == 0 && len(lb) == 0) || reflect.DeepEqual(la, lb)
 }
 
-// validatePolicy is validateValidatingAdmissionPolicySpec (the registry
-// checks the metadata first, as upstream does): the failure policy, the
-// paramKind, matchConstraints, matchConditions, variables, validations,
-// then auditAnnotations.
-func validatePolicy(obj *unstructured.Unstructured, ignoreMatchConditions bool) field.ErrorList {
-	spec, _ := obj.Object["spec"].(map[string]any)
-	path := field.NewPath("spec")
-	var errs field.ErrorList
+// policyChecks are what changes the checks both kinds of policy share,
+// as upstream's validationOptions do.
+type policyChecks struct {
+	// keepsMatchConditions: an update that keeps the matchConditions and
+	// the paramKind does not compile the matchConditions again.
+	keepsMatchConditions bool
+}
+
+// validatePolicyMatch checks what comes first in a policy's spec, of
+// either kind, in upstream's order: the failure policy, the paramKind,
+// matchConstraints, then the matchConditions. hasParams reports a
+// paramKind, which the policy's expressions are compiled with.
+func validatePolicyMatch(spec map[string]any, path *field.Path, checks policyChecks) (errs field.ErrorList, hasParams bool) {
 	if spec["failurePolicy"] == nil {
 		errs = append(errs, field.Required(path.Child("failurePolicy"), ""))
 	} else {
@@ -260,18 +274,39 @@ func validatePolicy(obj *unstructured.Unstructured, ignoreMatchConditions bool) 
 			errs = append(errs, field.Required(path.Child("matchConstraints", "resourceRules"), ""))
 		}
 	}
-	if !ignoreMatchConditions {
+	if !checks.keepsMatchConditions {
 		conditions, _ := spec["matchConditions"].([]any)
 		errs = append(errs, validateMatchConditions(conditions, func(expr string, p *field.Path) *field.Error {
 			return cel.CheckPolicyMatchCondition(expr, hasParams, p)
 		}, path.Child("matchConditions"))...)
 	}
-	variables, _ := spec["variables"].([]any)
-	checker := cel.NewPolicyChecker(hasParams, len(variables) > 0)
+	return errs, hasParams
+}
+
+// validateVariables checks a policy's variables in order, declaring each
+// in checker for the expressions after it.
+func validateVariables(checker *cel.PolicyChecker, variables []any, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	for i, v := range variables {
 		variable, _ := v.(map[string]any)
-		errs = append(errs, validateVariable(checker, variable, path.Child("variables").Index(i))...)
+		errs = append(errs, validateVariable(checker, variable, path.Index(i))...)
 	}
+	return errs
+}
+
+// validatePolicy is validateValidatingAdmissionPolicySpec (the registry
+// checks the metadata first, as upstream does): the failure policy, the
+// paramKind, matchConstraints, matchConditions, variables, validations,
+// then auditAnnotations.
+func validatePolicy(obj *unstructured.Unstructured, checks policyChecks) field.ErrorList {
+	spec, _ := obj.Object["spec"].(map[string]any)
+	path := field.NewPath("spec")
+	errs, hasParams := validatePolicyMatch(spec, path, checks)
+	variables, _ := spec["variables"].([]any)
+	// Upstream's validation declares variables only for a policy that
+	// has some.
+	checker := cel.NewPolicyChecker(hasParams, len(variables) > 0)
+	errs = append(errs, validateVariables(checker, variables, path.Child("variables"))...)
 	validations, _ := spec["validations"].([]any)
 	audits, hasAudits := spec["auditAnnotations"].([]any)
 	if len(validations) == 0 && len(audits) == 0 {
@@ -542,9 +577,7 @@ func validatePolicyBinding(obj *unstructured.Unstructured) (errs, required field
 	if policy == "" {
 		required = append(required, field.Required(path.Child("policyName"), ""))
 	} else {
-		for _, msg := range apivalidation.NameIsDNSSubdomain(policy, false) {
-			errs = append(errs, field.Invalid(path.Child("policyName"), policy, msg))
-		}
+		errs = append(errs, policyNameErrors(policy, path.Child("policyName"))...)
 	}
 	if ref, ok := spec["paramRef"].(map[string]any); ok {
 		errs = append(errs, validateParamRef(ref, path.Child("paramRef"))...)
@@ -571,6 +604,16 @@ func validatePolicyBinding(obj *unstructured.Unstructured) (errs, required field
 		required = append(required, field.Required(actionsPath, ""))
 	}
 	return errs, required
+}
+
+// policyNameErrors checks the policy a binding, of either kind, names:
+// a DNS subdomain, as the policy's name is.
+func policyNameErrors(policy string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range apivalidation.NameIsDNSSubdomain(policy, false) {
+		errs = append(errs, field.Invalid(path, policy, msg))
+	}
+	return errs
 }
 
 // validateParamRef checks a binding's paramRef: a name (a path segment)
