@@ -90,8 +90,8 @@ func TestWebhookConfigurationWarningsAsKubeAPIServer(t *testing.T) {
 
 // The group's kinds are in discovery as v1.37.2 lists them:
 // cluster-scoped, in the api-extensions category, with upstream's storage
-// version hashes, and a policy's /status. (Upstream also lists the
-// MutatingAdmissionPolicy kinds, which kplane does not serve.)
+// version hashes, and a validating policy's /status (a mutating one has
+// none).
 func TestWebhookConfigurationsDiscovery(t *testing.T) {
 	h := newInProcess(t)
 	var list metav1.APIResourceList
@@ -100,6 +100,10 @@ func TestWebhookConfigurationsDiscovery(t *testing.T) {
 	}
 	verbs := metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 	want := []metav1.APIResource{
+		{Name: "mutatingadmissionpolicies", SingularName: "mutatingadmissionpolicy", Kind: "MutatingAdmissionPolicy",
+			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "mHCkTKpUTrE="},
+		{Name: "mutatingadmissionpolicybindings", SingularName: "mutatingadmissionpolicybinding", Kind: "MutatingAdmissionPolicyBinding",
+			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "ZKgZT1uTmZ0="},
 		{Name: "mutatingwebhookconfigurations", SingularName: "mutatingwebhookconfiguration", Kind: "MutatingWebhookConfiguration",
 			Verbs: verbs, Categories: []string{"api-extensions"}, StorageVersionHash: "Sqi0GUgDaX0="},
 		{Name: "validatingadmissionpolicies", SingularName: "validatingadmissionpolicy", Kind: "ValidatingAdmissionPolicy",
@@ -115,9 +119,10 @@ func TestWebhookConfigurationsDiscovery(t *testing.T) {
 	}
 }
 
-// The webhooks' enumerated fields are published with upstream's values
-// and their documentation (a rule's operations as the items' enum), as
-// in kube-apiserver v1.37.2's OpenAPI v3 document.
+// The enumerated fields of the webhooks and the mutating policies are
+// published with upstream's values and their documentation (a rule's
+// operations as the items' enum), as in kube-apiserver v1.37.2's OpenAPI v3
+// document.
 func TestWebhookConfigurationsOpenAPIEnums(t *testing.T) {
 	h := newInProcess(t)
 	var doc struct {
@@ -136,6 +141,9 @@ func TestWebhookConfigurationsOpenAPIEnums(t *testing.T) {
 		{"MutatingWebhook", "matchPolicy", `["Equivalent","Exact"]`, " - `\"Exact\"` means requests should only be sent to the webhook if they exactly match a given rule."},
 		{"MutatingWebhook", "sideEffects", `["None","NoneOnDryRun","Some","Unknown"]`, "If a request with the dry-run attribute would trigger a call to this webhook, the request will instead fail."},
 		{"MutatingWebhook", "reinvocationPolicy", `["IfNeeded","Never"]`, " - `\"Never\"` indicates that the mutation must not be called more than once in a single admission evaluation."},
+		{"MutatingAdmissionPolicySpec", "failurePolicy", `["Fail","Ignore"]`, " - `\"Ignore\"` means that an error calling the webhook is ignored."},
+		{"MutatingAdmissionPolicySpec", "reinvocationPolicy", `["IfNeeded","Never"]`, " - `\"Never\"` indicates that the mutation must not be called more than once in a single admission evaluation."},
+		{"Mutation", "patchType", `["ApplyConfiguration","JSONPatch"]`, "Required.\n\n\nPossible enum values:\n - `\"ApplyConfiguration\"` ApplyConfiguration indicates that the mutation is using apply configuration to mutate the object.\n - `\"JSONPatch\"` JSONPatch indicates that the object is mutated through JSON Patch."},
 		{"RuleWithOperations", "scope", `["*","Cluster","Namespaced"]`, "Default is \"*\".\n\n\nPossible enum values:\n - `\"*\"` means that all scopes are included.\n - `\"Cluster\"` means that scope is limited to cluster-scoped objects. Namespace objects are cluster-scoped.\n - `\"Namespaced\"` means that scope is limited to namespaced objects."},
 	} {
 		p := prop(c.def, c.name)

@@ -40,7 +40,8 @@ import (
 // upstream's order. Who may name parameters is checked by RBAC
 // (admissionpolicyauthz.go).
 
-// admissionPolicies returns the two kinds.
+// admissionPolicies returns the two kinds, then the mutating twins
+// (mutatingpolicy.go).
 func admissionPolicies() []*registry.Kind {
 	kind := func(name, resource string) *registry.Kind {
 		return &registry.Kind{
@@ -86,7 +87,7 @@ func admissionPolicies() []*registry.Kind {
 		return append(errs, required...)
 	}
 	binding.Columns = policyBindingColumns
-	return []*registry.Kind{policy, binding}
+	return append([]*registry.Kind{policy, binding}, mutatingAdmissionPolicies()...)
 }
 
 var (
@@ -99,7 +100,7 @@ var (
 		paramKindColumn,
 		registry.AgeColumn,
 	}
-	// paramKindColumn is a policy's paramKind.
+	// paramKindColumn is a policy's paramKind, of either kind.
 	paramKindColumn = registry.Column{Name: "ParamKind", Type: "string", Description: "ParamKind specifies the kind of resources used to parameterize this policy",
 		Reads: []string{"spec"}, Value: func(o *unstructured.Unstructured) any {
 			pk, ok, _ := unstructured.NestedMap(o.Object, "spec", "paramKind")
@@ -249,6 +250,9 @@ type policyChecks struct {
 	// keepsMatchConditions: an update that keeps the matchConditions and
 	// the paramKind does not compile the matchConditions again.
 	keepsMatchConditions bool
+	// mutating: the policy is a MutatingAdmissionPolicy, whose
+	// matchConstraints may match only operations it can mutate.
+	mutating bool
 }
 
 // validatePolicyMatch checks what comes first in a policy's spec, of
@@ -272,6 +276,9 @@ func validatePolicyMatch(spec map[string]any, path *field.Path, checks policyChe
 		// The resourceRules give the expressions their types.
 		if rules, _ := mc["resourceRules"].([]any); len(rules) == 0 {
 			errs = append(errs, field.Required(path.Child("matchConstraints", "resourceRules"), ""))
+		}
+		if checks.mutating {
+			errs = append(errs, immutableOperationErrors(mc, path.Child("matchConstraints"))...)
 		}
 	}
 	if !checks.keepsMatchConditions {

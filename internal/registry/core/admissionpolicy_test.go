@@ -87,10 +87,10 @@ func TestAdmissionPolicyCreatesAsKubeAPIServer(t *testing.T) {
 	}
 }
 
-// A policy gets the v1 API's defaults: a failure policy, even without a
-// spec, and matchConstraints' match policy, selectors and every rule's
-// scope; a binding's matchResources get the same, and a paramRef none.
-// What is set is kept.
+// A policy, validating or mutating, gets the v1 API's defaults: a failure
+// policy, even without a spec, and matchConstraints' match policy,
+// selectors and every rule's scope; a binding's matchResources get the
+// same, and a paramRef none. What is set is kept.
 func TestAdmissionPolicyDefaults(t *testing.T) {
 	for _, c := range []struct{ kind, body, want string }{
 		{"ValidatingAdmissionPolicy", `{}`, `{"spec":{"failurePolicy":"Fail"}}`},
@@ -106,6 +106,16 @@ func TestAdmissionPolicyDefaults(t *testing.T) {
 		{"ValidatingAdmissionPolicyBinding", `{}`, `{}`},
 		{"ValidatingAdmissionPolicyBinding", `{"spec":{"matchResources":{"resourceRules":[{}]}}}`,
 			`{"spec":{"matchResources":{"matchPolicy":"Equivalent","namespaceSelector":{},"objectSelector":{},"resourceRules":[{"scope":"*"}]}}}`},
+		// A mutating policy's are a validating one's; its
+		// reinvocationPolicy has none.
+		{"MutatingAdmissionPolicy", `{}`, `{"spec":{"failurePolicy":"Fail"}}`},
+		{"MutatingAdmissionPolicy", `{"spec":{"matchConstraints":{"resourceRules":[{}],"excludeResourceRules":[{"scope":"Namespaced"}]},"mutations":[{}]}}`,
+			`{"spec":{"failurePolicy":"Fail","matchConstraints":{"matchPolicy":"Equivalent","namespaceSelector":{},"objectSelector":{},` +
+				`"resourceRules":[{"scope":"*"}],"excludeResourceRules":[{"scope":"Namespaced"}]},"mutations":[{}]}}`},
+		{"MutatingAdmissionPolicy", `{"spec":{"failurePolicy":"Ignore","reinvocationPolicy":"IfNeeded"}}`, `{"spec":{"failurePolicy":"Ignore","reinvocationPolicy":"IfNeeded"}}`},
+		{"MutatingAdmissionPolicyBinding", `{"spec":{"policyName":"p","paramRef":{"name":"x"}}}`, `{"spec":{"policyName":"p","paramRef":{"name":"x"}}}`},
+		{"MutatingAdmissionPolicyBinding", `{"spec":{"matchResources":{"excludeResourceRules":[{}]}}}`,
+			`{"spec":{"matchResources":{"matchPolicy":"Equivalent","namespaceSelector":{},"objectSelector":{},"excludeResourceRules":[{"scope":"*"}]}}}`},
 	} {
 		k := policyKind(t, c.kind)
 		got := objectOf(t, k, c.body)
@@ -121,41 +131,50 @@ func TestAdmissionPolicyDefaults(t *testing.T) {
 }
 
 // An update compiles the matchConditions again only if they or the
-// paramKind changed (ValidateValidatingAdmissionPolicyUpdate), so a
-// policy stored with one that no longer compiles keeps it through other
-// changes; the rest of the spec is checked as on a create.
+// paramKind changed (ValidateValidatingAdmissionPolicyUpdate, and its
+// mutating twin), so a policy stored with one that no longer compiles
+// keeps it through other changes; the rest of the spec is checked as on a
+// create. (kube-apiserver stores no such policy itself: this is a policy
+// another server stored.)
 func TestAdmissionPolicyUpdateKeepsUnchangedMatchConditions(t *testing.T) {
-	k := policyKind(t, "ValidatingAdmissionPolicy")
-	old := objectOf(t, k, `{"metadata":{"name":"p"},"spec":{"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
+	const matching = `"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
 		"matchConstraints":{"resourceRules":[{"apiGroups":["x"],"apiVersions":["v1"],"operations":["*"],"resources":["y"]}]},
-		"matchConditions":[{"name":"m","expression":"nope"}],"validations":[{"expression":"true"}]}}`)
-	if errs := k.Validate(old.DeepCopy()); len(errs) != 1 {
-		t.Fatalf("a create of the stored policy: %v, want its one error", errs)
-	}
-	next := old.DeepCopy()
-	next.SetLabels(map[string]string{"a": "b"})
-	unstructured.SetNestedField(next.Object, "Ignore", "spec", "failurePolicy")
-	if errs := k.ValidateUpdate(next, old); len(errs) != 0 {
-		t.Errorf("an update that keeps the matchConditions: %v", errs)
-	}
-	unstructured.SetNestedField(next.Object, "Sometimes", "spec", "failurePolicy")
-	if got, want := errorStrings(k.ValidateUpdate(next, old)), []string{`spec.failurePolicy: Unsupported value: "Sometimes": supported values: "Fail", "Ignore"`}; !reflect.DeepEqual(got, want) {
-		t.Errorf("the rest of the spec is checked: %q, want %q", got, want)
-	}
-
-	wantCondition := "spec.matchConditions[0].expression: Invalid value: \"nope\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope' (in container '')\n | nope\n | ^"
-	for what, change := range map[string]func(*unstructured.Unstructured){
-		"a changed matchCondition": func(o *unstructured.Unstructured) {
-			unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "m", "expression": " nope"}}, "spec", "matchConditions")
-		},
-		"a changed paramKind": func(o *unstructured.Unstructured) {
-			unstructured.SetNestedField(o.Object, "Secret", "spec", "paramKind", "kind")
-		},
+		"matchConditions":[{"name":"m","expression":"nope"}]`
+	for kind, body := range map[string]string{
+		"ValidatingAdmissionPolicy": `{"metadata":{"name":"p"},"spec":{` + matching + `,"validations":[{"expression":"true"}]}}`,
+		"MutatingAdmissionPolicy": `{"metadata":{"name":"p"},"spec":{` + matching + `,"reinvocationPolicy":"Never",
+			"mutations":[{"patchType":"ApplyConfiguration","applyConfiguration":{"expression":"Object{}"}}]}}`,
 	} {
+		k := policyKind(t, kind)
+		old := objectOf(t, k, body)
+		if errs := k.Validate(old.DeepCopy()); len(errs) != 1 {
+			t.Fatalf("%s: a create of the stored policy: %v, want its one error", kind, errs)
+		}
 		next := old.DeepCopy()
-		change(next)
-		if got := errorStrings(k.ValidateUpdate(next, old)); !reflect.DeepEqual(got, []string{wantCondition}) {
-			t.Errorf("%s: %q, want %q", what, got, wantCondition)
+		next.SetLabels(map[string]string{"a": "b"})
+		unstructured.SetNestedField(next.Object, "Ignore", "spec", "failurePolicy")
+		if errs := k.ValidateUpdate(next, old); len(errs) != 0 {
+			t.Errorf("%s: an update that keeps the matchConditions: %v", kind, errs)
+		}
+		unstructured.SetNestedField(next.Object, "Sometimes", "spec", "failurePolicy")
+		if got, want := errorStrings(k.ValidateUpdate(next, old)), []string{`spec.failurePolicy: Unsupported value: "Sometimes": supported values: "Fail", "Ignore"`}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the rest of the spec is checked: %q, want %q", kind, got, want)
+		}
+
+		wantCondition := "spec.matchConditions[0].expression: Invalid value: \"nope\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope' (in container '')\n | nope\n | ^"
+		for what, change := range map[string]func(*unstructured.Unstructured){
+			"a changed matchCondition": func(o *unstructured.Unstructured) {
+				unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "m", "expression": " nope"}}, "spec", "matchConditions")
+			},
+			"a changed paramKind": func(o *unstructured.Unstructured) {
+				unstructured.SetNestedField(o.Object, "Secret", "spec", "paramKind", "kind")
+			},
+		} {
+			next := old.DeepCopy()
+			change(next)
+			if got := errorStrings(k.ValidateUpdate(next, old)); !reflect.DeepEqual(got, []string{wantCondition}) {
+				t.Errorf("%s: %s: %q, want %q", kind, what, got, wantCondition)
+			}
 		}
 	}
 }
@@ -188,9 +207,9 @@ func TestAdmissionPolicyStatusUpdate(t *testing.T) {
 	}
 }
 
-// The printer's columns: a policy's number of validations and its
-// paramKind, a binding's policy and paramRef, as upstream's printer
-// writes them.
+// The printer's columns: a validating policy's number of validations, a
+// mutating one's of mutations, and their paramKind; a binding's policy
+// and paramRef, as upstream's printer writes them.
 func TestAdmissionPolicyColumns(t *testing.T) {
 	cells := func(k *registry.Kind, body string) []any {
 		obj := objectOf(t, k, body)
@@ -203,6 +222,7 @@ func TestAdmissionPolicyColumns(t *testing.T) {
 		return out
 	}
 	policy, binding := policyKind(t, "ValidatingAdmissionPolicy"), policyKind(t, "ValidatingAdmissionPolicyBinding")
+	mutating, mutatingBinding := policyKind(t, "MutatingAdmissionPolicy"), policyKind(t, "MutatingAdmissionPolicyBinding")
 	for _, c := range []struct {
 		k    *registry.Kind
 		body string
@@ -216,18 +236,23 @@ func TestAdmissionPolicyColumns(t *testing.T) {
 		{binding, `{"spec":{"paramRef":{"selector":{"matchLabels":{"a":"b"},"matchExpressions":[{"key":"k","operator":"In","values":["v"]}]}}}}`,
 			[]any{"", "&LabelSelector{MatchLabels:map[string]string{a: b,},MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:k,Operator:In,Values:[v],},},}"}},
 		{binding, `{"spec":{"paramRef":{}}}`, []any{"", "<unset>"}},
+		{mutating, `{"spec":{}}`, []any{int64(0), "<unset>"}},
+		{mutating, `{"spec":{"mutations":[{},{},{}],"validations":[{}],"paramKind":{"apiVersion":"v1","kind":"ConfigMap"}}}`, []any{int64(3), "v1/ConfigMap"}},
+		{mutatingBinding, `{"spec":{"policyName":"p","paramRef":{"name":"x","namespace":"ns"}}}`, []any{"p", "ns/x"}},
+		{mutatingBinding, `{"spec":{"policyName":"p","paramRef":{"selector":{}}}}`, []any{"p", "&LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}"}},
 	} {
 		if got := cells(c.k, c.body); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s %s: %q, want %q", c.k.Kind, c.body, got, c.want)
 		}
 	}
 	var names []string
-	for _, k := range []*registry.Kind{policy, binding} {
+	for _, k := range []*registry.Kind{policy, binding, mutating, mutatingBinding} {
 		for _, c := range k.Columns {
 			names = append(names, c.Name+":"+c.Type)
 		}
 	}
-	if want := []string{"Validations:integer", "ParamKind:string", "Age:string", "PolicyName:string", "ParamRef:string", "Age:string"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"Validations:integer", "ParamKind:string", "Age:string", "PolicyName:string", "ParamRef:string", "Age:string",
+		"Mutations:integer", "ParamKind:string", "Age:string", "PolicyName:string", "ParamRef:string", "Age:string"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("columns %q, want %q", names, want)
 	}
 }

@@ -6,8 +6,9 @@
 // (admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
 // MutatingWebhookConfiguration, their matchConditions compiled as
 // upstream compiles them), the admission policies
-// (ValidatingAdmissionPolicy with its /status, and
-// ValidatingAdmissionPolicyBinding, their expressions type-checked as
+// (ValidatingAdmissionPolicy with its /status,
+// ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy and
+// MutatingAdmissionPolicyBinding, their expressions type-checked as
 // upstream's validation does; stored only, not enforced here) and the
 // reviews (authorization.k8s.io/v1,
 // authentication.k8s.io/v1; never stored): the access reviews of kubectl

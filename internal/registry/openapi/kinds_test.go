@@ -58,6 +58,10 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		admission("ValidatingAdmissionPolicyList"):        &admissionregistrationv1.ValidatingAdmissionPolicyList{},
 		admission("ValidatingAdmissionPolicyBinding"):     &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
 		admission("ValidatingAdmissionPolicyBindingList"): &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{},
+		admission("MutatingAdmissionPolicy"):              &admissionregistrationv1.MutatingAdmissionPolicy{},
+		admission("MutatingAdmissionPolicyList"):          &admissionregistrationv1.MutatingAdmissionPolicyList{},
+		admission("MutatingAdmissionPolicyBinding"):       &admissionregistrationv1.MutatingAdmissionPolicyBinding{},
+		admission("MutatingAdmissionPolicyBindingList"):   &admissionregistrationv1.MutatingAdmissionPolicyBindingList{},
 		apiextensions("CustomResourceDefinition"):         &apiextensionsv1.CustomResourceDefinition{},
 		apiextensions("CustomResourceDefinitionList"):     &apiextensionsv1.CustomResourceDefinitionList{},
 		// Never stored: created and answered.

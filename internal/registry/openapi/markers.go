@@ -81,9 +81,16 @@ var fieldMarkers = map[string]map[string]marker{
 			" - `\"Namespaced\"` means that scope is limited to namespaced objects."},
 	},
 	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec": {
-		"failurePolicy": {enum: []any{"Fail", "Ignore"}, enumDoc: "\n\nPossible enum values:\n" +
-			" - `\"Fail\"` means that an error calling the webhook causes the admission to fail.\n" +
-			" - `\"Ignore\"` means that an error calling the webhook is ignored."},
+		"failurePolicy": failurePolicyMarker,
+	},
+	"io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec": {
+		"failurePolicy":      failurePolicyMarker,
+		"reinvocationPolicy": reinvocationPolicyMarker,
+	},
+	"io.k8s.api.admissionregistration.v1.Mutation": {
+		"patchType": {enum: []any{"ApplyConfiguration", "JSONPatch"}, enumDoc: "\n\n\nPossible enum values:\n" +
+			" - `\"ApplyConfiguration\"` ApplyConfiguration indicates that the mutation is using apply configuration to mutate the object.\n" +
+			" - `\"JSONPatch\"` JSONPatch indicates that the object is mutated through JSON Patch."},
 	},
 	"io.k8s.api.admissionregistration.v1.MatchResources": {
 		"matchPolicy": {enum: []any{"Equivalent", "Exact"}, enumDoc: "\n\nPossible enum values:\n" +
@@ -109,13 +116,22 @@ var fieldMarkers = map[string]map[string]marker{
 	},
 }
 
+// The enums admission webhooks and policies share (FailurePolicyType,
+// ReinvocationPolicyType), with upstream's texts.
+var (
+	failurePolicyMarker = marker{enum: []any{"Fail", "Ignore"}, enumDoc: "\n\nPossible enum values:\n" +
+		" - `\"Fail\"` means that an error calling the webhook causes the admission to fail.\n" +
+		" - `\"Ignore\"` means that an error calling the webhook is ignored."}
+	reinvocationPolicyMarker = marker{enum: []any{"IfNeeded", "Never"}, enumDoc: "\n\nPossible enum values:\n" +
+		" - `\"IfNeeded\"` indicates that the mutation may be called at least one additional time as part of the admission evaluation if the object being admitted is modified by other admission plugins after the initial mutation call.\n" +
+		" - `\"Never\"` indicates that the mutation must not be called more than once in a single admission evaluation."}
+)
+
 // webhookMarkers are the enums of an admission webhook's fields (a
 // mutating one's also has reinvocationPolicy), with upstream's texts.
 func webhookMarkers(mutating bool) map[string]marker {
 	m := map[string]marker{
-		"failurePolicy": {enum: []any{"Fail", "Ignore"}, enumDoc: "\n\nPossible enum values:\n" +
-			" - `\"Fail\"` means that an error calling the webhook causes the admission to fail.\n" +
-			" - `\"Ignore\"` means that an error calling the webhook is ignored."},
+		"failurePolicy": failurePolicyMarker,
 		"matchPolicy": {enum: []any{"Equivalent", "Exact"}, enumDoc: "\n\nPossible enum values:\n" +
 			" - `\"Equivalent\"` means requests should be sent to the webhook if they modify a resource listed in rules via another API group or version.\n" +
 			" - `\"Exact\"` means requests should only be sent to the webhook if they exactly match a given rule."},
@@ -126,9 +142,7 @@ func webhookMarkers(mutating bool) map[string]marker {
 			" - `\"Unknown\"` means that no information is known about the side effects of calling the webhook. If a request with the dry-run attribute would trigger a call to this webhook, the request will instead fail."},
 	}
 	if mutating {
-		m["reinvocationPolicy"] = marker{enum: []any{"IfNeeded", "Never"}, enumDoc: "\n\nPossible enum values:\n" +
-			" - `\"IfNeeded\"` indicates that the mutation may be called at least one additional time as part of the admission evaluation if the object being admitted is modified by other admission plugins after the initial mutation call.\n" +
-			" - `\"Never\"` indicates that the mutation must not be called more than once in a single admission evaluation."}
+		m["reinvocationPolicy"] = reinvocationPolicyMarker
 	}
 	return m
 }
