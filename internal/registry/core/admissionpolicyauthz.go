@@ -17,31 +17,50 @@ import (
 )
 
 // A policy's parameters are read with the server's rights, so writing a
-// policy or binding needs the right to read them, as upstream's
-// strategies check (validatingadmissionpolicy/authz.go and the
-// binding's): a policy with a paramKind needs "get" on every object of
-// that kind; a binding with a paramRef "get" on the object it names, or
-// "list" for a selector, in its namespace. An update is checked only when
-// it changes the paramKind (the paramRef or policyName). system:masters,
-// and kplane's own controllers (requests without a user), pass. The
-// refusal is upstream's: a 422 with a Forbidden on spec.paramKind
-// (spec.paramRef), asked only of an object that is otherwise valid.
+// policy or binding, validating or mutating, needs the right to read
+// them, as upstream's strategies check (validatingadmissionpolicy/authz.go,
+// mutatingadmissionpolicy/authz.go and their bindings'): a policy with a
+// paramKind needs "get" on every object of that kind; a binding with a
+// paramRef "get" on the object it names, or "list" for a selector, in
+// its namespace. An update is checked only when it changes the paramKind
+// (the paramRef or policyName). system:masters, and kplane's own
+// controllers (requests without a user), pass. The refusal is upstream's:
+// a 422 with a Forbidden on spec.paramKind (spec.paramRef), asked only of
+// an object that is otherwise valid.
 
-// admitPolicy checks a write of a ValidatingAdmissionPolicy, of kind k.
+// paramsSpec is what the checks read of a policy or binding of either
+// kind, whose fields have the same names.
+type paramsSpec struct {
+	Spec struct {
+		ParamKind  *admissionregistrationv1.ParamKind `json:"paramKind,omitempty"`
+		ParamRef   *admissionregistrationv1.ParamRef  `json:"paramRef,omitempty"`
+		PolicyName string                             `json:"policyName,omitempty"`
+	} `json:"spec"`
+}
+
+// paramsOf reads obj's paramsSpec; false if its spec is not one (not
+// reached: the body was decoded through the kind's Go type).
+func paramsOf(obj *unstructured.Unstructured) (*paramsSpec, bool) {
+	var p paramsSpec
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p) != nil {
+		return nil, false
+	}
+	return &p, true
+}
+
+// admitPolicy checks a write of a policy of kind k.
 func (a *RBAC) admitPolicy(k *registry.Kind) func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) error {
 	return func(ctx context.Context, obj, old *unstructured.Unstructured) error {
 		user, ok := registry.UserFrom(ctx)
 		if !ok || slices.Contains(user.Groups, privilegedGroup) {
 			return nil
 		}
-		var p admissionregistrationv1.ValidatingAdmissionPolicy
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p) != nil || p.Spec.ParamKind == nil || !validFor(k, obj, old) {
+		p, ok := paramsOf(obj)
+		if !ok || p.Spec.ParamKind == nil || !validFor(k, obj, old) {
 			return nil
 		}
 		if old != nil {
-			var was admissionregistrationv1.ValidatingAdmissionPolicy
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(old.Object, &was) == nil &&
-				was.Spec.ParamKind != nil && *was.Spec.ParamKind == *p.Spec.ParamKind {
+			if was, ok := paramsOf(old); ok && was.Spec.ParamKind != nil && *was.Spec.ParamKind == *p.Spec.ParamKind {
 				return nil
 			}
 		}
@@ -62,21 +81,20 @@ func (a *RBAC) admitPolicy(k *registry.Kind) func(context.Context, *unstructured
 	}
 }
 
-// admitPolicyBinding checks a write of a ValidatingAdmissionPolicyBinding,
-// of kind k.
-func (a *RBAC) admitPolicyBinding(k *registry.Kind) func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) error {
+// admitPolicyBinding checks a write of a binding of kind k, which names
+// a policy of the resource policies.
+func (a *RBAC) admitPolicyBinding(k *registry.Kind, policies string) func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) error {
 	return func(ctx context.Context, obj, old *unstructured.Unstructured) error {
 		user, ok := registry.UserFrom(ctx)
 		if !ok || slices.Contains(user.Groups, privilegedGroup) {
 			return nil
 		}
-		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &b) != nil || b.Spec.ParamRef == nil || !validFor(k, obj, old) {
+		b, ok := paramsOf(obj)
+		if !ok || b.Spec.ParamRef == nil || !validFor(k, obj, old) {
 			return nil
 		}
 		if old != nil {
-			var was admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(old.Object, &was) == nil && was.Spec.ParamRef != nil &&
+			if was, ok := paramsOf(old); ok && was.Spec.ParamRef != nil &&
 				sameParamRef(was.Spec.ParamRef, b.Spec.ParamRef) && was.Spec.PolicyName == b.Spec.PolicyName {
 				return nil
 			}
@@ -92,12 +110,11 @@ func (a *RBAC) admitPolicyBinding(k *registry.Kind) func(context.Context, *unstr
 		// it does not is said in the refusal (the paramKind printed as
 		// upstream's internal type prints).
 		var why string
-		policy, err := a.policy(ctx, b.Spec.PolicyName)
+		pk, err := a.paramKindOf(ctx, policies, b.Spec.PolicyName)
 		switch {
 		case err != nil:
 			why = fmt.Sprintf("unable to get policy %s to determine minimum required permissions and ", b.Spec.PolicyName)
-		case policy.Spec.ParamKind != nil:
-			pk := policy.Spec.ParamKind
+		case pk != nil:
 			gv, err := schema.ParseGroupVersion(pk.APIVersion)
 			if err != nil {
 				why = fmt.Sprintf("unable to parse paramKind &{%s %s} to determine minimum required permissions and ", pk.APIVersion, pk.Kind)
@@ -113,9 +130,16 @@ func (a *RBAC) admitPolicyBinding(k *registry.Kind) func(context.Context, *unstr
 		if allowed, _ := a.Authorize(ctx, attrs); allowed {
 			return nil
 		}
-		msg := fmt.Sprintf(`user %v does not have "%v" permission on the object referenced by paramRef`, &user, verb)
-		if why != "" {
+		var msg string
+		switch {
+		case why != "":
 			msg = fmt.Sprintf(`%suser %v does not have "%v" permission for all groups, versions and resources`, why, &user, verb)
+		case policies == "mutatingadmissionpolicies":
+			// Upstream's mutating binding strategy gives the verb and the
+			// user in each other's places.
+			msg = fmt.Sprintf(`user %v does not have "%v" permission on the object referenced by paramRef`, verb, &user)
+		default:
+			msg = fmt.Sprintf(`user %v does not have "%v" permission on the object referenced by paramRef`, &user, verb)
 		}
 		return paramForbidden(k, obj, field.NewPath("spec", "paramRef"), msg)
 	}
@@ -151,19 +175,21 @@ func (a *RBAC) resourceOfKind(gvk schema.GroupVersionKind) string {
 	return ""
 }
 
-// policy reads the ValidatingAdmissionPolicy named name.
-func (a *RBAC) policy(ctx context.Context, name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
-	res, ok := a.Registry.Get(schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "validatingadmissionpolicies"})
+// paramKindOf reads the paramKind of the policy named name among
+// policies (validatingadmissionpolicies or mutatingadmissionpolicies):
+// nil if it has none.
+func (a *RBAC) paramKindOf(ctx context.Context, policies, name string) (*admissionregistrationv1.ParamKind, error) {
+	res, ok := a.Registry.Get(schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: policies})
 	if !ok {
-		return nil, fmt.Errorf("validatingadmissionpolicies are not served")
+		return nil, fmt.Errorf("%s are not served", policies)
 	}
 	obj, err := res.Get(ctx, "v1", "", name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	var p admissionregistrationv1.ValidatingAdmissionPolicy
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
-		return nil, err
+	p, ok := paramsOf(obj)
+	if !ok {
+		return nil, fmt.Errorf("policy %s cannot be read", name)
 	}
-	return &p, nil
+	return p.Spec.ParamKind, nil
 }

@@ -680,10 +680,12 @@ func (a *RBAC) Install(kinds []*registry.Kind) []*registry.Kind {
 		}
 		if k.Group == admissionregistrationv1.GroupName {
 			switch k.Resource {
-			case "validatingadmissionpolicies":
+			case "validatingadmissionpolicies", "mutatingadmissionpolicies":
 				k.Admit = a.admitPolicy(k)
 			case "validatingadmissionpolicybindings":
-				k.Admit = a.admitPolicyBinding(k)
+				k.Admit = a.admitPolicyBinding(k, "validatingadmissionpolicies")
+			case "mutatingadmissionpolicybindings":
+				k.Admit = a.admitPolicyBinding(k, "mutatingadmissionpolicies")
 			}
 		}
 		if i := slices.Index(rbacResources, k.Resource); i >= 0 && k.Group == rbacv1.GroupName {
