@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -154,9 +155,13 @@ func sameParamRef(a, b *admissionregistrationv1.ParamRef) bool {
 		a.Selector == nil && b.Selector == nil && a.ParameterNotFoundAction == nil && b.ParameterNotFoundAction == nil
 }
 
-// validFor reports whether obj passes kind k's own checks, which upstream
-// runs before its authorization of the parameters.
+// validFor reports whether obj passes the checks upstream runs before its
+// authorization of the parameters: its metadata's (so that a bad name is
+// refused as such) and kind k's own.
 func validFor(k *registry.Kind, obj, old *unstructured.Unstructured) bool {
+	if len(apivalidation.ValidateObjectMetaAccessor(obj, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))) > 0 {
+		return false
+	}
 	if old == nil {
 		return k.Validate == nil || len(k.Validate(obj)) == 0
 	}

@@ -78,6 +78,11 @@ func TestAdmissionPolicyParamsNeedReadAccess(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "Forbidden") || !strings.Contains(err.Error(), "spec.failurePolicy") {
 		t.Errorf("an invalid policy: %v", err)
 	}
+	// So does one with an invalid name, as its metadata is checked first.
+	err = create(carol, "validatingadmissionpolicies", policy("Bad_Name", map[string]any{"paramKind": cm}))
+	if err == nil || strings.Contains(err.Error(), "Forbidden") || !strings.Contains(err.Error(), "metadata.name") {
+		t.Errorf("a policy with an invalid name: %v", err)
+	}
 	// Without a paramKind, nothing is checked; system:masters may do all.
 	if err := create(carol, "validatingadmissionpolicies", policy("plain", map[string]any{})); err != nil {
 		t.Errorf("a policy without params: %v", err)
@@ -266,5 +271,9 @@ func TestMutatingAdmissionPolicyParamsNeedReadAccess(t *testing.T) {
 	}
 	if err := write(carol, binding("b1", `"policyName":"cm",`+byName)); err != nil {
 		t.Errorf("a binding by name with get: %v", err)
+	}
+	// A policy with an invalid name is refused for its name.
+	if err := write(carol, policy("Bad_Name", cm)); err == nil || strings.Contains(err.Error(), "Forbidden") || !strings.Contains(err.Error(), "metadata.name") {
+		t.Errorf("a policy with an invalid name: %v", err)
 	}
 }
