@@ -116,6 +116,16 @@ func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
 			Help: "Duration in seconds of the ValidatingAdmissionPolicy validations counted by apiserver_validating_admission_policy_check_total, with its labels.",
 			Read: func() []apiserver.Sample { return histogramSamples(w.PolicyMetrics()) },
 		},
+		{
+			Name: "apiserver_mutating_admission_policy_check_total", Type: "counter",
+			Help: "MutatingAdmissionPolicy mutations evaluated, by policy, binding and error type (no_error for one that applied).",
+			Read: func() []apiserver.Sample { return counterSamples(w.MutationMetrics()) },
+		},
+		{
+			Name: "apiserver_mutating_admission_policy_check_duration_seconds", Type: "histogram",
+			Help: "Duration in seconds of the MutatingAdmissionPolicy mutations counted by apiserver_mutating_admission_policy_check_total, with its labels.",
+			Read: func() []apiserver.Sample { return histogramSamples(w.MutationMetrics()) },
+		},
 	}
 }
 

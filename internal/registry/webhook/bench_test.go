@@ -95,6 +95,38 @@ func BenchmarkCreateThroughPolicies(b *testing.B) {
 	}
 }
 
+// BenchmarkCreateThroughMutatingPolicies is a ConfigMap create through
+// the registry with a MutatingAdmissionPolicy bound that does not match
+// it, and with ones that do: an apply configuration adding a label, a
+// JSON Patch doing the same, and both in one policy.
+func BenchmarkCreateThroughMutatingPolicies(b *testing.B) {
+	const apply = "Object{metadata: Object.metadata{labels: {'seen': 'yes'}}}"
+	const patch = "[JSONPatch{op: 'add', path: '/metadata/labels', value: {'patched': 'yes'}}]"
+	for _, c := range []struct {
+		name  string
+		setup func(e *env)
+	}{
+		{"unmatched", func(e *env) {
+			e.mutatingPolicy("p", map[string]any{"matchConstraints": labelled("never", "yes"), "mutations": []any{applyConfiguration(apply)}})
+			e.mutatingBinding("p", "p", nil)
+		}},
+		{"apply", func(e *env) {
+			e.mutatingPolicy("p", map[string]any{"mutations": []any{applyConfiguration(apply)}})
+			e.mutatingBinding("p", "p", nil)
+		}},
+		{"jsonpatch", func(e *env) {
+			e.mutatingPolicy("p", map[string]any{"mutations": []any{jsonPatch(patch)}})
+			e.mutatingBinding("p", "p", nil)
+		}},
+		{"both", func(e *env) {
+			e.mutatingPolicy("p", map[string]any{"mutations": []any{jsonPatch(patch), applyConfiguration(apply)}})
+			e.mutatingBinding("p", "p", nil)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkCreates(b, c.setup) })
+	}
+}
+
 // BenchmarkLoadPolicies reads every admission configuration again, as
 // each write of one does, with 50 policies bound, none of them changed.
 func BenchmarkLoadPolicies(b *testing.B) {

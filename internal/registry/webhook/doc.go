@@ -4,7 +4,9 @@
 // ValidatingWebhookConfigurations, as kube-apiserver's
 // MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins do, and
 // enforces their ValidatingAdmissionPolicies (policy.go), as its
-// ValidatingAdmissionPolicy plugin does, before the validating webhooks.
+// ValidatingAdmissionPolicy plugin does, before the validating webhooks,
+// and their MutatingAdmissionPolicies (mutatingpolicy.go), as its
+// MutatingAdmissionPolicy plugin does, before the mutating webhooks.
 //
 // Webhooks keeps the configurations parsed in memory: it reads them all
 // at start-up (Load) and again after every write or delete of one
@@ -31,8 +33,9 @@
 //     the deadline and the ?timeout= parameter upstream's client adds;
 //   - mutating webhooks run one after another, each seeing the last one's
 //     JSON patch applied; a webhook with reinvocationPolicy IfNeeded runs
-//     once more when a later webhook changed the object; validating
-//     webhooks run in parallel after the kind's own validation;
+//     once more when a later webhook or policy changed the object
+//     (upstream's reinvocation, shared with the mutating policies);
+//     validating webhooks run in parallel after the kind's own validation;
 //   - a refusal is the webhook's status, its message prefixed with
 //     `admission webhook "NAME" denied the request`; a failed call is an
 //     internal error under failurePolicy Fail and ignored under Ignore; a
@@ -51,18 +54,27 @@
 // validation a refusal (Deny) or a Warning header (Warn). Policies and
 // bindings are read and followed with the webhook configurations.
 //
+// A MutatingAdmissionPolicy is matched the same way (policyCalls); its
+// mutations (crd/cel's Mutate) give an apply configuration, merged into
+// the object by the kind's schema as server-side apply merges (an atomic
+// list or struct may not be set), or a JSON Patch; each result is decoded
+// and defaulted before the next mutation. Failures are collected and
+// refuse the request together under failurePolicy Fail.
+//
 // Conversions (convert.go) is the registry's Converter: it calls a CRD's
 // conversion webhook with a ConversionReview, as apiextensions-apiserver's
 // webhook converter does, and checks the answer as it does (objects in
 // order and in the version asked for, only labels and annotations of the
 // metadata changed).
 //
-// Both count their calls, and the policies their failed validations,
+// Both count their calls, the validating policies their failed
+// validations and the mutating ones their mutations,
 // under kube-apiserver's metric names and labels (admitmetrics.go,
 // convertmetrics.go, policymetrics.go), which app serves on /metrics.
 //
 // Not done: no authentication to webhooks (upstream's
 // --admission-control-config-file kubeconfig); audit annotations and the
 // Audit action are dropped, as kplane keeps no audit log; the
-// match-condition metrics; MutatingAdmissionPolicy.
+// match-condition metrics. Several matching mutating policies run in
+// name order, where upstream's order comes from a map.
 package webhook

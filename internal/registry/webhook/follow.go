@@ -33,19 +33,20 @@ func (w *Webhooks) Run(ctx context.Context) error {
 	return nil
 }
 
-// follow watches both resources from now, reads the configurations
+// follow watches the configuration resources from now, reads the configurations
 // (anything written before the watches started is in that reading), then
 // reads them again after each change, until a watch ends.
 func (w *Webhooks) follow(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
-	resources := []schema.GroupResource{mutatingResource, validatingResource, policyResource, bindingResource}
+	resources := []schema.GroupResource{mutatingResource, validatingResource,
+		policyResource, bindingResource, mutatingPolicyResource, mutatingBindingResource}
 	ended := make(chan error, len(resources))
 	for _, gr := range resources {
 		res, ok := w.Registry.Get(gr)
 		if !ok {
-			if gr == policyResource || gr == bindingResource {
+			if gr != mutatingResource && gr != validatingResource {
 				continue // a registry without them (tests)
 			}
 			return errors.New(gr.String() + " is not served")

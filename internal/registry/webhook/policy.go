@@ -26,19 +26,23 @@ var (
 	bindingResource = schema.GroupResource{Group: admissionregistrationv1.GroupName, Resource: "validatingadmissionpolicybindings"}
 )
 
-// policy is a ValidatingAdmissionPolicy with the bindings that name it,
-// parsed and compiled.
+// policy is a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy
+// with the bindings that name it, parsed and compiled.
 type policy struct {
 	name, resourceVersion string
-	failurePolicy         admissionregistrationv1.FailurePolicyType
-	paramKind             *admissionregistrationv1.ParamKind
-	constraints           criteria
-	constraintsErr        error
-	compiled              *cel.Policy
-	bindings              []*binding
+	// reinvoke: a MutatingAdmissionPolicy's reinvocationPolicy is
+	// IfNeeded.
+	reinvoke       bool
+	failurePolicy  admissionregistrationv1.FailurePolicyType
+	paramKind      *admissionregistrationv1.ParamKind
+	constraints    criteria
+	constraintsErr error
+	compiled       *cel.Policy
+	bindings       []*binding
 }
 
-// binding is a ValidatingAdmissionPolicyBinding.
+// binding is a ValidatingAdmissionPolicyBinding (with its actions) or a
+// MutatingAdmissionPolicyBinding.
 type binding struct {
 	name      string
 	resources *criteria // nil: every request the policy matches
@@ -46,11 +50,49 @@ type binding struct {
 	actions   []admissionregistrationv1.ValidationAction
 }
 
-// loadPolicies reads the policies and their bindings: policies by name,
-// each with its bindings by name (upstream's order is its informers' map
-// order; a fixed one makes the first refusal the same every time). A
-// policy no binding names, and a binding naming no policy, do nothing.
-func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
+// policyKind is a kind of admission policy, with its binding kind.
+type policyKind struct {
+	policies, bindings schema.GroupResource
+	// parse reads a policy.
+	parse func(obj *unstructured.Unstructured) (*policy, error)
+	// bind reads a binding: the name of its policy, and itself.
+	bind func(obj *unstructured.Unstructured) (string, *binding, error)
+}
+
+var validatingPolicies = policyKind{
+	policies: policyResource, bindings: bindingResource,
+	parse: func(obj *unstructured.Unstructured) (*policy, error) {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
+			return nil, err
+		}
+		return parsePolicy(&p), nil
+	},
+	bind: func(obj *unstructured.Unstructured) (string, *binding, error) {
+		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &b); err != nil {
+			return "", nil, err
+		}
+		return b.Spec.PolicyName, newBinding(b.Name, b.Spec.ParamRef, b.Spec.MatchResources, b.Spec.ValidationActions), nil
+	},
+}
+
+func newBinding(name string, ref *admissionregistrationv1.ParamRef, m *admissionregistrationv1.MatchResources, actions []admissionregistrationv1.ValidationAction) *binding {
+	b := &binding{name: name, paramRef: ref, actions: actions}
+	if m != nil {
+		c := parseCriteria(m)
+		b.resources = &c
+	}
+	return b
+}
+
+// loadPolicies reads the policies of kind and their bindings: policies
+// by name, each with its bindings by name (upstream's order is its
+// informers' map order; a fixed one makes the first refusal the same
+// every time). A policy no binding names, and a binding naming no
+// policy, do nothing. The policies compiled are kept in compiled, by
+// uid.
+func (w *Webhooks) loadPolicies(ctx context.Context, kind policyKind, compiled map[types.UID]*policy) ([]*policy, error) {
 	read := func(gr schema.GroupResource) ([]unstructured.Unstructured, error) {
 		res, ok := w.Registry.Get(gr)
 		if !ok {
@@ -64,11 +106,11 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 		sort.Slice(items, func(i, j int) bool { return items[i].GetName() < items[j].GetName() })
 		return items, nil
 	}
-	bindingObjs, err := read(bindingResource)
+	bindingObjs, err := read(kind.bindings)
 	if err != nil || len(bindingObjs) == 0 {
 		return nil, err
 	}
-	policyObjs, err := read(policyResource)
+	policyObjs, err := read(kind.policies)
 	if err != nil {
 		return nil, err
 	}
@@ -77,16 +119,14 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 	// A policy is compiled again only when it changed (about a
 	// millisecond each): the last reading's are kept by uid and
 	// resourceVersion.
-	compiled := map[types.UID]*policy{}
 	for i := range policyObjs {
 		obj := &policyObjs[i]
 		pol := w.compiledPolicies[obj.GetUID()]
 		if pol == nil || pol.resourceVersion != obj.GetResourceVersion() {
-			var p admissionregistrationv1.ValidatingAdmissionPolicy
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", policyResource, obj.GetName(), err)
+			if pol, err = kind.parse(obj); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", kind.policies, obj.GetName(), err)
 			}
-			pol = parsePolicy(&p)
+			pol.resourceVersion = obj.GetResourceVersion()
 		}
 		compiled[obj.GetUID()] = pol
 		bound := *pol // this reading's bindings are its own
@@ -94,22 +134,14 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 		byName[pol.name] = pol
 		out = append(out, pol)
 	}
-	w.compiledPolicies = compiled
 	for i := range bindingObjs {
-		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindingObjs[i].Object, &b); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", bindingResource, bindingObjs[i].GetName(), err)
+		name, b, err := kind.bind(&bindingObjs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind.bindings, bindingObjs[i].GetName(), err)
 		}
-		pol := byName[b.Spec.PolicyName]
-		if pol == nil {
-			continue
+		if pol := byName[name]; pol != nil {
+			pol.bindings = append(pol.bindings, b)
 		}
-		bd := &binding{name: b.Name, paramRef: b.Spec.ParamRef, actions: b.Spec.ValidationActions}
-		if b.Spec.MatchResources != nil {
-			c := parseCriteria(b.Spec.MatchResources)
-			bd.resources = &c
-		}
-		pol.bindings = append(pol.bindings, bd)
 	}
 	bound := out[:0]
 	for _, p := range out {
@@ -121,24 +153,8 @@ func (w *Webhooks) loadPolicies(ctx context.Context) ([]*policy, error) {
 }
 
 func parsePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) *policy {
-	pol := &policy{name: p.Name, resourceVersion: p.ResourceVersion, failurePolicy: admissionregistrationv1.Fail, paramKind: p.Spec.ParamKind}
-	if p.Spec.FailurePolicy != nil {
-		pol.failurePolicy = *p.Spec.FailurePolicy
-	}
-	if m := p.Spec.MatchConstraints; m != nil {
-		pol.constraints = parseCriteria(m)
-	} else {
-		// Refused when written; one stored otherwise is upstream's
-		// configuration error.
-		pol.constraintsErr = errors.New("policy contained no match constraints, a required field")
-	}
-	spec := cel.PolicySpec{HasParams: p.Spec.ParamKind != nil}
-	for _, m := range p.Spec.MatchConditions {
-		spec.MatchConditions = append(spec.MatchConditions, cel.NamedExpression{Name: m.Name, Expression: m.Expression})
-	}
-	for _, v := range p.Spec.Variables {
-		spec.Variables = append(spec.Variables, cel.NamedExpression{Name: v.Name, Expression: v.Expression})
-	}
+	pol := newPolicy(p.Name, p.Spec.FailurePolicy, p.Spec.ParamKind, p.Spec.MatchConstraints)
+	spec := policySpec(p.Spec.ParamKind, p.Spec.MatchConditions, p.Spec.Variables)
 	for _, v := range p.Spec.Validations {
 		val := cel.Validation{Expression: v.Expression, Message: v.Message, MessageExpression: v.MessageExpression}
 		if v.Reason != nil {
@@ -151,6 +167,35 @@ func parsePolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) *policy {
 	}
 	pol.compiled = cel.CompilePolicy(spec)
 	return pol
+}
+
+// newPolicy is a policy of either kind with its common fields read.
+func newPolicy(name string, fp *admissionregistrationv1.FailurePolicyType, pk *admissionregistrationv1.ParamKind, m *admissionregistrationv1.MatchResources) *policy {
+	pol := &policy{name: name, failurePolicy: admissionregistrationv1.Fail, paramKind: pk}
+	if fp != nil {
+		pol.failurePolicy = *fp
+	}
+	if m != nil {
+		pol.constraints = parseCriteria(m)
+	} else {
+		// Refused when written; one stored otherwise is upstream's
+		// configuration error.
+		pol.constraintsErr = errors.New("policy contained no match constraints, a required field")
+	}
+	return pol
+}
+
+// policySpec is the spec to compile of a policy of either kind, with its
+// common expressions.
+func policySpec(pk *admissionregistrationv1.ParamKind, conditions []admissionregistrationv1.MatchCondition, variables []admissionregistrationv1.Variable) cel.PolicySpec {
+	spec := cel.PolicySpec{HasParams: pk != nil}
+	for _, m := range conditions {
+		spec.MatchConditions = append(spec.MatchConditions, cel.NamedExpression{Name: m.Name, Expression: m.Expression})
+	}
+	for _, v := range variables {
+		spec.Variables = append(spec.Variables, cel.NamedExpression{Name: v.Name, Expression: v.Expression})
+	}
+	return spec
 }
 
 // denial is a refusal decided by a policy (and binding: nil for the
@@ -170,18 +215,74 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 		switch p.failurePolicy {
 		case admissionregistrationv1.Ignore:
 		case admissionregistrationv1.Fail:
-			what := "policy"
-			if b != nil {
-				what = "binding"
-			}
-			denials = append(denials, denial{policy: p, binding: b, message: fmt.Sprintf("failed to configure %s: %v", what, err)})
+			denials = append(denials, denial{policy: p, binding: b, message: configMessage(b, err)})
 		default:
 			denials = append(denials, denial{policy: p, binding: b, message: fmt.Sprintf("unrecognized failure policy: '%v'", p.failurePolicy)})
 		}
 	}
+	calls := w.policyCalls(ctx, a, policies, configError)
 	var namespace map[string]any
-	namespaceRead := false
+	if len(calls) > 0 {
+		var err error
+		if namespace, err = w.namespaceObject(ctx, a); err != nil {
+			return err
+		}
+	}
 	inputs := map[string]*cel.PolicyInput{}
+	for _, c := range calls {
+		// What expressions see is made once per way the request is
+		// shown (its resource, or an equivalent one).
+		shownAs := c.inv.resource.String() + " " + c.inv.kind.String()
+		shown := inputs[shownAs]
+		if shown == nil {
+			var err error
+			if shown, err = w.policyInput(ctx, c.inv, a, namespace); err != nil {
+				configError(c.policy, c.binding, fmt.Errorf("failed to convert object version: %w", err))
+				continue
+			}
+			inputs[shownAs] = shown
+		}
+		for _, param := range c.params {
+			in := *shown
+			in.Params = param
+			denials = append(denials, w.evaluate(ctx, c.policy, c.binding, &in)...)
+		}
+	}
+	if len(denials) == 0 {
+		return nil
+	}
+	return policyRefusal(a, denials[0])
+}
+
+// configMessage is a configuration error as upstream words it: the
+// policy's, or (b not nil) the binding's.
+func configMessage(b *binding, err error) string {
+	what := "policy"
+	if b != nil {
+		what = "binding"
+	}
+	return fmt.Sprintf("failed to configure %s: %v", what, err)
+}
+
+// policyCall is a policy to run over a request, for one of its bindings,
+// with the parameters the binding gives.
+type policyCall struct {
+	policy  *policy
+	binding *binding
+	// inv is how the request is shown to the policy: its resource, or an
+	// equivalent one the policy's rules name.
+	inv    *invocation
+	params []map[string]any
+}
+
+// policyCalls are the policies to run over a and how, as upstream's
+// policy dispatcher finds them: each policy whose matchConstraints match,
+// for each binding whose matchResources match and that finds parameters.
+// Configuration errors (a selector that does not parse, a paramKind not
+// served, parameters not found under Deny) go to configError, and leave
+// the policy or binding out.
+func (w *Webhooks) policyCalls(ctx context.Context, a *registry.AdmissionAttributes, policies []*policy, configError func(*policy, *binding, error)) []policyCall {
+	var calls []policyCall
 	for _, p := range policies {
 		if p.constraintsErr != nil {
 			configError(p, nil, p.constraintsErr)
@@ -224,37 +325,12 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 				configError(p, b, err)
 				continue
 			}
-			if len(params) == 0 {
-				continue
-			}
-			if !namespaceRead {
-				namespaceRead = true
-				if namespace, err = w.namespaceObject(ctx, a); err != nil {
-					return err
-				}
-			}
-			// What expressions see is made once per way the request is
-			// shown (its resource, or an equivalent one).
-			shownAs := inv.resource.String() + " " + inv.kind.String()
-			shown := inputs[shownAs]
-			if shown == nil {
-				if shown, err = w.policyInput(ctx, inv, a, namespace); err != nil {
-					configError(p, b, fmt.Errorf("failed to convert object version: %w", err))
-					continue
-				}
-				inputs[shownAs] = shown
-			}
-			for _, param := range params {
-				in := *shown
-				in.Params = param
-				denials = append(denials, w.evaluate(ctx, p, b, &in)...)
+			if len(params) > 0 {
+				calls = append(calls, policyCall{policy: p, binding: b, inv: inv, params: params})
 			}
 		}
 	}
-	if len(denials) == 0 {
-		return nil
-	}
-	return policyRefusal(a, denials[0])
+	return calls
 }
 
 // evaluate runs p's expressions with b's params in for b. Each validation
@@ -313,18 +389,7 @@ func policyRefusal(a *registry.AdmissionAttributes, d denial) error {
 	} else {
 		message = fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", d.policy.name, d.message)
 	}
-	name := a.Name
-	if name == "" {
-		name = "Unknown"
-		if a.Object != nil {
-			if n := a.Object.GetName(); n != "" {
-				name = n
-			} else if g := a.Object.GetGenerateName(); g != "" {
-				name = g
-			}
-		}
-	}
-	err := apierrors.NewForbidden(a.Kind.GroupResource(), name, errors.New(message))
+	err := apierrors.NewForbidden(a.Kind.GroupResource(), refusedName(a), errors.New(message))
 	reason := d.reason
 	if reason == "" {
 		reason = metav1.StatusReasonInvalid

@@ -69,3 +69,45 @@ func (w *Webhooks) PolicyMetrics() []Series {
 	byLabels(out)
 	return out
 }
+
+// mutationMetrics are the mutating admission policy metrics
+// kube-apiserver serves (policy/mutating/metrics), by policy, binding
+// and error type ("no_error" for a mutation that applied):
+//   - apiserver_mutating_admission_policy_check_total: each mutation
+//     evaluated;
+//   - apiserver_mutating_admission_policy_check_duration_seconds: how
+//     long each took, with its patch applied.
+type mutationMetrics struct {
+	mu     sync.Mutex
+	checks map[[3]string]*series // policy, binding, error type
+}
+
+func (m *mutationMetrics) observe(policy, binding, errorType string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.checks == nil {
+		m.checks = map[[3]string]*series{}
+	}
+	k := [3]string{policy, binding, errorType}
+	if m.checks[k] == nil {
+		m.checks[k] = &series{counts: make([]uint64, len(policyBounds)+1)}
+	}
+	m.checks[k].observe(policyBounds, d)
+}
+
+// MutationMetrics are the mutating admission policy metrics' series
+// (histograms; the check counts are their totals), in label order.
+func (w *Webhooks) MutationMetrics() []Series {
+	m := &w.mutationMetrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Series
+	for k, s := range m.checks {
+		out = append(out, Series{
+			Labels: []string{"error_type", k[2], "policy", k[0], "policy_binding", k[1]},
+			Bounds: policyBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum,
+		})
+	}
+	byLabels(out)
+	return out
+}

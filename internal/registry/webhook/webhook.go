@@ -48,13 +48,15 @@ type Webhooks struct {
 	clients          clientCache
 	metrics          admissionMetrics
 	policyMetrics    policyMetrics
+	mutationMetrics  mutationMetrics
 }
 
 // hookSet is one reading of every configuration.
 type hookSet struct {
 	mutating, validating []*hook
-	// policies are the ValidatingAdmissionPolicies some binding names.
-	policies []*policy
+	// policies are the ValidatingAdmissionPolicies some binding names,
+	// mutatingPolicies the MutatingAdmissionPolicies.
+	policies, mutatingPolicies []*policy
 }
 
 // hook is one webhook of a configuration, parsed.
@@ -83,7 +85,8 @@ type hook struct {
 // of one reloads the configurations before the client's answer.
 func (w *Webhooks) Install(kinds []*registry.Kind) []*registry.Kind {
 	for _, k := range kinds {
-		if gr := k.GroupResource(); gr == mutatingResource || gr == validatingResource || gr == policyResource || gr == bindingResource {
+		switch k.GroupResource() {
+		case mutatingResource, validatingResource, policyResource, bindingResource, mutatingPolicyResource, mutatingBindingResource:
 			k.Written = func(ctx context.Context, _ *unstructured.Unstructured) { w.reloadLogged(ctx) }
 			k.Deleted = k.Written
 		}
@@ -125,11 +128,16 @@ func (w *Webhooks) Load(ctx context.Context) error {
 			}
 		}
 	}
-	policies, err := w.loadPolicies(ctx)
+	compiled := map[types.UID]*policy{}
+	policies, err := w.loadPolicies(ctx, validatingPolicies, compiled)
 	if err != nil {
 		return err
 	}
 	set.policies = policies
+	if set.mutatingPolicies, err = w.loadPolicies(ctx, mutatingPolicies, compiled); err != nil {
+		return err
+	}
+	w.compiledPolicies = compiled
 	w.hooks.Store(set)
 	w.clients.keep(set)
 	return nil
@@ -198,16 +206,34 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 // Active reports whether any webhook or bound policy is configured.
 func (w *Webhooks) Active() bool {
 	set := w.hooks.Load()
-	return set != nil && len(set.mutating)+len(set.validating)+len(set.policies) > 0
+	return set != nil && len(set.mutating)+len(set.validating)+len(set.policies)+len(set.mutatingPolicies) > 0
 }
 
-// Mutate calls the mutating webhooks that match a, one after another.
+// Mutate runs the mutating admission policies, then calls the mutating
+// webhooks that match a, one after another: upstream's order. If any of
+// them changed the object, they run once more, as upstream's
+// reinvocation runs them: only what has reinvocationPolicy IfNeeded and
+// saw the object changed after it.
 func (w *Webhooks) Mutate(ctx context.Context, a *registry.AdmissionAttributes) error {
 	set := w.hooks.Load()
-	if set == nil || len(set.mutating) == 0 {
+	if set == nil || len(set.mutating)+len(set.mutatingPolicies) == 0 {
 		return nil
 	}
-	return w.mutate(ctx, a, set.mutating)
+	rc := &reinvocation{}
+	for {
+		if len(set.mutatingPolicies) > 0 {
+			if err := w.mutatePolicies(ctx, a, set.mutatingPolicies, rc); err != nil {
+				return err
+			}
+		}
+		if err := w.mutate(ctx, a, set.mutating, rc); err != nil {
+			return err
+		}
+		if rc.reinvoking || !rc.should {
+			return nil
+		}
+		rc.reinvoking = true
+	}
 }
 
 // Validate runs the validating admission policies over a, then calls
@@ -254,44 +280,36 @@ func (w *Webhooks) Validate(ctx context.Context, a *registry.AdmissionAttributes
 	return nil
 }
 
-// mutate runs the mutating hooks over a, and those with
-// reinvocationPolicy IfNeeded once more if a later hook changed the
-// object after them.
-func (w *Webhooks) mutate(ctx context.Context, a *registry.AdmissionAttributes, hooks []*hook) error {
-	changedAfter := map[*hook]bool{} // reinvocable hooks called, and whether the object changed since
+// mutate calls the mutating hooks that match a in turn, each with the
+// object the ones before left (when reinvoking, only those rc says).
+func (w *Webhooks) mutate(ctx context.Context, a *registry.AdmissionAttributes, hooks []*hook, rc *reinvocation) error {
+	st := &rc.webhooks
+	if rc.reinvoking && st.outputChanged(a.Object) {
+		// Policies changed the object after the webhooks last ran.
+		st.reinvokePrevious()
+	}
+	defer func() { st.last = a.Object }()
 	for _, h := range hooks {
-		changed, err := w.mutateOnce(ctx, a, h)
+		inv, err := w.match(ctx, h, a)
 		if err != nil {
 			return err
 		}
+		if inv == nil || (rc.reinvoking && !st.again[h]) {
+			continue
+		}
+		changed, err := w.callMeasured(ctx, inv, a)
 		if changed {
-			for prev := range changedAfter {
-				changedAfter[prev] = true
-			}
+			st.reinvokePrevious()
+			rc.should = true
 		}
 		if h.reinvoke {
-			if _, seen := changedAfter[h]; !seen {
-				changedAfter[h] = false
-			}
+			st.add(h)
 		}
-	}
-	for _, h := range hooks {
-		if changedAfter[h] {
-			if _, err := w.mutateOnce(ctx, a, h); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// mutateOnce calls h if it matches a, and applies its patch to a.Object.
-func (w *Webhooks) mutateOnce(ctx context.Context, a *registry.AdmissionAttributes, h *hook) (bool, error) {
-	inv, err := w.match(ctx, h, a)
-	if err != nil || inv == nil {
-		return false, err
-	}
-	return w.callMeasured(ctx, inv, a)
 }
 
 // callMeasured is call, counted in the metrics, with its error as the

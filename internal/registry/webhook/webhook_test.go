@@ -113,7 +113,9 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	var w *webhook.Webhooks
 	ctx, reg, kvs := newRegistry(t, func(reg *registry.Registry) []*registry.Kind {
 		w = &webhook.Webhooks{Registry: reg}
-		return w.Install(append(append(core.Kinds(), scalerKind()), extra...))
+		kinds := w.Install(append(append(core.Kinds(), scalerKind()), extra...))
+		registry.SetTypeConverters(kinds...) // as the server does
+		return kinds
 	})
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@
 // library's functions are declared, as upstream's base environment has
 // them, but CRD rules have no authorizer to call them on (admission
 // policies do); the jsonpatch library belongs to mutating admission
-// policies and is absent.
+// policies' mutations and is absent from rules.
 //
 // CheckMatchCondition compiles the matchConditions of admission webhook
 // configurations, in the same base environment with admission's
@@ -55,7 +55,12 @@
 // evaluation: matchConditions, validations with their messages, and
 // audit annotations, with variables evaluated lazily and the
 // authorizer library's checks asking the server's authorizer
-// (library_authz.go).
+// (library_authz.go). For MutatingAdmissionPolicies it also checks and
+// compiles mutations (mutation.go), in an environment with the patch
+// types (patchtypes.go: Object and the types under it, JSONPatch, and
+// jsonpatch.escapeKey); Mutate evaluates one into a patch (an apply
+// configuration's object, or a JSON Patch document) that the caller
+// applies by the resource's schema.
 //
 // Not done (differences from kube-apiserver):
 //   - A ratcheted failure is dropped silently; upstream also returns it as
