@@ -174,14 +174,7 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 	// /metrics counts the failed validations by policy, binding and
 	// action: max-keys refused kubectl, client-go and controller-runtime
 	// once each; short-names warned about two long names.
-	counts := map[string]float64{}
-	for _, m := range scrapeMetrics(t, s)["apiserver_validating_admission_policy_check_total"].GetMetric() {
-		var labels []string
-		for _, l := range m.GetLabel() {
-			labels = append(labels, l.GetName()+"="+l.GetValue())
-		}
-		counts[strings.Join(labels, ",")] = m.GetCounter().GetValue()
-	}
+	counts := counters(t, s, "apiserver_validating_admission_policy_check_total")
 	wantCounts := map[string]float64{
 		"enforcement_action=deny,error_type=invalid_error,policy=max-keys,policy_binding=max-keys":       3,
 		"enforcement_action=warn,error_type=invalid_error,policy=short-names,policy_binding=short-names": 2,

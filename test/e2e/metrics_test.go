@@ -35,6 +35,21 @@ func scrapeMetrics(t *testing.T, s *server) map[string]*dto.MetricFamily {
 	return families
 }
 
+// counters are the series of the counter name on /metrics, by their
+// labels written "name=value,..." in order.
+func counters(t *testing.T, s *server, name string) map[string]float64 {
+	t.Helper()
+	counts := map[string]float64{}
+	for _, m := range scrapeMetrics(t, s)[name].GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		counts[strings.Join(labels, ",")] = m.GetCounter().GetValue()
+	}
+	return counts
+}
+
 // TestMetrics reads /metrics as Prometheus and kubectl do: the text
 // format parses, the process figures are the server process's own (its
 // RSS as /proc tells it, CPU that grows with work, its start), and only

@@ -230,14 +230,7 @@ func TestMutatingAdmissionPolicies(t *testing.T) {
 	// reinvocable policy whose mutations applied again), and for the
 	// refused create one that applied and one that failed;
 	// stamp-configmaps' two.
-	counts := map[string]float64{}
-	for _, m := range scrapeMetrics(t, s)["apiserver_mutating_admission_policy_check_total"].GetMetric() {
-		var labels []string
-		for _, l := range m.GetLabel() {
-			labels = append(labels, l.GetName()+"="+l.GetValue())
-		}
-		counts[strings.Join(labels, ",")] = m.GetCounter().GetValue()
-	}
+	counts := counters(t, s, "apiserver_mutating_admission_policy_check_total")
 	wantCounts := map[string]float64{
 		"error_type=invalid_error,policy=widget-defaults,policy_binding=widget-defaults": 1,
 		"error_type=no_error,policy=stamp-configmaps,policy_binding=stamp-configmaps":    2,

@@ -43,15 +43,7 @@ import (
 // admissionPolicies returns the two kinds, then the mutating twins
 // (mutatingpolicy.go).
 func admissionPolicies() []*registry.Kind {
-	kind := func(name, resource string) *registry.Kind {
-		return &registry.Kind{
-			Group: admissionregistrationv1.GroupName, Versions: []string{"v1"}, Kind: name, ListKind: name + "List",
-			Resource: resource, Singular: lower(name), Categories: []string{"api-extensions"},
-			Generation: true,
-			Warnings:   staticSuffixWarnings,
-		}
-	}
-	policy := kind("ValidatingAdmissionPolicy", "validatingadmissionpolicies")
+	policy := admissionPolicyKind("ValidatingAdmissionPolicy", "validatingadmissionpolicies")
 	policy.Status = true
 	policy.Typed = func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} }
 	policy.Default = defaultPolicy
@@ -69,11 +61,8 @@ func admissionPolicies() []*registry.Kind {
 	policy.ValidateUpdate = validatePolicyUpdate
 	policy.Columns = policyColumns
 
-	binding := kind("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings")
+	binding := policyBindingKind("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings")
 	binding.Typed = func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} }
-	binding.Default = defaultPolicyBinding
-	binding.PrepareForCreate = defaultPolicyBinding
-	binding.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultPolicyBinding(obj) }
 	binding.Validate = func(obj *unstructured.Unstructured) field.ErrorList {
 		errs, required := validatePolicyBinding(obj)
 		errs = append(errs, staticSuffixErrors(obj.GetName())...)
@@ -88,6 +77,26 @@ func admissionPolicies() []*registry.Kind {
 	}
 	binding.Columns = policyBindingColumns
 	return append([]*registry.Kind{policy, binding}, mutatingAdmissionPolicies()...)
+}
+
+// admissionPolicyKind is a kind of admission policy or binding: what
+// the four kinds share.
+func admissionPolicyKind(name, resource string) *registry.Kind {
+	return &registry.Kind{
+		Group: admissionregistrationv1.GroupName, Versions: []string{"v1"}, Kind: name, ListKind: name + "List",
+		Resource: resource, Singular: lower(name), Categories: []string{"api-extensions"},
+		Generation: true,
+		Warnings:   staticSuffixWarnings,
+	}
+}
+
+// policyBindingKind is a kind of policy binding, defaulted as both are.
+func policyBindingKind(name, resource string) *registry.Kind {
+	k := admissionPolicyKind(name, resource)
+	k.Default = defaultPolicyBinding
+	k.PrepareForCreate = defaultPolicyBinding
+	k.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultPolicyBinding(obj) }
+	return k
 }
 
 var (

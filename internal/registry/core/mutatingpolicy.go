@@ -27,15 +27,7 @@ import (
 
 // mutatingAdmissionPolicies returns the two kinds.
 func mutatingAdmissionPolicies() []*registry.Kind {
-	kind := func(name, resource string) *registry.Kind {
-		return &registry.Kind{
-			Group: admissionregistrationv1.GroupName, Versions: []string{"v1"}, Kind: name, ListKind: name + "List",
-			Resource: resource, Singular: lower(name), Categories: []string{"api-extensions"},
-			Generation: true,
-			Warnings:   staticSuffixWarnings,
-		}
-	}
-	policy := kind("MutatingAdmissionPolicy", "mutatingadmissionpolicies")
+	policy := admissionPolicyKind("MutatingAdmissionPolicy", "mutatingadmissionpolicies")
 	policy.Typed = func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} }
 	// SetObjectDefaults_MutatingAdmissionPolicy sets what the validating
 	// one's does; the reinvocationPolicy has no default.
@@ -54,11 +46,8 @@ func mutatingAdmissionPolicies() []*registry.Kind {
 	}
 	policy.Columns = mutatingPolicyColumns
 
-	binding := kind("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings")
+	binding := policyBindingKind("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings")
 	binding.Typed = func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} }
-	binding.Default = defaultPolicyBinding
-	binding.PrepareForCreate = defaultPolicyBinding
-	binding.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultPolicyBinding(obj) }
 	binding.Validate = func(obj *unstructured.Unstructured) field.ErrorList {
 		errs := validateMutatingPolicyBinding(obj)
 		return distinctErrors(append(errs, staticSuffixErrors(obj.GetName())...))

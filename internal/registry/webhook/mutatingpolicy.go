@@ -101,16 +101,10 @@ func (w *Webhooks) mutatePolicies(ctx context.Context, a *registry.AdmissionAttr
 		errs = append(errs, mutationError{policy: p, binding: b, message: configMessage(b, err)})
 	}
 	calls := w.policyCalls(ctx, a, policies, configError)
-	var namespace map[string]any
-	if len(calls) > 0 {
-		var err error
-		if namespace, err = w.namespaceObject(ctx, a); err != nil {
-			return err
-		}
+	inputs, err := w.newInputs(ctx, a, calls)
+	if err != nil {
+		return err
 	}
-	// What expressions see but the objects is made once per way the
-	// request is shown (its resource, or an equivalent one).
-	inputs := map[string]*cel.PolicyInput{}
 	// Upstream marks the object it mutates dirty when any mutation
 	// applies, changed or not, per version shown; if the last policy
 	// run's is, every reinvocable policy invoked runs again.
@@ -118,15 +112,10 @@ func (w *Webhooks) mutatePolicies(ctx context.Context, a *registry.AdmissionAttr
 	var last *invocation
 	for _, c := range calls {
 		p, b := c.policy, c.binding
-		shownAs := c.inv.resource.String() + " " + c.inv.kind.String()
-		shown := inputs[shownAs]
-		if shown == nil {
-			var err error
-			if shown, err = w.policyInput(ctx, c.inv, a, namespace); err != nil {
-				errs = append(errs, mutationError{policy: p, message: configMessage(nil, fmt.Errorf("failed to convert object version: %w", err))})
-				continue
-			}
-			inputs[shownAs] = shown
+		shown, err := inputs.of(ctx, c.inv)
+		if err != nil {
+			configError(p, nil, fmt.Errorf("failed to convert object version: %w", err))
+			continue
 		}
 		for _, param := range c.params {
 			key := invocationKey{policy: p.name, binding: b.name}
@@ -137,7 +126,7 @@ func (w *Webhooks) mutatePolicies(ctx context.Context, a *registry.AdmissionAttr
 			in := *shown
 			in.Params = param
 			if err := w.showObject(ctx, c.inv, a, &in); err != nil {
-				errs = append(errs, mutationError{policy: p, message: configMessage(nil, fmt.Errorf("failed to convert object version: %w", err))})
+				configError(p, nil, fmt.Errorf("failed to convert object version: %w", err))
 				continue
 			}
 			if ok, err := p.compiled.Match(ctx, &in); err != nil {
@@ -190,15 +179,15 @@ func (w *Webhooks) mutatePolicies(ctx context.Context, a *registry.AdmissionAttr
 	if len(refusing) == 0 {
 		return nil
 	}
-	err := apierrors.NewForbidden(a.Kind.GroupResource(), refusedName(a), errors.New("admission request denied by policy"))
-	err.ErrStatus.Message = refusing[0].String()
+	refusal := apierrors.NewForbidden(a.Kind.GroupResource(), refusedName(a), errors.New("admission request denied by policy"))
+	refusal.ErrStatus.Message = refusing[0].String()
 	if refusing[0].reason != "" {
-		err.ErrStatus.Reason = refusing[0].reason
+		refusal.ErrStatus.Reason = refusing[0].reason
 	}
 	for _, e := range refusing {
-		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: e.String()})
+		refusal.ErrStatus.Details.Causes = append(refusal.ErrStatus.Details.Causes, metav1.StatusCause{Message: e.String()})
 	}
-	return err
+	return refusal
 }
 
 // showObject sets in's objects to a's as inv shows them.

@@ -221,26 +221,15 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 		}
 	}
 	calls := w.policyCalls(ctx, a, policies, configError)
-	var namespace map[string]any
-	if len(calls) > 0 {
-		var err error
-		if namespace, err = w.namespaceObject(ctx, a); err != nil {
-			return err
-		}
+	inputs, err := w.newInputs(ctx, a, calls)
+	if err != nil {
+		return err
 	}
-	inputs := map[string]*cel.PolicyInput{}
 	for _, c := range calls {
-		// What expressions see is made once per way the request is
-		// shown (its resource, or an equivalent one).
-		shownAs := c.inv.resource.String() + " " + c.inv.kind.String()
-		shown := inputs[shownAs]
-		if shown == nil {
-			var err error
-			if shown, err = w.policyInput(ctx, c.inv, a, namespace); err != nil {
-				configError(c.policy, c.binding, fmt.Errorf("failed to convert object version: %w", err))
-				continue
-			}
-			inputs[shownAs] = shown
+		shown, err := inputs.of(ctx, c.inv)
+		if err != nil {
+			configError(c.policy, c.binding, fmt.Errorf("failed to convert object version: %w", err))
+			continue
 		}
 		for _, param := range c.params {
 			in := *shown
@@ -331,6 +320,43 @@ func (w *Webhooks) policyCalls(ctx context.Context, a *registry.AdmissionAttribu
 		}
 	}
 	return calls
+}
+
+// inputs makes what the expressions of policy calls see of a request,
+// but the parameters: once per way the request is shown (its resource,
+// or an equivalent one), with its namespace read once.
+type inputs struct {
+	w         *Webhooks
+	a         *registry.AdmissionAttributes
+	namespace map[string]any
+	made      map[string]*cel.PolicyInput
+}
+
+// newInputs reads a's namespace if some call will need it.
+func (w *Webhooks) newInputs(ctx context.Context, a *registry.AdmissionAttributes, calls []policyCall) (*inputs, error) {
+	in := &inputs{w: w, a: a, made: map[string]*cel.PolicyInput{}}
+	if len(calls) > 0 {
+		var err error
+		if in.namespace, err = w.namespaceObject(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// of is what expressions see of the request shown as inv; the caller
+// copies it before setting parameters or objects.
+func (in *inputs) of(ctx context.Context, inv *invocation) (*cel.PolicyInput, error) {
+	shownAs := inv.resource.String() + " " + inv.kind.String()
+	if made := in.made[shownAs]; made != nil {
+		return made, nil
+	}
+	made, err := in.w.policyInput(ctx, inv, in.a, in.namespace)
+	if err != nil {
+		return nil, err
+	}
+	in.made[shownAs] = made
+	return made, nil
 }
 
 // evaluate runs p's expressions with b's params in for b. Each validation
