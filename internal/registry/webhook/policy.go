@@ -333,12 +333,12 @@ type inputs struct {
 }
 
 // newInputs reads a's namespace if some call will need it.
-func (w *Webhooks) newInputs(ctx context.Context, a *registry.AdmissionAttributes, calls []policyCall) (*inputs, error) {
-	in := &inputs{w: w, a: a, made: map[string]*cel.PolicyInput{}}
+func (w *Webhooks) newInputs(ctx context.Context, a *registry.AdmissionAttributes, calls []policyCall) (inputs, error) {
+	in := inputs{w: w, a: a}
 	if len(calls) > 0 {
 		var err error
 		if in.namespace, err = w.namespaceObject(ctx, a); err != nil {
-			return nil, err
+			return inputs{}, err
 		}
 	}
 	return in, nil
@@ -354,6 +354,9 @@ func (in *inputs) of(ctx context.Context, inv *invocation) (*cel.PolicyInput, er
 	made, err := in.w.policyInput(ctx, inv, in.a, in.namespace)
 	if err != nil {
 		return nil, err
+	}
+	if in.made == nil {
+		in.made = map[string]*cel.PolicyInput{}
 	}
 	in.made[shownAs] = made
 	return made, nil
