@@ -2,10 +2,12 @@ package webhook_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -412,5 +414,41 @@ func TestMutatingPolicyReinvokedAfterItsOwnMutation(t *testing.T) {
 		if got != want {
 			t.Errorf("reinvocationPolicy %s: the mutation ran %d times, want %d", reinvoke, got, want)
 		}
+	}
+}
+
+// A mutating policy written by another server on the same store applies
+// once its watch event arrives.
+func TestMutatingPoliciesWrittenElsewhere(t *testing.T) {
+	e := newEnv(t)
+	other := e.elsewhere()
+	for resource, obj := range map[string]map[string]any{
+		"mutatingadmissionpolicies": {"kind": "MutatingAdmissionPolicy", "metadata": map[string]any{"name": "p"}, "spec": map[string]any{
+			"matchConstraints":   labelled("held", "yes"),
+			"mutations":          []any{applyConfiguration("Object{metadata: Object.metadata{labels: {'mutated': 'yes'}}}")},
+			"reinvocationPolicy": "Never",
+		}},
+		"mutatingadmissionpolicybindings": {"kind": "MutatingAdmissionPolicyBinding", "metadata": map[string]any{"name": "p"},
+			"spec": map[string]any{"policyName": "p"}},
+	} {
+		obj["apiVersion"] = "admissionregistration.k8s.io/v1"
+		res, _ := other.Get(e.res("admissionregistration.k8s.io", resource).Kind().GroupResource())
+		if _, err := res.Create(e.ctx, "v1", "", &unstructured.Unstructured{Object: obj}, registry.WriteOptions{FieldManager: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second) // a bound on a failure, not a timing assertion
+	for i := 0; ; i++ {
+		obj, err := e.createConfigMap(fmt.Sprintf("held%d", i), map[string]string{"held": "yes"}, registry.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetLabels()["mutated"] == "yes" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the policy written elsewhere never applied")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
