@@ -126,6 +126,16 @@ func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
 			Help: "Duration in seconds of the MutatingAdmissionPolicy mutations counted by apiserver_mutating_admission_policy_check_total, with its labels.",
 			Read: func() []apiserver.Sample { return histogramSamples(w.MutationMetrics()) },
 		},
+		{
+			Name: "apiserver_admission_match_condition_evaluation_errors_total", Type: "counter",
+			Help: "matchConditions of webhooks and admission policies that failed to evaluate, by the name of the webhook or policy, its kind (webhook, policy), type (admit, validating, validate) and operation.",
+			Read: func() []apiserver.Sample { return counterSamples(w.ConditionErrors()) },
+		},
+		{
+			Name: "apiserver_admission_match_condition_evaluation_seconds", Type: "histogram",
+			Help: "Duration in seconds of the matchConditions of a webhook or admission policy that did not all hold, with the labels of apiserver_admission_match_condition_evaluation_errors_total.",
+			Read: func() []apiserver.Sample { return histogramSamples(w.ConditionSeconds()) },
+		},
 	}
 }
 

@@ -68,13 +68,16 @@
 // metadata changed).
 //
 // Both count their calls, the validating policies their failed
-// validations and the mutating ones their mutations,
+// validations, the mutating ones their mutations, and the webhooks and
+// policies their matchConditions (policymetrics.go),
 // under kube-apiserver's metric names and labels (admitmetrics.go,
 // convertmetrics.go, policymetrics.go), which app serves on /metrics.
 //
 // Not done: no authentication to webhooks (upstream's
 // --admission-control-config-file kubeconfig); audit annotations and the
-// Audit action are dropped, as kplane keeps no audit log; the
-// match-condition metrics. Several matching mutating policies run in
-// name order, where upstream's order comes from a map.
+// Audit action are dropped, as kplane keeps no audit log; a webhook
+// whose stored matchConditions do not compile counts no evaluation
+// errors in the match-condition metrics (upstream counts one per
+// condition). Several matching mutating policies run in name order,
+// where upstream's order comes from a map.
 package webhook

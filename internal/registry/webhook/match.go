@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -163,6 +164,11 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 	if err != nil {
 		return false, err
 	}
+	typ := "validating"
+	if h.mutating {
+		typ = "admit"
+	}
+	start := time.Now()
 	var errs []string
 	for _, c := range h.conditions {
 		ok, err := c.Eval(ctx, objectMap(obj), objectMap(old), request)
@@ -170,10 +176,12 @@ func (w *Webhooks) conditionsMatch(ctx context.Context, inv *invocation, a *regi
 		case err != nil:
 			errs = append(errs, err.Error())
 		case !ok:
+			w.conditionMetrics.observe(h.name, "webhook", typ, a.Operation, false, len(errs), time.Since(start))
 			return false, nil
 		}
 	}
 	if len(errs) > 0 {
+		w.conditionMetrics.observe(h.name, "webhook", typ, a.Operation, false, len(errs), time.Since(start))
 		return false, cel.ConditionErrors(errs)
 	}
 	return true, nil

@@ -129,7 +129,7 @@ func (w *Webhooks) mutatePolicies(ctx context.Context, a *registry.AdmissionAttr
 				configError(p, nil, fmt.Errorf("failed to convert object version: %w", err))
 				continue
 			}
-			if ok, err := p.compiled.Match(ctx, &in); err != nil {
+			if ok, err := w.policyMatches(ctx, p, &in, a.Operation); err != nil {
 				errs = append(errs, mutationError{policy: p, binding: b, message: err.Error(), reason: metav1.StatusReasonInvalid})
 				continue
 			} else if !ok {

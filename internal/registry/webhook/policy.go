@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -234,7 +235,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 		for _, param := range c.params {
 			in := *shown
 			in.Params = param
-			denials = append(denials, w.evaluate(ctx, c.policy, c.binding, &in)...)
+			denials = append(denials, w.evaluate(ctx, c.policy, c.binding, &in, a.Operation)...)
 		}
 	}
 	if len(denials) == 0 {
@@ -368,8 +369,8 @@ func (in *inputs) of(ctx context.Context, inv *invocation) (*cel.PolicyInput, er
 // actions: Deny makes it a refusal, Warn a warning, Audit nothing (kplane
 // keeps no audit log). An audit annotation whose expression fails
 // refuses under Fail, whatever the actions, as upstream's.
-func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput) []denial {
-	decisions, annotations, err := p.decide(ctx, in)
+func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput, op registry.Operation) []denial {
+	decisions, annotations, err := w.decide(ctx, p, in, op)
 	if err != nil {
 		decisions = []cel.Decision{{Error: true, Message: err.Error()}}
 	}
@@ -400,12 +401,23 @@ func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.
 
 // decide evaluates p's matchConditions, then its validations and audit
 // annotations.
-func (p *policy) decide(ctx context.Context, in *cel.PolicyInput) ([]cel.Decision, []cel.AnnotationResult, error) {
-	ok, err := p.compiled.Match(ctx, in)
+func (w *Webhooks) decide(ctx context.Context, p *policy, in *cel.PolicyInput, op registry.Operation) ([]cel.Decision, []cel.AnnotationResult, error) {
+	ok, err := w.policyMatches(ctx, p, in, op)
 	if err != nil || !ok {
 		return nil, nil, err
 	}
 	return p.compiled.Validate(ctx, in)
+}
+
+// policyMatches evaluates p's matchConditions over in, counted in the
+// matchCondition metrics as upstream counts a policy's, of either kind.
+func (w *Webhooks) policyMatches(ctx context.Context, p *policy, in *cel.PolicyInput, op registry.Operation) (bool, error) {
+	start := time.Now()
+	ok, failed, err := p.compiled.Match(ctx, in)
+	if p.compiled.Conditions() > 0 {
+		w.conditionMetrics.observe(p.name, "policy", "validate", op, ok, failed, time.Since(start))
+	}
+	return ok, err
 }
 
 // policyRefusal is d as upstream words it: a Forbidden of the request's

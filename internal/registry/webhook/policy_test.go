@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -494,4 +495,68 @@ func TestPolicyWithoutMatchConstraints(t *testing.T) {
 	e.binding("raw", "raw", []any{"Deny"}, nil) // reloads the configurations
 	refusal(t, e.createIn("default", configMap("cm", nil), nil), 422, metav1.StatusReasonInvalid, "cm",
 		"ValidatingAdmissionPolicy 'raw' denied request: failed to configure policy: policy contained no match constraints, a required field")
+}
+
+// The matchCondition metrics count as kube-apiserver v1.37.2's did for
+// the same webhooks and policies: the conditions that failed to
+// evaluate, and the duration only when some condition was false or
+// failed, by name, kind ("webhook", "policy"), type ("admit",
+// "validating", and "validate" for policies of both kinds) and
+// operation.
+func TestMatchConditionMetrics(t *testing.T) {
+	e := newEnv(t)
+	e.configure("Mutating", "mc-hook", map[string]any{"name": "mc-admit.example.com", "path": "/allow", "failurePolicy": "Ignore",
+		"matchConditions": []any{
+			map[string]any{"name": "errs", "expression": "object.metadata.labels.foo == 'bar'"},
+			map[string]any{"name": "only-x", "expression": "object.metadata.name.startsWith('x')"},
+		}})
+	e.configure("Validating", "mc-vhook", map[string]any{"name": "mc-validate.example.com", "path": "/allow", "failurePolicy": "Ignore",
+		"matchConditions": []any{map[string]any{"name": "only-y", "expression": "object.metadata.name.startsWith('y')"}}})
+	e.policy("mc-vap", map[string]any{"failurePolicy": "Ignore",
+		"matchConditions": []any{map[string]any{"name": "errs", "expression": "object.metadata.labels.foo == 'bar'"}},
+		"validations":     []any{map[string]any{"expression": "true"}}})
+	e.binding("mc-vap", "mc-vap", []any{"Deny"}, nil)
+	e.mutatingPolicy("mc-map", map[string]any{
+		"matchConditions": []any{map[string]any{"name": "only-z", "expression": "object.metadata.name.startsWith('z')"}},
+		"mutations":       []any{applyConfiguration("Object{}")}})
+	e.mutatingBinding("mc-map", "mc-map", nil)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{{"xa", nil}, {"xb", map[string]string{"foo": "bar"}}, {"ya", map[string]string{"foo": "baz"}}} {
+		if _, err := e.createConfigMap(c.name, c.labels, registry.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ya, err := e.res("", "configmaps").Get(e.ctx, "v1", "default", "ya", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ya.SetLabels(nil)
+	if _, err := e.res("", "configmaps").Update(e.ctx, "v1", "default", "ya", ya, registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, s := range e.w.ConditionErrors() {
+		got["errors "+strings.Join(s.Labels, " ")] = s.Total()
+	}
+	for _, s := range e.w.ConditionSeconds() {
+		got["seconds "+strings.Join(s.Labels, " ")] = s.Total()
+	}
+	want := map[string]uint64{
+		"errors kind policy name mc-vap operation CREATE type validate":                      1,
+		"errors kind policy name mc-vap operation UPDATE type validate":                      1,
+		"errors kind webhook name mc-admit.example.com operation CREATE type admit":          1,
+		"errors kind webhook name mc-admit.example.com operation UPDATE type admit":          1,
+		"seconds kind policy name mc-map operation CREATE type validate":                     3,
+		"seconds kind policy name mc-map operation UPDATE type validate":                     1,
+		"seconds kind policy name mc-vap operation CREATE type validate":                     2,
+		"seconds kind policy name mc-vap operation UPDATE type validate":                     1,
+		"seconds kind webhook name mc-admit.example.com operation CREATE type admit":         2,
+		"seconds kind webhook name mc-admit.example.com operation UPDATE type admit":         1,
+		"seconds kind webhook name mc-validate.example.com operation CREATE type validating": 2,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("series\n%v\nwant\n%v", got, want)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kplane-dev/kplane/internal/registry"
 )
 
 // The admission policy metrics kube-apiserver serves (k8s.io/apiserver's
@@ -110,4 +112,77 @@ func (w *Webhooks) MutationMetrics() []Series {
 	}
 	byLabels(out)
 	return out
+}
+
+// conditionMetrics are the matchCondition metrics kube-apiserver serves
+// (admission/metrics), by the name of the webhook or policy, its kind
+// ("webhook" or "policy"), type ("admit" or "validating" for webhooks,
+// "validate" for policies of either kind, as upstream labels them) and
+// the operation:
+//   - apiserver_admission_match_condition_evaluation_errors_total: each
+//     condition that failed to evaluate before the answer was known;
+//   - apiserver_admission_match_condition_evaluation_seconds: how long
+//     the conditions took, observed as upstream observes it: when one was
+//     false or some failed, not when all were true.
+//
+// Upstream declares match_condition_exclusions_total but never counts
+// it; it is not served.
+type conditionMetrics struct {
+	mu      sync.Mutex
+	errors  map[[4]string]uint64
+	seconds map[[4]string]*series
+}
+
+// conditionBounds are upstream's buckets of the conditions' duration.
+var conditionBounds = []float64{0.001, 0.005, 0.01, 0.025, 0.1, 0.2, 0.25}
+
+// observe records one evaluation of the conditions of name that took d:
+// whether it matched, and how many conditions failed.
+func (m *conditionMetrics) observe(name, kind, typ string, op registry.Operation, matched bool, failed int, d time.Duration) {
+	if matched && failed == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.errors == nil {
+		m.errors, m.seconds = map[[4]string]uint64{}, map[[4]string]*series{}
+	}
+	k := [4]string{name, kind, typ, string(op)}
+	if failed > 0 {
+		m.errors[k] += uint64(failed)
+	}
+	if m.seconds[k] == nil {
+		m.seconds[k] = &series{counts: make([]uint64, len(conditionBounds)+1)}
+	}
+	m.seconds[k].observe(conditionBounds, d)
+}
+
+// ConditionErrors are the matchCondition evaluation errors' series (each
+// with one count), and ConditionSeconds the durations', in label order.
+func (w *Webhooks) ConditionErrors() []Series {
+	m := &w.conditionMetrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Series
+	for k, n := range m.errors {
+		out = append(out, Series{Labels: conditionLabels(k), Counts: []uint64{n}})
+	}
+	byLabels(out)
+	return out
+}
+
+func (w *Webhooks) ConditionSeconds() []Series {
+	m := &w.conditionMetrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Series
+	for k, s := range m.seconds {
+		out = append(out, Series{Labels: conditionLabels(k), Bounds: conditionBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum})
+	}
+	byLabels(out)
+	return out
+}
+
+func conditionLabels(k [4]string) []string {
+	return []string{"kind", k[1], "name", k[0], "operation", k[3], "type", k[2]}
 }

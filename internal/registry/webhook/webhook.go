@@ -49,6 +49,7 @@ type Webhooks struct {
 	metrics          admissionMetrics
 	policyMetrics    policyMetrics
 	mutationMetrics  mutationMetrics
+	conditionMetrics conditionMetrics
 }
 
 // hookSet is one reading of every configuration.

@@ -588,11 +588,16 @@ func (l *lazyVariables) IsSet(key ref.Val) ref.Val {
 	return types.False
 }
 
+// Conditions is how many matchConditions the policy has.
+func (p *Policy) Conditions() int { return len(p.conditions) }
+
 // Match evaluates the policy's matchConditions: false as soon as one is
 // false; otherwise their errors, if any (several joined as a list).
-func (p *Policy) Match(ctx context.Context, in *PolicyInput) (bool, error) {
+// failed is how many conditions failed to evaluate before the answer, as
+// upstream's metrics count them.
+func (p *Policy) Match(ctx context.Context, in *PolicyInput) (ok bool, failed int, err error) {
 	if len(p.conditions) == 0 {
-		return true, nil
+		return true, 0, nil
 	}
 	a := p.activation(ctx, in)
 	a.vars = nil // matchConditions have no variables
@@ -601,20 +606,20 @@ func (p *Policy) Match(ctx context.Context, in *PolicyInput) (bool, error) {
 	for i := range p.conditions {
 		out, err := eval(ctx, &p.conditions[i], a, &budget)
 		if errors.Is(err, errOutOfBudget) {
-			return false, err
+			return false, len(errs), err
 		}
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}
 		if out == types.False {
-			return false, nil
+			return false, len(errs), nil
 		}
 	}
 	if len(errs) > 0 {
-		return false, ConditionErrors(errs)
+		return false, len(errs), ConditionErrors(errs)
 	}
-	return true, nil
+	return true, 0, nil
 }
 
 // ConditionErrors are the errors of the matchConditions that failed to

@@ -159,14 +159,16 @@ func TestPolicyMatchConditions(t *testing.T) {
 		{Name: "errs-too", Expression: "object.spec.missing == 1"},
 	}})
 	ctx := context.Background()
-	ok, err := p.Match(ctx, &PolicyInput{Object: map[string]any{"metadata": map[string]any{"name": "db"}}})
-	if ok || err != nil {
-		t.Errorf("a false condition wins over errors: %v %v", ok, err)
+	// The errors before the false one are counted, as upstream's metrics
+	// count them.
+	ok, failed, err := p.Match(ctx, &PolicyInput{Object: map[string]any{"metadata": map[string]any{"name": "db"}}})
+	if ok || failed != 1 || err != nil {
+		t.Errorf("a false condition wins over errors: %v %d %v", ok, failed, err)
 	}
-	_, err = p.Match(ctx, &PolicyInput{Object: deployment(1)})
+	_, failed, err = p.Match(ctx, &PolicyInput{Object: deployment(1)})
 	want := "[expression 'object.metadata.missing == 'x'' resulted in error: no such key: missing, expression 'object.spec.missing == 1' resulted in error: no such key: missing]"
-	if err == nil || err.Error() != want {
-		t.Errorf("errors: %v, want %s", err, want)
+	if failed != 2 || err == nil || err.Error() != want {
+		t.Errorf("errors: %d %v, want 2 and %s", failed, err, want)
 	}
 }
 
