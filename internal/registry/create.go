@@ -220,7 +220,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 		errs = append(errs, s.Validate(ctx, obj.Object, nil)...)
 	}
 	if len(errs) > 0 {
-		return nil, nil, apierrors.NewInvalid(k.invalidKind(), obj.GetName(), errs)
+		return nil, nil, k.Invalid(obj.GetName(), errs)
 	}
 	if adm != nil {
 		if err := adm.Validate(ctx, &AdmissionAttributes{

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -55,6 +56,12 @@ type Kind struct {
 	// built-in kinds upstream; Lease, Event, CRDs and custom resources
 	// take any finalizer that is a qualified name.
 	QualifiedFinalizers bool
+	// DistinctErrors: a validation error that repeats an earlier one word
+	// for word is reported once, as upstream's built-in kinds report
+	// them (their strategies' declarative validation passes every error
+	// through ErrorList.Filter, which keeps one of each message; custom
+	// resources' and CRDs' strategies do not).
+	DistinctErrors bool
 	// NoDeleteCollection: the kind has no deletecollection verb, so a
 	// DELETE on its collection is refused rather than deleting every
 	// object (namespaces upstream).
@@ -235,6 +242,23 @@ func (k *Kind) invalidKind() schema.GroupKind {
 		return k.Cohabit.Host.GroupKind()
 	}
 	return k.GroupKind()
+}
+
+// Invalid is the 422 refusing object name for errs, each error once for
+// a kind with DistinctErrors.
+func (k *Kind) Invalid(name string, errs field.ErrorList) *apierrors.StatusError {
+	if k.DistinctErrors {
+		seen := make(map[string]bool, len(errs))
+		distinct := errs[:0:0]
+		for _, e := range errs {
+			if msg := e.Error(); !seen[msg] {
+				seen[msg] = true
+				distinct = append(distinct, e)
+			}
+		}
+		errs = distinct
+	}
+	return apierrors.NewInvalid(k.invalidKind(), name, errs)
 }
 
 // storedAs reports whether version v's objects are the stored ones, as

@@ -447,7 +447,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		errs = append(errs, k.Validate(next)...)
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(k.invalidKind(), next.GetName(), errs)
+		return nil, k.Invalid(next.GetName(), errs)
 	}
 	return next, nil
 }

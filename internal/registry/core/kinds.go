@@ -29,7 +29,7 @@ func Kinds() []*registry.Kind {
 		Fields:   eventFields,
 		Columns:  eventColumns(),
 	}
-	return append([]*registry.Kind{
+	kinds := append([]*registry.Kind{
 		Namespace(),
 		{
 			Versions: []string{"v1"}, Kind: "ConfigMap", ListKind: "ConfigMapList", Resource: "configmaps", Singular: "configmap",
@@ -78,6 +78,12 @@ func Kinds() []*registry.Kind {
 		binding(rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} })),
 		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
 	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews())...)
+	for _, k := range kinds {
+		// Upstream's strategies of these kinds all validate
+		// declaratively too, which reports each error once.
+		k.DistinctErrors = true
+	}
+	return kinds
 }
 
 func role(k *registry.Kind) *registry.Kind {

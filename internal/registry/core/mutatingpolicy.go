@@ -36,13 +36,13 @@ func mutatingAdmissionPolicies() []*registry.Kind {
 	policy.PrepareForUpdate = func(obj, _ *unstructured.Unstructured) { defaultPolicy(obj) }
 	policy.Validate = func(obj *unstructured.Unstructured) field.ErrorList {
 		errs := validateMutatingPolicy(obj, policyChecks{})
-		return distinctErrors(append(errs, staticSuffixErrors(obj.GetName())...))
+		return append(errs, staticSuffixErrors(obj.GetName())...)
 	}
 	// ValidateMutatingAdmissionPolicyUpdate: a create's checks but the
 	// reserved suffix, the matchConditions compiled only if they or the
 	// paramKind changed.
 	policy.ValidateUpdate = func(obj, old *unstructured.Unstructured) field.ErrorList {
-		return distinctErrors(validateMutatingPolicy(obj, policyChecks{keepsMatchConditions: keepsMatchConditions(obj, old)}))
+		return validateMutatingPolicy(obj, policyChecks{keepsMatchConditions: keepsMatchConditions(obj, old)})
 	}
 	policy.Columns = mutatingPolicyColumns
 
@@ -50,31 +50,15 @@ func mutatingAdmissionPolicies() []*registry.Kind {
 	binding.Typed = func() runtime.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} }
 	binding.Validate = func(obj *unstructured.Unstructured) field.ErrorList {
 		errs := validateMutatingPolicyBinding(obj)
-		return distinctErrors(append(errs, staticSuffixErrors(obj.GetName())...))
+		return append(errs, staticSuffixErrors(obj.GetName())...)
 	}
 	// ValidateMutatingAdmissionPolicyBindingUpdate: a create's checks but
 	// the reserved suffix.
 	binding.ValidateUpdate = func(obj, _ *unstructured.Unstructured) field.ErrorList {
-		return distinctErrors(validateMutatingPolicyBinding(obj))
+		return validateMutatingPolicyBinding(obj)
 	}
 	binding.Columns = policyBindingColumns
 	return []*registry.Kind{policy, binding}
-}
-
-// distinctErrors drops each error that repeats an earlier one word for
-// word, as upstream's strategies' declarative validation leaves their
-// handwritten errors (ErrorList.Filter, through ToAggregate): two rules
-// matching DELETE are refused once.
-func distinctErrors(errs field.ErrorList) field.ErrorList {
-	seen := map[string]bool{}
-	out := errs[:0:0]
-	for _, e := range errs {
-		if s := e.Error(); !seen[s] {
-			seen[s] = true
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // mutatingPolicyColumns are the printer's: the number of mutations, the

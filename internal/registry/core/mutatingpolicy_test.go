@@ -62,7 +62,7 @@ func checkInvalid(t *testing.T, k *registry.Kind, obj *unstructured.Unstructured
 	if len(errs) == 0 {
 		t.Fatalf("accepted, want %s", want)
 	}
-	status := apierrors.NewInvalid(schema.GroupKind{Group: k.Group, Kind: k.Kind}, obj.GetName(), errs).ErrStatus
+	status := k.Invalid(obj.GetName(), errs).ErrStatus // as the registry refuses it
 	status.Kind, status.APIVersion = "Status", "v1"
 	got, err := json.Marshal(status)
 	if err != nil {
