@@ -57,6 +57,12 @@ type Config struct {
 	// are authorized by the cluster's Roles and bindings, as
 	// kube-apiserver's --authorization-mode=RBAC).
 	AuthorizationMode string
+	// AdmissionControlConfigFile, as kube-apiserver's
+	// --admission-control-config-file: an AdmissionConfiguration whose
+	// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins
+	// name the kubeconfig admission webhooks are called with. Empty:
+	// webhooks are called anonymously.
+	AdmissionControlConfigFile string
 	// ServiceAccountIssuers, as kube-apiserver's --service-account-issuer
 	// (repeated): the first is the issuer ("iss") of the tokens kplane
 	// signs and the one OpenID discovery publishes; all are accepted.
@@ -230,6 +236,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Admission webhooks: their configurations reload on every write.
 	webhooks := &webhook.Webhooks{Registry: reg, Logger: log}
+	if f := cfg.AdmissionControlConfigFile; f != "" {
+		mutating, validating, ignored, err := webhook.ReadAdmissionConfig(f)
+		if err != nil {
+			return fmt.Errorf("--admission-control-config-file: %w", err)
+		}
+		webhooks.MutatingAuth, webhooks.ValidatingAuth = mutating, validating
+		for _, name := range ignored {
+			log.Warn("--admission-control-config-file configures an admission plugin kplane does not run; ignored", "plugin", name)
+		}
+	}
 	if authz != nil {
 		webhooks.Authorizer = authz // admission policies' authorizer checks
 	}

@@ -83,7 +83,8 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 	if err != nil {
 		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err), http.StatusInternalServerError}
 	}
-	client, err := w.clients.get(h.clientConfig.CABundle, serverName)
+	creds := w.auth(h).For(target.Host)
+	client, err := w.clients.get(h.clientConfig.CABundle, serverName, creds)
 	if err != nil {
 		return false, &callError{h.name, fmt.Errorf("could not get REST client: %w", err), http.StatusInternalServerError}
 	}
@@ -102,7 +103,7 @@ func (w *Webhooks) call(ctx context.Context, inv *invocation, a *registry.Admiss
 		}
 	}
 	var review admissionv1.AdmissionReview
-	err = post(ctx, client, target.String(), "kplane-admission", body, &review)
+	err = post(ctx, client, target.String(), "kplane-admission", creds, body, &review)
 	if err != nil {
 		return false, &callError{h.name, fmt.Errorf("failed to call webhook: %w", err), callStatus(err)}
 	}
@@ -316,11 +317,12 @@ func ptr[T any](v T) *T { return &v }
 // post sends body to target and decodes the review it answers into
 // review. A non-2xx answer is the error upstream's REST client makes of
 // it.
-func post(ctx context.Context, client *http.Client, target, userAgent string, body []byte, review any) error {
+func post(ctx context.Context, client *http.Client, target, userAgent string, creds *Credentials, body []byte, review any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
+	creds.apply(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, */*")
 	req.Header.Set("User-Agent", userAgent)
@@ -432,9 +434,10 @@ func refusal(name string, result *metav1.Status) *apierrors.StatusError {
 }
 
 // get returns the client for webhooks trusting caBundle (the system's
-// roots when empty) and expecting serverName.
-func (c *clientCache) get(caBundle []byte, serverName string) (*http.Client, error) {
-	key := clientKey{string(caBundle), serverName}
+// roots when empty), expecting serverName, and presenting creds' client
+// certificate if it has one.
+func (c *clientCache) get(caBundle []byte, serverName string, creds *Credentials) (*http.Client, error) {
+	key := clientKey{string(caBundle), serverName, creds}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl, ok := c.clients[key]; ok {
@@ -447,6 +450,9 @@ func (c *clientCache) get(caBundle []byte, serverName string) (*http.Client, err
 			return nil, errors.New("unable to load root certificates: unable to parse bytes as PEM block")
 		}
 		cfg.RootCAs = pool
+	}
+	if creds != nil && creds.cert != nil {
+		cfg.Certificates = []tls.Certificate{*creds.cert}
 	}
 	cl := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     cfg,
@@ -465,12 +471,12 @@ func (c *clientCache) get(caBundle []byte, serverName string) (*http.Client, err
 
 // keep drops the clients no webhook of set uses, closing their idle
 // connections.
-func (c *clientCache) keep(set *hookSet) {
+func (c *clientCache) keep(set *hookSet, auth func(*hook) *WebhookAuth) {
 	used := map[clientKey]bool{}
 	for _, hooks := range [][]*hook{set.mutating, set.validating} {
 		for _, h := range hooks {
-			if _, name, err := h.location(); err == nil {
-				used[clientKey{string(h.clientConfig.CABundle), name}] = true
+			if u, name, err := h.location(); err == nil {
+				used[clientKey{string(h.clientConfig.CABundle), name, auth(h).For(u.Host)}] = true
 			}
 		}
 	}

@@ -104,7 +104,7 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 	if err != nil {
 		return nil, failed(err)
 	}
-	client, err := c.clients.get(cc.CABundle, serverName)
+	client, err := c.clients.get(cc.CABundle, serverName, nil) // upstream calls conversion webhooks anonymously
 	if err != nil {
 		return nil, failed(err)
 	}
@@ -114,7 +114,7 @@ func (c *Conversions) call(ctx context.Context, k *registry.Kind, objs []*unstru
 	q.Set("timeout", conversionTimeout.String())
 	target.RawQuery = q.Encode()
 	var resp apiextensionsv1.ConversionReview
-	if err := post(ctx, client, target.String(), "kplane-conversion", body, &resp); err != nil {
+	if err := post(ctx, client, target.String(), "kplane-conversion", nil, body, &resp); err != nil {
 		return nil, failed(err)
 	}
 	failure = failureMalformed

@@ -73,9 +73,13 @@
 // under kube-apiserver's metric names and labels (admitmetrics.go,
 // convertmetrics.go, policymetrics.go), which app serves on /metrics.
 //
-// Not done: no authentication to webhooks (upstream's
-// --admission-control-config-file kubeconfig); audit annotations and the
-// Audit action are dropped, as kplane keeps no audit log; a webhook
+// Webhooks are called with the credentials of the kubeconfig
+// --admission-control-config-file names (auth.go), anonymously without
+// one.
+//
+// Not done: exec credential plugins in that kubeconfig; audit
+// annotations and the Audit action are dropped, as kplane keeps no
+// audit log; a webhook
 // whose stored matchConditions do not compile counts no evaluation
 // errors in the match-condition metrics (upstream counts one per
 // condition). Several matching mutating policies run in name order,

@@ -39,6 +39,10 @@ type Webhooks struct {
 	// expressions; nil allows every one (--authorization-mode
 	// AlwaysAllow).
 	Authorizer registry.Authorizer
+	// MutatingAuth and ValidatingAuth are how mutating and validating
+	// webhooks are called (--admission-control-config-file's
+	// kubeconfigs); nil calls them anonymously.
+	MutatingAuth, ValidatingAuth *WebhookAuth
 
 	hooks  atomic.Pointer[hookSet]
 	reload sync.Mutex // one reload at a time
@@ -140,7 +144,7 @@ func (w *Webhooks) Load(ctx context.Context) error {
 	}
 	w.compiledPolicies = compiled
 	w.hooks.Store(set)
-	w.clients.keep(set)
+	w.clients.keep(set, w.auth)
 	return nil
 }
 
@@ -339,6 +343,15 @@ func (w *Webhooks) outcome(h *hook, err error) error {
 	return apierrors.NewInternalError(failed)
 }
 
+// auth is how h is called: the mutating or the validating webhooks'
+// kubeconfig.
+func (w *Webhooks) auth(h *hook) *WebhookAuth {
+	if h.mutating {
+		return w.MutatingAuth
+	}
+	return w.ValidatingAuth
+}
+
 var _ registry.Admission = (*Webhooks)(nil)
 
 // httpClients keeps a client per distinct trust and server name, shared
@@ -351,4 +364,5 @@ type clientCache struct {
 type clientKey struct {
 	caBundle   string
 	serverName string
+	creds      *Credentials
 }

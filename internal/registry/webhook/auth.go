@@ -1,0 +1,308 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// How kplane authenticates to admission webhooks, as kube-apiserver does
+// with --admission-control-config-file (k8s.io/apiserver's
+// admission/config.go, webhook/config and util/webhook/authentication.go,
+// read for the behaviour, written anew): an AdmissionConfiguration names,
+// for the MutatingAdmissionWebhook and ValidatingAdmissionWebhook
+// plugins, a WebhookAdmissionConfiguration whose kubeConfigFile holds a
+// user per webhook host. A call to a webhook takes the user named
+// exactly after its host and port ("name.namespace.svc:443" for a
+// service, the URL's host as written for a URL), else "*." and a suffix
+// of the host ("*.namespace.svc"), else the same without a port of 443,
+// else "*", else the current context's user; none at all is anonymous.
+
+// Credentials are one kubeconfig user's: what a webhook call presents.
+type Credentials struct {
+	name               string // the kubeconfig user's
+	token              string
+	username, password string
+	cert               *tls.Certificate
+	impersonate        impersonation
+}
+
+type impersonation struct {
+	user, uid string
+	groups    []string
+	extra     map[string][]string
+}
+
+// apply sets c's headers on a webhook request.
+func (c *Credentials) apply(req *http.Request) {
+	if c == nil {
+		return
+	}
+	switch {
+	case c.token != "":
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	case c.username != "" || c.password != "":
+		req.SetBasicAuth(c.username, c.password)
+	}
+	if im := c.impersonate; im.user != "" {
+		req.Header.Set("Impersonate-User", im.user)
+		if im.uid != "" {
+			req.Header.Set("Impersonate-Uid", im.uid)
+		}
+		for _, g := range im.groups {
+			req.Header.Add("Impersonate-Group", g)
+		}
+		for k, vs := range im.extra {
+			for _, v := range vs {
+				req.Header.Add("Impersonate-Extra-"+k, v)
+			}
+		}
+	}
+}
+
+// WebhookAuth is the users of one kubeconfig, by name, found for each
+// webhook host as upstream finds them. The zero value (no
+// kubeconfig) calls every webhook anonymously.
+type WebhookAuth struct {
+	users   map[string]*Credentials
+	current *Credentials // the current context's user, if any
+}
+
+// For returns the credentials for a webhook at hostPort (nil:
+// anonymous).
+func (a *WebhookAuth) For(hostPort string) *Credentials {
+	if a == nil || (len(a.users) == 0 && a.current == nil) {
+		return nil
+	}
+	lookup := func(target string) *Credentials {
+		if c, ok := a.users[target]; ok {
+			return c
+		}
+		steps := strings.Split(target, ".")
+		for i := 1; i < len(steps); i++ {
+			if c, ok := a.users["*."+strings.Join(steps[i:], ".")]; ok {
+				return c
+			}
+		}
+		return nil
+	}
+	if c := lookup(hostPort); c != nil {
+		return c
+	}
+	if host, port, err := net.SplitHostPort(hostPort); err == nil && port == "443" {
+		if c := lookup(host); c != nil {
+			return c
+		}
+	}
+	if c, ok := a.users["*"]; ok {
+		return c
+	}
+	return a.current
+}
+
+// kubeconfig is the part of a kubeconfig file webhook authentication
+// reads.
+type kubeconfig struct {
+	CurrentContext string `json:"current-context"`
+	Contexts       []struct {
+		Name    string `json:"name"`
+		Context struct {
+			User string `json:"user"`
+		} `json:"context"`
+	} `json:"contexts"`
+	Users []struct {
+		Name string       `json:"name"`
+		User kubeconfUser `json:"user"`
+	} `json:"users"`
+}
+
+type kubeconfUser struct {
+	Token                 string              `json:"token"`
+	TokenFile             string              `json:"tokenFile"`
+	ClientCertificate     string              `json:"client-certificate"`
+	ClientCertificateData []byte              `json:"client-certificate-data"`
+	ClientKey             string              `json:"client-key"`
+	ClientKeyData         []byte              `json:"client-key-data"`
+	Username              string              `json:"username"`
+	Password              string              `json:"password"`
+	Impersonate           string              `json:"as"`
+	ImpersonateUID        string              `json:"as-uid"`
+	ImpersonateGroups     []string            `json:"as-groups"`
+	ImpersonateUserExtra  map[string][]string `json:"as-user-extra"`
+	Exec                  json.RawMessage     `json:"exec"`
+	AuthProvider          json.RawMessage     `json:"auth-provider"`
+}
+
+// LoadWebhookAuth reads the users of the kubeconfig at path. Files a
+// user names are relative to the kubeconfig's directory, as kubectl
+// reads them; token files and certificates are read now.
+func LoadWebhookAuth(path string) (*WebhookAuth, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var kc kubeconfig
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	file := func(name string) string {
+		if name == "" || filepath.IsAbs(name) {
+			return name
+		}
+		return filepath.Join(dir, name)
+	}
+	a := &WebhookAuth{users: map[string]*Credentials{}}
+	for _, u := range kc.Users {
+		c, err := credentials(u.Name, u.User, file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: user %q: %w", path, u.Name, err)
+		}
+		a.users[u.Name] = c
+	}
+	for _, ctx := range kc.Contexts {
+		if ctx.Name == kc.CurrentContext && kc.CurrentContext != "" {
+			a.current = a.users[ctx.Context.User]
+		}
+	}
+	return a, nil
+}
+
+func credentials(name string, u kubeconfUser, file func(string) string) (*Credentials, error) {
+	if len(u.AuthProvider) > 0 && string(u.AuthProvider) != "null" {
+		return nil, errors.New("auth provider not supported")
+	}
+	if len(u.Exec) > 0 && string(u.Exec) != "null" {
+		return nil, errors.New("exec credential plugins are not supported by kplane")
+	}
+	c := &Credentials{name: name, username: u.Username, password: u.Password, token: u.Token,
+		impersonate: impersonation{user: u.Impersonate, uid: u.ImpersonateUID, groups: u.ImpersonateGroups, extra: u.ImpersonateUserExtra}}
+	if c.token == "" && u.TokenFile != "" {
+		data, err := os.ReadFile(file(u.TokenFile))
+		if err != nil {
+			return nil, err
+		}
+		c.token = strings.TrimSpace(string(data))
+	}
+	if u.ClientCertificate != "" || len(u.ClientCertificateData) > 0 {
+		certPEM, keyPEM := u.ClientCertificateData, u.ClientKeyData
+		var err error
+		if len(certPEM) == 0 {
+			if certPEM, err = os.ReadFile(file(u.ClientCertificate)); err != nil {
+				return nil, err
+			}
+		}
+		if len(keyPEM) == 0 {
+			if keyPEM, err = os.ReadFile(file(u.ClientKey)); err != nil {
+				return nil, err
+			}
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		c.cert = &cert
+	}
+	return c, nil
+}
+
+// ReadAdmissionConfig reads an AdmissionConfiguration
+// (apiserver.config.k8s.io/v1, v1beta1 or v1alpha1) and returns the
+// webhook authentication of the MutatingAdmissionWebhook and
+// ValidatingAdmissionWebhook plugins (nil: anonymous), and the names of
+// the other plugins it configures, which kplane does not run. A plugin's
+// configuration is inline or in a file (path, relative to this file);
+// it is a WebhookAdmissionConfiguration whose kubeConfigFile is an
+// absolute path, read strictly as upstream reads it.
+func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignored []string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("unable to read admission control configuration from %q [%v]", path, err)
+	}
+	var cfg struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Plugins    []struct {
+			Name          string          `json:"name"`
+			Path          string          `json:"path"`
+			Configuration json.RawMessage `json:"configuration"`
+		} `json:"plugins"`
+	}
+	if err := strictYAML(data, &cfg); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch cfg.APIVersion {
+	case "apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1alpha1":
+	default:
+		return nil, nil, nil, fmt.Errorf("%s: apiVersion %q: want apiserver.config.k8s.io/v1", path, cfg.APIVersion)
+	}
+	if cfg.Kind != "AdmissionConfiguration" {
+		return nil, nil, nil, fmt.Errorf("%s: kind %q: want AdmissionConfiguration", path, cfg.Kind)
+	}
+	for _, p := range cfg.Plugins {
+		var auth **WebhookAuth
+		switch p.Name {
+		case "MutatingAdmissionWebhook":
+			auth = &mutating
+		case "ValidatingAdmissionWebhook":
+			auth = &validating
+		default:
+			ignored = append(ignored, p.Name)
+			continue
+		}
+		raw := []byte(p.Configuration)
+		if p.Path != "" {
+			file := p.Path
+			if !filepath.IsAbs(file) {
+				file = filepath.Join(filepath.Dir(path), file)
+			}
+			if raw, err = os.ReadFile(file); err != nil {
+				return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+			}
+		}
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		var wc struct {
+			APIVersion     string `json:"apiVersion"`
+			Kind           string `json:"kind"`
+			KubeConfigFile string `json:"kubeConfigFile"`
+		}
+		if err := strictYAML(raw, &wc); err != nil {
+			return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		}
+		if wc.APIVersion != "apiserver.config.k8s.io/v1" || wc.Kind != "WebhookAdmissionConfiguration" {
+			return nil, nil, nil, fmt.Errorf("plugin %s: %s %s: want apiserver.config.k8s.io/v1 WebhookAdmissionConfiguration", p.Name, wc.APIVersion, wc.Kind)
+		}
+		if wc.KubeConfigFile == "" {
+			continue
+		}
+		if !filepath.IsAbs(wc.KubeConfigFile) {
+			return nil, nil, nil, fmt.Errorf("plugin %s: kubeConfigFile: Invalid value: %q: must be an absolute file path", p.Name, wc.KubeConfigFile)
+		}
+		if *auth, err = LoadWebhookAuth(wc.KubeConfigFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		}
+	}
+	return mutating, validating, ignored, nil
+}
+
+// strictYAML decodes YAML or JSON data into v, refusing unknown fields.
+func strictYAML(data []byte, v any) error {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The user a webhook call takes is found as kube-apiserver finds it: by
+// host and port, then "*." and a suffix of the host, then without a
+// port of 443, then "*", then the current context's.
+func TestWebhookAuthFindsUsersAsKubeAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "token", "from-file\n")
+	kc := writeFile(t, dir, "kubeconfig", `
+apiVersion: v1
+kind: Config
+current-context: c
+contexts:
+- name: c
+  context: {user: current}
+users:
+- {name: "hook.example.com:8443", user: {token: exact}}
+- {name: "*.example.com:8443", user: {token: star-port}}
+- {name: "*.ns.svc", user: {token: star-ns}}
+- {name: "web.other.svc", user: {tokenFile: token}}
+- {name: "*", user: {token: star}}
+- {name: current, user: {token: current}}
+`)
+	auth, err := LoadWebhookAuth(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for hostPort, want := range map[string]string{
+		"hook.example.com:8443":  "exact",
+		"other.example.com:8443": "star-port",
+		"a.b.example.com:8443":   "star-port",
+		"web.ns.svc:443":         "star-ns", // without the port of 443
+		"web.ns.svc:8443":        "star",    // a port other than 443 is kept
+		"web.other.svc:443":      "from-file",
+		"127.0.0.1:9443":         "star",
+	} {
+		if got := token(auth.For(hostPort)); got != want {
+			t.Errorf("%s: %q, want %q", hostPort, got, want)
+		}
+	}
+
+	// Without "*", the current context's user; without either, none.
+	kc = writeFile(t, dir, "kubeconfig2", `
+current-context: c
+contexts: [{name: c, context: {user: current}}]
+users: [{name: current, user: {token: current}}]
+`)
+	if auth, err = LoadWebhookAuth(kc); err != nil || token(auth.For("x:1")) != "current" {
+		t.Errorf("current context: %v %q", err, token(auth.For("x:1")))
+	}
+	if (&WebhookAuth{}).For("x:1") != nil || (*WebhookAuth)(nil).For("x:1") != nil {
+		t.Error("no kubeconfig: want anonymous")
+	}
+	// What kplane cannot do is refused when the file is read.
+	kc = writeFile(t, dir, "kubeconfig3", `users: [{name: "*", user: {exec: {command: x}}}]`)
+	if _, err := LoadWebhookAuth(kc); err == nil || !strings.Contains(err.Error(), "exec credential plugins are not supported") {
+		t.Errorf("exec: %v", err)
+	}
+}
+
+// token is the bearer token c sends.
+func token(c *Credentials) string {
+	req, _ := http.NewRequest(http.MethodPost, "https://x", nil)
+	c.apply(req)
+	return strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+}
+
+func TestReadAdmissionConfig(t *testing.T) {
+	dir := t.TempDir()
+	kc := writeFile(t, dir, "kubeconfig", `users: [{name: "*", user: {token: t}}]`)
+	writeFile(t, dir, "validating.yaml", `
+apiVersion: apiserver.config.k8s.io/v1
+kind: WebhookAdmissionConfiguration
+kubeConfigFile: `+kc+`
+`)
+	cfg := writeFile(t, dir, "admission.yaml", `
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: `+kc+`
+- name: ValidatingAdmissionWebhook
+  path: validating.yaml
+- name: EventRateLimit
+  path: nowhere.yaml
+`)
+	mutating, validating, ignored, err := ReadAdmissionConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token(mutating.For("a:1")) != "t" || token(validating.For("a:1")) != "t" || len(ignored) != 1 || ignored[0] != "EventRateLimit" {
+		t.Errorf("mutating %v, validating %v, ignored %v", mutating, validating, ignored)
+	}
+	for name, content := range map[string]string{
+		"relative": `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, kubeConfigFile: kubeconfig}}]}`,
+		"unknown":  `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugin: []}`,
+		"kind":     `{apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration}`,
+	} {
+		want := map[string]string{
+			"relative": `kubeConfigFile: Invalid value: "kubeconfig": must be an absolute file path`,
+			"unknown":  `unknown field "plugin"`,
+			"kind":     `want AdmissionConfiguration`,
+		}[name]
+		if _, _, _, err := ReadAdmissionConfig(writeFile(t, dir, name+".yaml", content)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+}
