@@ -25,10 +25,39 @@ import (
 // policyBounds are upstream's buckets of a validation's duration.
 var policyBounds = []float64{0.0000005, 0.001, 0.01, 0.1, 1.0}
 
-type policyMetrics struct {
+// histograms are one histogram's series by their labels' values (K, an
+// array of them); its bounds are given with each call.
+type histograms[K comparable] struct {
 	mu     sync.Mutex
-	checks map[[4]string]*series // policy, binding, error type, action
+	series map[K]*series
 }
+
+func (h *histograms[K]) observe(bounds []float64, k K, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.series == nil {
+		h.series = map[K]*series{}
+	}
+	if h.series[k] == nil {
+		h.series[k] = &series{counts: make([]uint64, len(bounds)+1)}
+	}
+	h.series[k].observe(bounds, d)
+}
+
+// export is the series, labelled by labels, in label order.
+func (h *histograms[K]) export(bounds []float64, labels func(K) []string) []Series {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Series
+	for k, s := range h.series {
+		out = append(out, Series{Labels: labels(k), Bounds: bounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum})
+	}
+	byLabels(out)
+	return out
+}
+
+// policyMetrics are by policy, binding, error type and action.
+type policyMetrics struct{ checks histograms[[4]string] }
 
 // policyErrorType is upstream's error type of a failed validation, read
 // off its message.
@@ -43,33 +72,15 @@ func policyErrorType(message string) string {
 }
 
 func (m *policyMetrics) observe(policy, binding, message, action string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.checks == nil {
-		m.checks = map[[4]string]*series{}
-	}
-	k := [4]string{policy, binding, policyErrorType(message), action}
-	if m.checks[k] == nil {
-		m.checks[k] = &series{counts: make([]uint64, len(policyBounds)+1)}
-	}
-	m.checks[k].observe(policyBounds, d)
+	m.checks.observe(policyBounds, [4]string{policy, binding, policyErrorType(message), action}, d)
 }
 
 // PolicyMetrics are the admission policy metrics' series (histograms;
 // the check counts are their totals), in label order.
 func (w *Webhooks) PolicyMetrics() []Series {
-	m := &w.policyMetrics
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Series
-	for k, s := range m.checks {
-		out = append(out, Series{
-			Labels: []string{"enforcement_action", k[3], "error_type", k[2], "policy", k[0], "policy_binding", k[1]},
-			Bounds: policyBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum,
-		})
-	}
-	byLabels(out)
-	return out
+	return w.policyMetrics.checks.export(policyBounds, func(k [4]string) []string {
+		return []string{"enforcement_action", k[3], "error_type", k[2], "policy", k[0], "policy_binding", k[1]}
+	})
 }
 
 // mutationMetrics are the mutating admission policy metrics
@@ -79,39 +90,18 @@ func (w *Webhooks) PolicyMetrics() []Series {
 //     evaluated;
 //   - apiserver_mutating_admission_policy_check_duration_seconds: how
 //     long each took, with its patch applied.
-type mutationMetrics struct {
-	mu     sync.Mutex
-	checks map[[3]string]*series // policy, binding, error type
-}
+type mutationMetrics struct{ checks histograms[[3]string] }
 
 func (m *mutationMetrics) observe(policy, binding, errorType string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.checks == nil {
-		m.checks = map[[3]string]*series{}
-	}
-	k := [3]string{policy, binding, errorType}
-	if m.checks[k] == nil {
-		m.checks[k] = &series{counts: make([]uint64, len(policyBounds)+1)}
-	}
-	m.checks[k].observe(policyBounds, d)
+	m.checks.observe(policyBounds, [3]string{policy, binding, errorType}, d)
 }
 
 // MutationMetrics are the mutating admission policy metrics' series
 // (histograms; the check counts are their totals), in label order.
 func (w *Webhooks) MutationMetrics() []Series {
-	m := &w.mutationMetrics
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Series
-	for k, s := range m.checks {
-		out = append(out, Series{
-			Labels: []string{"error_type", k[2], "policy", k[0], "policy_binding", k[1]},
-			Bounds: policyBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum,
-		})
-	}
-	byLabels(out)
-	return out
+	return w.mutationMetrics.checks.export(policyBounds, func(k [3]string) []string {
+		return []string{"error_type", k[2], "policy", k[0], "policy_binding", k[1]}
+	})
 }
 
 // conditionMetrics are the matchCondition metrics kube-apiserver serves
@@ -128,9 +118,9 @@ func (w *Webhooks) MutationMetrics() []Series {
 // Upstream declares match_condition_exclusions_total but never counts
 // it; it is not served.
 type conditionMetrics struct {
+	seconds histograms[[4]string] // name, kind, type, operation
 	mu      sync.Mutex
 	errors  map[[4]string]uint64
-	seconds map[[4]string]*series
 }
 
 // conditionBounds are upstream's buckets of the conditions' duration.
@@ -142,23 +132,20 @@ func (m *conditionMetrics) observe(name, kind, typ string, op registry.Operation
 	if matched && failed == 0 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.errors == nil {
-		m.errors, m.seconds = map[[4]string]uint64{}, map[[4]string]*series{}
-	}
 	k := [4]string{name, kind, typ, string(op)}
 	if failed > 0 {
+		m.mu.Lock()
+		if m.errors == nil {
+			m.errors = map[[4]string]uint64{}
+		}
 		m.errors[k] += uint64(failed)
+		m.mu.Unlock()
 	}
-	if m.seconds[k] == nil {
-		m.seconds[k] = &series{counts: make([]uint64, len(conditionBounds)+1)}
-	}
-	m.seconds[k].observe(conditionBounds, d)
+	m.seconds.observe(conditionBounds, k, d)
 }
 
 // ConditionErrors are the matchCondition evaluation errors' series (each
-// with one count), and ConditionSeconds the durations', in label order.
+// with one count), in label order.
 func (w *Webhooks) ConditionErrors() []Series {
 	m := &w.conditionMetrics
 	m.mu.Lock()
@@ -171,16 +158,9 @@ func (w *Webhooks) ConditionErrors() []Series {
 	return out
 }
 
+// ConditionSeconds are the matchConditions' durations' series.
 func (w *Webhooks) ConditionSeconds() []Series {
-	m := &w.conditionMetrics
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Series
-	for k, s := range m.seconds {
-		out = append(out, Series{Labels: conditionLabels(k), Bounds: conditionBounds, Counts: append([]uint64(nil), s.counts...), Sum: s.sum})
-	}
-	byLabels(out)
-	return out
+	return w.conditionMetrics.seconds.export(conditionBounds, conditionLabels)
 }
 
 func conditionLabels(k [4]string) []string {
