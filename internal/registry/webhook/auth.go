@@ -273,12 +273,18 @@ func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignore
 			continue
 		}
 		var wc struct {
-			APIVersion     string `json:"apiVersion"`
-			Kind           string `json:"kind"`
-			KubeConfigFile string `json:"kubeConfigFile"`
+			APIVersion         string `json:"apiVersion"`
+			Kind               string `json:"kind"`
+			KubeConfigFile     string `json:"kubeConfigFile"`
+			StaticManifestsDir string `json:"staticManifestsDir"`
 		}
 		if err := strictYAML(raw, &wc); err != nil {
 			return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		}
+		if wc.StaticManifestsDir != "" {
+			// Upstream's ManifestBasedAdmissionControlConfig (beta in
+			// 1.37): webhook configurations read from files.
+			return nil, nil, nil, fmt.Errorf("plugin %s: staticManifestsDir: kplane does not load webhook configurations from files; create them through the API", p.Name)
 		}
 		if wc.APIVersion != "apiserver.config.k8s.io/v1" || wc.Kind != "WebhookAdmissionConfiguration" {
 			return nil, nil, nil, fmt.Errorf("plugin %s: %s %s: want apiserver.config.k8s.io/v1 WebhookAdmissionConfiguration", p.Name, wc.APIVersion, wc.Kind)
