@@ -255,6 +255,13 @@ func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignore
 			auth = &mutating
 		case "ValidatingAdmissionWebhook":
 			auth = &validating
+		case "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy":
+			// Their configuration has one field, staticManifestsDir:
+			// policies read from files.
+			if err := refuseStaticManifests(p.Name, p.Path, p.Configuration, path); err != nil {
+				return nil, nil, nil, err
+			}
+			continue
 		default:
 			ignored = append(ignored, p.Name)
 			continue
@@ -300,6 +307,35 @@ func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignore
 		}
 	}
 	return mutating, validating, ignored, nil
+}
+
+// refuseStaticManifests refuses an admission policy plugin's
+// configuration that names a staticManifestsDir (upstream's policies
+// read from files); one without is nothing kplane needs.
+func refuseStaticManifests(plugin, file string, inline json.RawMessage, configPath string) error {
+	raw := []byte(inline)
+	if file != "" {
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(filepath.Dir(configPath), file)
+		}
+		var err error
+		if raw, err = os.ReadFile(file); err != nil {
+			return fmt.Errorf("plugin %s: %w", plugin, err)
+		}
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var pc struct {
+		StaticManifestsDir string `json:"staticManifestsDir"`
+	}
+	if err := yaml.Unmarshal(raw, &pc); err != nil {
+		return fmt.Errorf("plugin %s: %w", plugin, err)
+	}
+	if pc.StaticManifestsDir != "" {
+		return fmt.Errorf("plugin %s: staticManifestsDir: kplane does not load admission policies from files; create them through the API", plugin)
+	}
+	return nil
 }
 
 // strictYAML decodes YAML or JSON data into v, refusing unknown fields.

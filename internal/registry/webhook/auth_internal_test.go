@@ -116,12 +116,14 @@ plugins:
 		"unknown":  `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugin: []}`,
 		"kind":     `{apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration}`,
 		"static":   `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, staticManifestsDir: /etc/webhooks}}]}`,
+		"policies": `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: MutatingAdmissionPolicy, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: MutatingAdmissionPolicyConfiguration, staticManifestsDir: /etc/policies}}]}`,
 	} {
 		want := map[string]string{
 			"relative": `kubeConfigFile: Invalid value: "kubeconfig": must be an absolute file path`,
 			"unknown":  `unknown field "plugin"`,
 			"kind":     `want AdmissionConfiguration`,
 			"static":   `staticManifestsDir: kplane does not load webhook configurations from files`,
+			"policies": `plugin MutatingAdmissionPolicy: staticManifestsDir: kplane does not load admission policies from files`,
 		}[name]
 		if _, _, _, err := ReadAdmissionConfig(writeFile(t, dir, name+".yaml", content)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
