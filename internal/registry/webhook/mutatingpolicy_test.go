@@ -452,3 +452,36 @@ func TestMutatingPoliciesWrittenElsewhere(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A mutating policy whose rule names another version of a kind with a
+// conversion webhook (matchPolicy Equivalent, the default) sees and
+// patches the object in that version; the result is converted back to
+// the request's version.
+func TestMutatingPolicyPatchesInItsVersion(t *testing.T) {
+	c := newConverter(t)
+	e := newEnv(t, c.widgetKind("/convert", "v1"))
+	e.mutatingPolicy("widgets-v1", map[string]any{
+		"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+			"apiGroups": []any{"conv.example.com"}, "apiVersions": []any{"v1"}, "operations": []any{"CREATE"}, "resources": []any{"widgets"},
+		}}},
+		"mutations": []any{jsonPatch(
+			"object.apiVersion == 'conv.example.com/v1' ? [JSONPatch{op: 'replace', path: '/spec/image', value: object.spec.image + '-patched'}] : []")},
+	})
+	e.mutatingBinding("widgets-v1", "widgets-v1", nil)
+	// A later policy of the request's version sees the object back in it.
+	e.mutatingPolicy("x-widgets-v2", map[string]any{
+		"matchConstraints": map[string]any{"matchPolicy": "Exact", "resourceRules": []any{map[string]any{
+			"apiGroups": []any{"conv.example.com"}, "apiVersions": []any{"v2"}, "operations": []any{"CREATE"}, "resources": []any{"widgets"},
+		}}},
+		"mutations": []any{applyConfiguration(
+			"Object{metadata: Object.metadata{labels: {'seen': object.apiVersion == 'conv.example.com/v2' && object.spec.template.image == 'nginx:1-patched' ? 'v2-patched' : 'other'}}}")},
+	})
+	e.mutatingBinding("x-widgets-v2", "x-widgets-v2", nil)
+	created, err := e.res("conv.example.com", "widgets").Create(e.ctx, "v2", "default", widget("v2", "a", "nginx:1"), registry.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.GetAPIVersion() != "conv.example.com/v2" || image(created) != "nginx:1-patched" || created.GetLabels()["seen"] != "v2-patched" {
+		t.Errorf("created %v, want a v2 Widget patched in v1, then seen in v2", created.Object)
+	}
+}
