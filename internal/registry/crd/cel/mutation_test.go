@@ -14,12 +14,8 @@ import (
 // types and jsonpatch.escapeKey exist only in mutations.
 func TestMutationCheckerAsKubeAPIServer(t *testing.T) {
 	c := NewPolicyChecker(false, true)
-	var got []string
-	add := func(e *field.Error) {
-		if e != nil {
-			got = append(got, e.Error())
-		}
-	}
+	var got checkErrors
+	add := got.add
 	spec := field.NewPath("spec")
 	add(CheckPolicyMatchCondition("jsonpatch.escapeKey('a') == 'a'", false, spec.Child("matchConditions").Index(0).Child("expression")))
 	add(CheckPolicyMatchCondition("Object{} == Object{}", false, spec.Child("matchConditions").Index(1).Child("expression")))
@@ -60,9 +56,7 @@ func TestMutationCheckerAsKubeAPIServer(t *testing.T) {
 		"spec.mutations[9].jsonPatch.expression: Invalid value: \"[JSONPatch{foo: 'x'}]\": compilation failed: ERROR: <input>:1:15: expected type of field 'foo' is '' but provided type is 'string'\n | [JSONPatch{foo: 'x'}]\n | ..............^",
 		"spec.mutations[10].jsonPatch.expression: Invalid value: \"[]\": must evaluate to list(JSONPatch) but got list(dyn)",
 	}
-	if strings.Join(got, "\n\n") != strings.Join(want, "\n\n") {
-		t.Errorf("got\n%s\n\nwant\n%s", strings.Join(got, "\n\n"), strings.Join(want, "\n\n"))
-	}
+	got.expect(t, want)
 	if e := NewPolicyChecker(true, false).ApplyConfiguration("Object{spec: Object.spec{n: params.n}}", nil); e != nil {
 		t.Errorf("params with a paramKind: %v", e)
 	}

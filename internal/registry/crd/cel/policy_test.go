@@ -10,17 +10,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// checkErrors are the errors a checker gave, as their strings.
+type checkErrors []string
+
+func (c *checkErrors) add(e *field.Error) {
+	if e != nil {
+		*c = append(*c, e.Error())
+	}
+}
+
+// expect compares the errors with want, in order.
+func (c checkErrors) expect(t *testing.T, want []string) {
+	t.Helper()
+	if strings.Join(c, "\n\n") != strings.Join(want, "\n\n") {
+		t.Errorf("got\n%s\n\nwant\n%s", strings.Join(c, "\n\n"), strings.Join(want, "\n\n"))
+	}
+}
+
 // The errors kube-apiserver v1.37.2 gave for a policy with these
 // expressions (variables x: "1", yy: "variables.x + 'a'", zz:
 // "variables.yy"; no paramKind).
 func TestPolicyCheckerAsKubeAPIServer(t *testing.T) {
 	c := NewPolicyChecker(false, true)
-	var got []string
-	add := func(e *field.Error) {
-		if e != nil {
-			got = append(got, e.Error())
-		}
-	}
+	var got checkErrors
+	add := got.add
 	spec := field.NewPath("spec")
 	add(CheckPolicyMatchCondition("variables.x == 1", false, spec.Child("matchConditions").Index(0).Child("expression")))
 	add(CheckPolicyMatchCondition("authorizer.group('').resource('pods').check('get').allowed()", false, spec.Child("matchConditions").Index(1).Child("expression")))
@@ -45,9 +58,7 @@ func TestPolicyCheckerAsKubeAPIServer(t *testing.T) {
 		"spec.validations[5].messageExpression: Invalid value: \"variables.x\": must evaluate to string but got int",
 		"spec.auditAnnotations[0].valueExpression: Invalid value: \" 1 \": must evaluate to one of [string null_type] but got int",
 	}
-	if strings.Join(got, "\n\n") != strings.Join(want, "\n\n") {
-		t.Errorf("got\n%s\n\nwant\n%s", strings.Join(got, "\n\n"), strings.Join(want, "\n\n"))
-	}
+	got.expect(t, want)
 }
 
 // A policy with variables has `variables` even when none of them is
