@@ -139,6 +139,38 @@ func policyMetrics(w *webhook.Webhooks) []apiserver.Metric {
 	}
 }
 
+// manifestMetrics are the static admission manifests' figures under
+// kube-apiserver's names and labels.
+func manifestMetrics(w *webhook.Webhooks) []apiserver.Metric {
+	const prefix = "apiserver_manifest_admission_config_controller_"
+	return []apiserver.Metric{
+		{
+			Name: prefix + "automatic_reloads_total", Type: "counter",
+			Help: "Loads of an admission plugin's static manifest directory (the first, then each reload that found its files changed or failed), by status, plugin and apiserver identity.",
+			Read: func() []apiserver.Sample { reloads, _, _ := w.ManifestMetrics(); return counterSamples(reloads) },
+		},
+		{
+			Name: prefix + "automatic_reload_last_timestamp_seconds", Type: "gauge",
+			Help: "When the last load of each status of an admission plugin's static manifest directory happened, by status, plugin and apiserver identity.",
+			Read: func() []apiserver.Sample { _, last, _ := w.ManifestMetrics(); return gaugeSamples(last) },
+		},
+		{
+			Name: prefix + "last_config_info", Type: "gauge",
+			Help: "The static manifests in force, with the hash of their files, by plugin and apiserver identity.",
+			Read: func() []apiserver.Sample { _, _, info := w.ManifestMetrics(); return gaugeSamples(info) },
+		},
+	}
+}
+
+// gaugeSamples are gauges as /metrics samples.
+func gaugeSamples(gs []webhook.Gauge) []apiserver.Sample {
+	out := make([]apiserver.Sample, len(gs))
+	for i, g := range gs {
+		out[i] = apiserver.Sample{Labels: g.Labels, Value: g.Value}
+	}
+	return out
+}
+
 // counterSamples are series of a counter (each its observations' total)
 // as /metrics samples.
 func counterSamples(ss []webhook.Series) []apiserver.Sample {

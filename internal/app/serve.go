@@ -235,14 +235,16 @@ func Run(ctx context.Context, cfg Config) error {
 		builtin = authz.Install(builtin)
 	}
 	// Admission webhooks: their configurations reload on every write.
-	webhooks := &webhook.Webhooks{Registry: reg, Logger: log}
+	webhooks := &webhook.Webhooks{Registry: reg, Logger: log, APIServerID: apiServerID()}
+	admissionCfg := &webhook.AdmissionConfig{}
 	if f := cfg.AdmissionControlConfigFile; f != "" {
-		mutating, validating, ignored, err := webhook.ReadAdmissionConfig(f)
+		var err error
+		admissionCfg, err = webhook.ReadAdmissionConfig(f)
 		if err != nil {
 			return fmt.Errorf("--admission-control-config-file: %w", err)
 		}
-		webhooks.MutatingAuth, webhooks.ValidatingAuth = mutating, validating
-		for _, name := range ignored {
+		webhooks.MutatingAuth, webhooks.ValidatingAuth = admissionCfg.MutatingAuth, admissionCfg.ValidatingAuth
+		for _, name := range admissionCfg.Ignored {
 			log.Warn("--admission-control-config-file configures an admission plugin kplane does not run; ignored", "plugin", name)
 		}
 	}
@@ -255,6 +257,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := reg.Add(k); err != nil {
 			return err
 		}
+	}
+	// The files' configurations are read before anything is written, so
+	// that a bad one stops kplane at once. kplane's own start-up writes
+	// are not sent to them.
+	if err := webhooks.LoadStatic(admissionCfg.Static); err != nil {
+		return fmt.Errorf("--admission-control-config-file: %w", err)
 	}
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		return fmt.Errorf("creating the initial namespaces and the default roles: %w", err)
@@ -286,6 +294,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("registry", reg.Run)
 	goRun("crd-controller", crds.Run)
 	goRun("admission-webhooks", webhooks.Run)
+	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
@@ -318,7 +327,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Version:      cfg.Version,
 		Logger:       log,
 		Profiling:    cfg.Profiling,
-		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks)),
+		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks), manifestMetrics(webhooks)),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -34,8 +34,15 @@ type Admission interface {
 	// Validate may refuse the write; it must not change the objects.
 	Validate(ctx context.Context, a *AdmissionAttributes) error
 	// Active reports whether Mutate or Validate may do anything (some
-	// webhook is configured): if not, the registry does not ask.
+	// webhook or policy is configured), for callers that would prepare
+	// for it.
 	Active() bool
+	// Admits reports whether writes of k are to be asked about now: some
+	// webhook or policy may apply to them. Upstream exempts the admission
+	// configurations from those written through the API, so that a
+	// broken one can always be removed; the reviews, never stored, are
+	// never asked about.
+	Admits(k *Kind) bool
 }
 
 // AdmissionAttributes describe one write to Admission, as upstream's
@@ -80,30 +87,11 @@ func (a *AdmissionAttributes) GroupVersionResource() schema.GroupVersionResource
 // registry serves requests.
 func (r *Registry) SetAdmission(a Admission) { r.admission = a }
 
-// Admits reports whether writes of k go through admission: every stored
-// kind but the admission configurations themselves (upstream exempts them
-// from webhooks, so that a broken webhook can always be removed) and the
-// reviews, which are never stored.
-func (k *Kind) Admits() bool {
-	if k.Review != nil {
-		return false
-	}
-	if k.Group == "admissionregistration.k8s.io" {
-		switch k.Kind {
-		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
-			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-			"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
-			return false
-		}
-	}
-	return true
-}
-
 // admitting returns the registry's admission if writes of k are to be
 // asked about now, nil if not.
 func (r *Resource) admitting(k *Kind) Admission {
 	adm := r.reg.admission
-	if adm == nil || !adm.Active() || !k.Admits() {
+	if adm == nil || k.Review != nil || !adm.Admits(k) {
 		return nil
 	}
 	return adm

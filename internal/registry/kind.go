@@ -96,6 +96,11 @@ type Kind struct {
 	// before the metadata's (which come first otherwise), on creates and
 	// updates both.
 	ValidateFirst func(obj *unstructured.Unstructured) field.ErrorList
+	// ValidateManifest, if set, checks an object read from a file rather
+	// than written through the API (kube-apiserver's static admission
+	// manifests, ReadManifest): Validate's checks but for the names the
+	// API keeps for such objects.
+	ValidateManifest func(obj *unstructured.Unstructured) field.ErrorList
 	// ValidateName checks metadata.name (nil: a DNS subdomain, the
 	// default upstream). prefix is true for a generateName prefix.
 	ValidateName func(name string, prefix bool) []string

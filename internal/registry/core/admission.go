@@ -53,6 +53,9 @@ func webhookConfigurations() []*registry.Kind {
 				// suffix is kept for configurations read from files.
 				return append(errs, staticSuffixErrors(obj.GetName())...)
 			},
+			ValidateManifest: func(obj *unstructured.Unstructured) field.ErrorList {
+				return validateWebhooks(obj, mutating, createOptions)
+			},
 			ValidateUpdate: func(obj, old *unstructured.Unstructured) field.ErrorList {
 				return validateWebhooks(obj, mutating, updateOptions(obj, old))
 			},

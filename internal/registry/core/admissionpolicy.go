@@ -58,6 +58,7 @@ func admissionPolicies() []*registry.Kind {
 		errs := validatePolicy(obj, policyChecks{})
 		return append(errs, staticSuffixErrors(obj.GetName())...)
 	}
+	policy.ValidateManifest = func(obj *unstructured.Unstructured) field.ErrorList { return validatePolicy(obj, policyChecks{}) }
 	policy.ValidateUpdate = validatePolicyUpdate
 	policy.Columns = policyColumns
 
@@ -68,13 +69,14 @@ func admissionPolicies() []*registry.Kind {
 		errs = append(errs, staticSuffixErrors(obj.GetName())...)
 		return append(errs, required...)
 	}
-	// ValidateValidatingAdmissionPolicyBindingUpdate: a create's checks
-	// but the reserved suffix. (The declarative checks skip a policyName
-	// or validationActions the update keeps; a stored binding has both.)
-	binding.ValidateUpdate = func(obj, _ *unstructured.Unstructured) field.ErrorList {
+	binding.ValidateManifest = func(obj *unstructured.Unstructured) field.ErrorList {
 		errs, required := validatePolicyBinding(obj)
 		return append(errs, required...)
 	}
+	// ValidateValidatingAdmissionPolicyBindingUpdate: a create's checks
+	// but the reserved suffix. (The declarative checks skip a policyName
+	// or validationActions the update keeps; a stored binding has both.)
+	binding.ValidateUpdate = func(obj, _ *unstructured.Unstructured) field.ErrorList { return binding.ValidateManifest(obj) }
 	binding.Columns = policyBindingColumns
 	return append([]*registry.Kind{policy, binding}, mutatingAdmissionPolicies()...)
 }

@@ -38,6 +38,9 @@ func mutatingAdmissionPolicies() []*registry.Kind {
 		errs := validateMutatingPolicy(obj, policyChecks{})
 		return append(errs, staticSuffixErrors(obj.GetName())...)
 	}
+	policy.ValidateManifest = func(obj *unstructured.Unstructured) field.ErrorList {
+		return validateMutatingPolicy(obj, policyChecks{})
+	}
 	// ValidateMutatingAdmissionPolicyUpdate: a create's checks but the
 	// reserved suffix, the matchConditions compiled only if they or the
 	// paramKind changed.
@@ -54,6 +57,7 @@ func mutatingAdmissionPolicies() []*registry.Kind {
 	}
 	// ValidateMutatingAdmissionPolicyBindingUpdate: a create's checks but
 	// the reserved suffix.
+	binding.ValidateManifest = validateMutatingPolicyBinding
 	binding.ValidateUpdate = func(obj, _ *unstructured.Unstructured) field.ErrorList {
 		return validateMutatingPolicyBinding(obj)
 	}

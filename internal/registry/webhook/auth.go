@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -215,18 +216,37 @@ func credentials(name string, u kubeconfUser, file func(string) string) (*Creden
 	return c, nil
 }
 
+// AdmissionConfig is what kplane takes from an AdmissionConfiguration.
+type AdmissionConfig struct {
+	// MutatingAuth and ValidatingAuth are how the MutatingAdmissionWebhook
+	// and ValidatingAdmissionWebhook plugins call webhooks (nil:
+	// anonymously).
+	MutatingAuth, ValidatingAuth *WebhookAuth
+	// Static are the plugins' staticManifestsDir.
+	Static StaticDirs
+	// Ignored are the other plugins it configures, which kplane does not
+	// run.
+	Ignored []string
+}
+
 // ReadAdmissionConfig reads an AdmissionConfiguration
-// (apiserver.config.k8s.io/v1, v1beta1 or v1alpha1) and returns the
-// webhook authentication of the MutatingAdmissionWebhook and
-// ValidatingAdmissionWebhook plugins (nil: anonymous), and the names of
-// the other plugins it configures, which kplane does not run. A plugin's
-// configuration is inline or in a file (path, relative to this file);
-// it is a WebhookAdmissionConfiguration whose kubeConfigFile is an
-// absolute path, read strictly as upstream reads it.
-func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignored []string, err error) {
+// (apiserver.config.k8s.io/v1, v1beta1 or v1alpha1). A plugin's
+// configuration is inline or in a file (path, relative to this file),
+// read strictly as upstream reads it:
+//   - MutatingAdmissionWebhook and ValidatingAdmissionWebhook: a
+//     WebhookAdmissionConfiguration, whose kubeConfigFile (an absolute
+//     path) holds the users webhooks are called as, and whose
+//     staticManifestsDir holds configurations read from files;
+//   - ValidatingAdmissionPolicy and MutatingAdmissionPolicy: a
+//     ValidatingAdmissionPolicyConfiguration or a
+//     MutatingAdmissionPolicyConfiguration, whose staticManifestsDir
+//     holds policies and bindings read from files.
+//
+// A staticManifestsDir must be an absolute path to a directory.
+func ReadAdmissionConfig(path string) (*AdmissionConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("unable to read admission control configuration from %q [%v]", path, err)
+		return nil, fmt.Errorf("unable to read admission control configuration from %q [%v]", path, err)
 	}
 	var cfg struct {
 		APIVersion string `json:"apiVersion"`
@@ -238,32 +258,32 @@ func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignore
 		} `json:"plugins"`
 	}
 	if err := strictYAML(data, &cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	switch cfg.APIVersion {
 	case "apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1alpha1":
 	default:
-		return nil, nil, nil, fmt.Errorf("%s: apiVersion %q: want apiserver.config.k8s.io/v1", path, cfg.APIVersion)
+		return nil, fmt.Errorf("%s: apiVersion %q: want apiserver.config.k8s.io/v1", path, cfg.APIVersion)
 	}
 	if cfg.Kind != "AdmissionConfiguration" {
-		return nil, nil, nil, fmt.Errorf("%s: kind %q: want AdmissionConfiguration", path, cfg.Kind)
+		return nil, fmt.Errorf("%s: kind %q: want AdmissionConfiguration", path, cfg.Kind)
 	}
+	out := &AdmissionConfig{}
 	for _, p := range cfg.Plugins {
 		var auth **WebhookAuth
+		var dir *string
+		want := "WebhookAdmissionConfiguration"
 		switch p.Name {
-		case "MutatingAdmissionWebhook":
-			auth = &mutating
-		case "ValidatingAdmissionWebhook":
-			auth = &validating
-		case "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy":
-			// Their configuration has one field, staticManifestsDir:
-			// policies read from files.
-			if err := refuseStaticManifests(p.Name, p.Path, p.Configuration, path); err != nil {
-				return nil, nil, nil, err
-			}
-			continue
+		case pluginMutatingWebhook:
+			auth, dir = &out.MutatingAuth, &out.Static.MutatingWebhooks
+		case pluginValidatingWebhook:
+			auth, dir = &out.ValidatingAuth, &out.Static.ValidatingWebhooks
+		case pluginValidatingPolicy:
+			dir, want = &out.Static.ValidatingPolicies, "ValidatingAdmissionPolicyConfiguration"
+		case pluginMutatingPolicy:
+			dir, want = &out.Static.MutatingPolicies, "MutatingAdmissionPolicyConfiguration"
 		default:
-			ignored = append(ignored, p.Name)
+			out.Ignored = append(out.Ignored, p.Name)
 			continue
 		}
 		raw := []byte(p.Configuration)
@@ -273,67 +293,60 @@ func ReadAdmissionConfig(path string) (mutating, validating *WebhookAuth, ignore
 				file = filepath.Join(filepath.Dir(path), file)
 			}
 			if raw, err = os.ReadFile(file); err != nil {
-				return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+				return nil, fmt.Errorf("plugin %s: %w", p.Name, err)
 			}
 		}
 		if len(raw) == 0 || string(raw) == "null" {
 			continue
 		}
-		var wc struct {
+		var pc struct {
 			APIVersion         string `json:"apiVersion"`
 			Kind               string `json:"kind"`
 			KubeConfigFile     string `json:"kubeConfigFile"`
 			StaticManifestsDir string `json:"staticManifestsDir"`
 		}
-		if err := strictYAML(raw, &wc); err != nil {
-			return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		if err := strictYAML(raw, &pc); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", p.Name, err)
 		}
-		if wc.StaticManifestsDir != "" {
-			// Upstream's ManifestBasedAdmissionControlConfig (beta in
-			// 1.37): webhook configurations read from files.
-			return nil, nil, nil, fmt.Errorf("plugin %s: staticManifestsDir: kplane does not load webhook configurations from files; create them through the API", p.Name)
+		if pc.APIVersion != "apiserver.config.k8s.io/v1" || pc.Kind != want {
+			return nil, fmt.Errorf("plugin %s: %s %s: want apiserver.config.k8s.io/v1 %s", p.Name, pc.APIVersion, pc.Kind, want)
 		}
-		if wc.APIVersion != "apiserver.config.k8s.io/v1" || wc.Kind != "WebhookAdmissionConfiguration" {
-			return nil, nil, nil, fmt.Errorf("plugin %s: %s %s: want apiserver.config.k8s.io/v1 WebhookAdmissionConfiguration", p.Name, wc.APIVersion, wc.Kind)
+		if auth == nil && pc.KubeConfigFile != "" {
+			return nil, fmt.Errorf("plugin %s: strict decoding error: unknown field \"kubeConfigFile\"", p.Name)
 		}
-		if wc.KubeConfigFile == "" {
+		if err := checkStaticDir(pc.StaticManifestsDir); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		}
+		*dir = pc.StaticManifestsDir
+		if pc.KubeConfigFile == "" {
 			continue
 		}
-		if !filepath.IsAbs(wc.KubeConfigFile) {
-			return nil, nil, nil, fmt.Errorf("plugin %s: kubeConfigFile: Invalid value: %q: must be an absolute file path", p.Name, wc.KubeConfigFile)
+		if !filepath.IsAbs(pc.KubeConfigFile) {
+			return nil, fmt.Errorf("plugin %s: kubeConfigFile: Invalid value: %q: must be an absolute file path", p.Name, pc.KubeConfigFile)
 		}
-		if *auth, err = LoadWebhookAuth(wc.KubeConfigFile); err != nil {
-			return nil, nil, nil, fmt.Errorf("plugin %s: %w", p.Name, err)
+		if *auth, err = LoadWebhookAuth(pc.KubeConfigFile); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", p.Name, err)
 		}
 	}
-	return mutating, validating, ignored, nil
+	return out, nil
 }
 
-// refuseStaticManifests refuses an admission policy plugin's
-// configuration that names a staticManifestsDir (upstream's policies
-// read from files); one without is nothing kplane needs.
-func refuseStaticManifests(plugin, file string, inline json.RawMessage, configPath string) error {
-	raw := []byte(inline)
-	if file != "" {
-		if !filepath.IsAbs(file) {
-			file = filepath.Join(filepath.Dir(configPath), file)
-		}
-		var err error
-		if raw, err = os.ReadFile(file); err != nil {
-			return fmt.Errorf("plugin %s: %w", plugin, err)
-		}
-	}
-	if len(raw) == 0 || string(raw) == "null" {
+// checkStaticDir refuses a staticManifestsDir that is not an absolute
+// path to a directory, with upstream's words.
+func checkStaticDir(dir string) error {
+	if dir == "" {
 		return nil
 	}
-	var pc struct {
-		StaticManifestsDir string `json:"staticManifestsDir"`
+	path := field.NewPath("staticManifestsDir")
+	if !filepath.IsAbs(dir) {
+		return field.Invalid(path, dir, "must be an absolute file path")
 	}
-	if err := yaml.Unmarshal(raw, &pc); err != nil {
-		return fmt.Errorf("plugin %s: %w", plugin, err)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return field.Invalid(path, dir, fmt.Sprintf("unable to read: %v", err))
 	}
-	if pc.StaticManifestsDir != "" {
-		return fmt.Errorf("plugin %s: staticManifestsDir: kplane does not load admission policies from files; create them through the API", plugin)
+	if !info.IsDir() {
+		return field.Invalid(path, dir, "must be a directory")
 	}
 	return nil
 }

@@ -103,29 +103,48 @@ plugins:
   path: validating.yaml
 - name: EventRateLimit
   path: nowhere.yaml
+- name: ValidatingAdmissionPolicy
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: ValidatingAdmissionPolicyConfiguration
+    staticManifestsDir: `+dir+`
+- name: MutatingAdmissionPolicy
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: MutatingAdmissionPolicyConfiguration
 `)
-	mutating, validating, ignored, err := ReadAdmissionConfig(cfg)
+	got, err := ReadAdmissionConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token(mutating.For("a:1")) != "t" || token(validating.For("a:1")) != "t" || len(ignored) != 1 || ignored[0] != "EventRateLimit" {
-		t.Errorf("mutating %v, validating %v, ignored %v", mutating, validating, ignored)
+	if token(got.MutatingAuth.For("a:1")) != "t" || token(got.ValidatingAuth.For("a:1")) != "t" || len(got.Ignored) != 1 || got.Ignored[0] != "EventRateLimit" {
+		t.Errorf("mutating %v, validating %v, ignored %v", got.MutatingAuth, got.ValidatingAuth, got.Ignored)
 	}
+	if want := (StaticDirs{ValidatingPolicies: dir}); got.Static != want {
+		t.Errorf("static directories %+v, want %+v", got.Static, want)
+	}
+	file := writeFile(t, dir, "file", "")
 	for name, content := range map[string]string{
 		"relative": `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, kubeConfigFile: kubeconfig}}]}`,
 		"unknown":  `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugin: []}`,
 		"kind":     `{apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration}`,
-		"static":   `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, staticManifestsDir: /etc/webhooks}}]}`,
-		"policies": `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: MutatingAdmissionPolicy, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: MutatingAdmissionPolicyConfiguration, staticManifestsDir: /etc/policies}}]}`,
+		"missing":  `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, staticManifestsDir: /no/such/dir}}]}`,
+		"notdir":   `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: MutatingAdmissionWebhook, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, staticManifestsDir: ` + file + `}}]}`,
+		"reldir":   `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: MutatingAdmissionPolicy, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: MutatingAdmissionPolicyConfiguration, staticManifestsDir: policies}}]}`,
+		"polkind":  `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionPolicy, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration}}]}`,
+		"polfield": `{apiVersion: apiserver.config.k8s.io/v1, kind: AdmissionConfiguration, plugins: [{name: ValidatingAdmissionPolicy, configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: ValidatingAdmissionPolicyConfiguration, kubeConfigFile: /x}}]}`,
 	} {
 		want := map[string]string{
 			"relative": `kubeConfigFile: Invalid value: "kubeconfig": must be an absolute file path`,
 			"unknown":  `unknown field "plugin"`,
 			"kind":     `want AdmissionConfiguration`,
-			"static":   `staticManifestsDir: kplane does not load webhook configurations from files`,
-			"policies": `plugin MutatingAdmissionPolicy: staticManifestsDir: kplane does not load admission policies from files`,
+			"missing":  `plugin ValidatingAdmissionWebhook: staticManifestsDir: Invalid value: "/no/such/dir": unable to read: stat /no/such/dir: no such file or directory`,
+			"notdir":   `plugin MutatingAdmissionWebhook: staticManifestsDir: Invalid value: "` + file + `": must be a directory`,
+			"reldir":   `plugin MutatingAdmissionPolicy: staticManifestsDir: Invalid value: "policies": must be an absolute file path`,
+			"polkind":  `plugin ValidatingAdmissionPolicy: apiserver.config.k8s.io/v1 WebhookAdmissionConfiguration: want apiserver.config.k8s.io/v1 ValidatingAdmissionPolicyConfiguration`,
+			"polfield": `plugin ValidatingAdmissionPolicy: strict decoding error: unknown field "kubeConfigFile"`,
 		}[name]
-		if _, _, _, err := ReadAdmissionConfig(writeFile(t, dir, name+".yaml", content)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ReadAdmissionConfig(writeFile(t, dir, name+".yaml", content)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
 	}

@@ -15,7 +15,8 @@
 // their watches, for the writes of another kplane on the same etcd.
 //
 // For each write of a stored kind (not the admission configurations
-// themselves, nor the reviews, which upstream exempts too):
+// themselves, which only the files' configurations and the API's
+// policies see, nor the reviews, which upstream exempts too):
 //
 //   - the webhooks are taken in upstream's order: configurations by name,
 //     webhooks in their order within;
@@ -75,7 +76,11 @@
 //
 // Webhooks are called with the credentials of the kubeconfig
 // --admission-control-config-file names (auth.go), anonymously without
-// one.
+// one. The same file may name, for each plugin, a directory of
+// configurations read from files (static.go): they run before the
+// API's, and only they see writes of the admission configurations (the
+// API's policies see the webhook configurations' writes too, as
+// upstream's do).
 //
 // Not done: exec credential plugins in that kubeconfig; audit
 // annotations and the Audit action are dropped, as kplane keeps no

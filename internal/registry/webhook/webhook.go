@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,9 +44,20 @@ type Webhooks struct {
 	// webhooks are called (--admission-control-config-file's
 	// kubeconfigs); nil calls them anonymously.
 	MutatingAuth, ValidatingAuth *WebhookAuth
+	// StaticReloadInterval is how often WatchStatic reads the static
+	// manifest directories without a change seen (0: a minute).
+	StaticReloadInterval time.Duration
+	// APIServerID names this server in the static manifest metrics
+	// (their apiserver_id_hash).
+	APIServerID string
 
-	hooks  atomic.Pointer[hookSet]
+	hooks  atomic.Pointer[hookSets]
 	reload sync.Mutex // one reload at a time
+	// apiSet is the last reading of the API's configurations, staticSet
+	// that of the files' (both held under reload); static are the
+	// directories read (LoadStatic).
+	apiSet, staticSet hookSet
+	static            []*staticSource
 	// compiledPolicies are the last reading's policies by uid, their
 	// bindings left out (held under reload).
 	compiledPolicies map[types.UID]*policy
@@ -54,6 +66,64 @@ type Webhooks struct {
 	policyMetrics    policyMetrics
 	mutationMetrics  mutationMetrics
 	conditionMetrics conditionMetrics
+	manifestMetrics  manifestMetrics
+}
+
+// hookSets are the configurations in force for each kind of write.
+type hookSets struct {
+	// all are the files' then the API's: for writes of every kind but
+	// the admission configurations.
+	all hookSet
+	// webhookConfigs are the files' and the API's policies: for writes of
+	// webhook configurations (upstream exempts them from the API's
+	// webhooks, not from its policies).
+	webhookConfigs hookSet
+	// policyConfigs are the files' only: for writes of admission
+	// policies and their bindings.
+	policyConfigs hookSet
+}
+
+// publish makes the last readings of the API and of the files the
+// configurations in force. Call it under reload.
+func (w *Webhooks) publish() {
+	s, a := &w.staticSet, &w.apiSet
+	sets := &hookSets{
+		all: hookSet{
+			mutating:         slices.Concat(s.mutating, a.mutating),
+			validating:       slices.Concat(s.validating, a.validating),
+			policies:         slices.Concat(s.policies, a.policies),
+			mutatingPolicies: slices.Concat(s.mutatingPolicies, a.mutatingPolicies),
+		},
+		webhookConfigs: hookSet{
+			mutating:         s.mutating,
+			validating:       s.validating,
+			policies:         slices.Concat(s.policies, a.policies),
+			mutatingPolicies: slices.Concat(s.mutatingPolicies, a.mutatingPolicies),
+		},
+		policyConfigs: *s,
+	}
+	w.hooks.Store(sets)
+	w.clients.keep(&sets.all, w.auth)
+}
+
+// setFor is the configurations in force for writes of gr (nil before
+// the first reading).
+func (w *Webhooks) setFor(gr schema.GroupResource) *hookSet {
+	sets := w.hooks.Load()
+	switch {
+	case sets == nil:
+		return nil
+	case gr == mutatingResource || gr == validatingResource:
+		return &sets.webhookConfigs
+	case gr == policyResource || gr == bindingResource || gr == mutatingPolicyResource || gr == mutatingBindingResource:
+		return &sets.policyConfigs
+	}
+	return &sets.all
+}
+
+// empty reports whether s holds nothing.
+func (s *hookSet) empty() bool {
+	return s == nil || len(s.mutating)+len(s.validating)+len(s.policies)+len(s.mutatingPolicies) == 0
 }
 
 // hookSet is one reading of every configuration.
@@ -143,8 +213,8 @@ func (w *Webhooks) Load(ctx context.Context) error {
 		return err
 	}
 	w.compiledPolicies = compiled
-	w.hooks.Store(set)
-	w.clients.keep(set, w.auth)
+	w.apiSet = *set
+	w.publish()
 	return nil
 }
 
@@ -210,9 +280,13 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 
 // Active reports whether any webhook or bound policy is configured.
 func (w *Webhooks) Active() bool {
-	set := w.hooks.Load()
-	return set != nil && len(set.mutating)+len(set.validating)+len(set.policies)+len(set.mutatingPolicies) > 0
+	sets := w.hooks.Load()
+	return sets != nil && !sets.all.empty()
 }
+
+// Admits reports whether any webhook or bound policy applies to writes
+// of k.
+func (w *Webhooks) Admits(k *registry.Kind) bool { return !w.setFor(k.GroupResource()).empty() }
 
 // Mutate runs the mutating admission policies, then calls the mutating
 // webhooks that match a, one after another: upstream's order. If any of
@@ -220,7 +294,7 @@ func (w *Webhooks) Active() bool {
 // reinvocation runs them: only what has reinvocationPolicy IfNeeded and
 // saw the object changed after it.
 func (w *Webhooks) Mutate(ctx context.Context, a *registry.AdmissionAttributes) error {
-	set := w.hooks.Load()
+	set := w.setFor(a.Kind.GroupResource())
 	if set == nil || len(set.mutating)+len(set.mutatingPolicies) == 0 {
 		return nil
 	}
@@ -244,7 +318,7 @@ func (w *Webhooks) Mutate(ctx context.Context, a *registry.AdmissionAttributes) 
 // Validate runs the validating admission policies over a, then calls
 // the validating webhooks that match it, at once: upstream's order.
 func (w *Webhooks) Validate(ctx context.Context, a *registry.AdmissionAttributes) error {
-	set := w.hooks.Load()
+	set := w.setFor(a.Kind.GroupResource())
 	if set == nil {
 		return nil
 	}

@@ -110,6 +110,14 @@ type env struct {
 
 func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	t.Helper()
+	return newEnvReading(t, nil, extra...)
+}
+
+// newEnvReading is newEnv whose webhooks read the static manifests of
+// the directories static returns (given the test server) first.
+func newEnvReading(t testing.TB, static func(*server) webhook.StaticDirs, extra ...*registry.Kind) *env {
+	t.Helper()
+	srv := newServer(t)
 	var w *webhook.Webhooks
 	ctx, reg, kvs := newRegistry(t, func(reg *registry.Registry) []*registry.Kind {
 		w = &webhook.Webhooks{Registry: reg}
@@ -117,6 +125,11 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 		registry.SetTypeConverters(kinds...) // as the server does
 		return kinds
 	})
+	if static != nil {
+		if err := w.LoadStatic(static(srv)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +145,7 @@ func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	}()
 	t.Cleanup(func() { stop(); <-followed })
 	alice := registry.WithUser(ctx, registry.User{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
-	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, w: w, srv: newServer(t)}
+	return &env{t: t, ctx: alice, kvs: kvs, reg: reg, w: w, srv: srv}
 }
 
 // newRegistry is a running registry over an in-memory store, serving the
