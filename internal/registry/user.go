@@ -1,6 +1,10 @@
 package registry
 
-import "context"
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
 
 // User is who sent a request, as the API server authenticated them.
 type User struct {
@@ -24,6 +28,48 @@ func WithUser(ctx context.Context, u User) context.Context {
 func WithUserFunc(ctx context.Context, f func() User) context.Context {
 	return context.WithValue(ctx, userKey{}, f)
 }
+
+type internalKey struct{}
+
+// AsController returns ctx acting as one of kplane's own controllers,
+// shown to admission (webhooks' userInfo, policies' request.userInfo) as
+// u: the user the same controller acts as upstream (ControllerUser,
+// APIServerUser). Its writes are kplane's own (Internal).
+func AsController(ctx context.Context, u User) context.Context {
+	return context.WithValue(WithUser(ctx, u), internalKey{}, true)
+}
+
+// Internal reports whether ctx is kplane's own rather than a client's:
+// it carries no user, or acts as a controller (AsController). Checks of
+// what a client may do (RBAC's escalation checks, who may name policy
+// parameters) do not apply to it.
+func Internal(ctx context.Context) bool {
+	if internal, _ := ctx.Value(internalKey{}).(bool); internal {
+		return true
+	}
+	_, ok := UserFrom(ctx)
+	return !ok
+}
+
+// ControllerUser is the user kube-controller-manager's controller name
+// acts as when it runs with --use-service-account-credentials, as
+// kubeadm runs it: the service account kube-system/name (kplane keeps no
+// such account, so the user has no uid).
+func ControllerUser(name string) User {
+	return User{
+		Name:   "system:serviceaccount:kube-system:" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+	}
+}
+
+// KubeControllerManager is the user of kube-controller-manager's own
+// credentials, which the controllers that must run before any service
+// account token exists (the tokens controller) act as.
+var KubeControllerManager = User{Name: "system:kube-controller-manager", Groups: []string{"system:authenticated"}}
+
+// APIServerUser is the user kube-apiserver's own controllers act as
+// (its loopback client's): in system:masters, with a uid made at start.
+var APIServerUser = User{Name: "system:apiserver", UID: string(uuid.NewUUID()), Groups: []string{"system:authenticated", "system:masters"}}
 
 // UserFrom returns the user ctx carries, and whether it carries one.
 func UserFrom(ctx context.Context) (User, bool) {

@@ -41,8 +41,13 @@ type RoleAggregation struct {
 // aggregationManager is the field manager of the aggregated rules.
 const aggregationManager = "clusterrole-aggregation-controller"
 
+// aggregationController is who RoleAggregation writes as: upstream's
+// clusterrole aggregation controller.
+var aggregationController = registry.ControllerUser("clusterrole-aggregation-controller")
+
 // Run works until ctx ends.
 func (c *RoleAggregation) Run(ctx context.Context) error {
+	ctx = registry.AsController(ctx, aggregationController)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,6 +121,7 @@ func (c *RoleAggregation) follow(ctx context.Context, roles *registry.Resource) 
 // so that the default roles admin, edit and view have their rules when
 // the server is ready rather than a moment later (Run keeps them).
 func (c *RoleAggregation) Sync(ctx context.Context) error {
+	ctx = registry.AsController(ctx, aggregationController)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -42,6 +42,9 @@ func (c *NamespaceDefaults) Run(ctx context.Context) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	// As upstream's service account controller; system namespaces are
+	// made as kube-apiserver makes them (createSystemNamespace).
+	ctx = registry.AsController(ctx, registry.ControllerUser("service-account-controller"))
 	return followAgain(ctx, c.Registry, c.Logger, c.Retry, "namespace defaults", "namespaces", "serviceaccounts", c.follow)
 }
 
@@ -113,7 +116,7 @@ func (c *NamespaceDefaults) follow(ctx context.Context, namespaces, accounts *re
 			}
 			ns := obj.GetName()
 			if ev.Type == watch.Deleted && slices.Contains(systemNamespaces, ns) {
-				if err := createSystemNamespace(ctx, namespaces, ns); err != nil {
+				if err := createSystemNamespace(registry.AsController(ctx, registry.APIServerUser), namespaces, ns); err != nil {
 					c.Logger.Warn("namespace defaults: creating a system namespace", "namespace", ns, "err", err)
 				}
 			}

@@ -20,16 +20,16 @@ import (
 // escalation checks refuse it: a user may create or change a role only
 // with every permission it grants (or the escalate verb on it), and bind
 // a role only with every permission of the role (or the bind verb on
-// it). system:masters, and kplane's own controllers (requests without a
-// user), may do both.
+// it). system:masters, and kplane's own controllers (registry.Internal),
+// may do both.
 
 // admitRole checks a write of a Role or ClusterRole (resource i of
 // rbacResources).
 func (a *RBAC) admitRole(i int) func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) error {
 	resource := rbacResources[i]
 	return func(ctx context.Context, obj, old *unstructured.Unstructured) error {
-		user, ok := registry.UserFrom(ctx)
-		if !ok || slices.Contains(user.Groups, privilegedGroup) || (old != nil && onlyCollectorFields(obj, old)) {
+		user, _ := registry.UserFrom(ctx)
+		if registry.Internal(ctx) || slices.Contains(user.Groups, privilegedGroup) || (old != nil && onlyCollectorFields(obj, old)) {
 			return nil
 		}
 		// Asked about the request's own name, as upstream asks: none on a
@@ -55,8 +55,8 @@ func (a *RBAC) admitRole(i int) func(context.Context, *unstructured.Unstructured
 func (a *RBAC) admitBinding(i int) func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) error {
 	resource := rbacResources[i]
 	return func(ctx context.Context, obj, old *unstructured.Unstructured) error {
-		user, ok := registry.UserFrom(ctx)
-		if !ok || slices.Contains(user.Groups, privilegedGroup) || (old != nil && onlyCollectorFields(obj, old)) {
+		user, _ := registry.UserFrom(ctx)
+		if registry.Internal(ctx) || slices.Contains(user.Groups, privilegedGroup) || (old != nil && onlyCollectorFields(obj, old)) {
 			return nil
 		}
 		var b rbacv1.RoleBinding // a ClusterRoleBinding's roleRef reads the same

@@ -209,6 +209,7 @@ type NamespaceController struct {
 
 // Run works until ctx ends.
 func (c *NamespaceController) Run(ctx context.Context) error {
+	ctx = registry.AsController(ctx, registry.ControllerUser("namespace-controller"))
 	if c.Retry == 0 {
 		c.Retry = time.Second
 	}

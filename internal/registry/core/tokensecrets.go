@@ -49,6 +49,7 @@ type TokenSecrets struct {
 
 // Run works until ctx ends.
 func (c *TokenSecrets) Run(ctx context.Context) error {
+	ctx = registry.AsController(ctx, registry.KubeControllerManager) // as upstream's tokens controller
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

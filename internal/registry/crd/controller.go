@@ -110,7 +110,9 @@ var crdResource = schema.GroupResource{Group: Group, Resource: "customresourcede
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.init()
-	ctx = context.WithValue(ctx, controllerWrite{}, true)
+	// As apiextensions-apiserver's controllers, through kube-apiserver's
+	// loopback client.
+	ctx = context.WithValue(registry.AsController(ctx, registry.APIServerUser), controllerWrite{}, true)
 	if c.Retry == 0 {
 		c.Retry = time.Second
 	}

@@ -117,7 +117,7 @@ type monitor struct {
 // loses its orphan or foregroundDeletion finalizer; from then on it
 // follows the resources' watches and the registry's changes.
 func (c *Collector) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(registry.AsController(ctx, registry.ControllerUser("generic-garbage-collector")))
 	var wg sync.WaitGroup
 	// Deferred calls run in reverse: cancel, close the queue, wait.
 	defer wg.Wait()

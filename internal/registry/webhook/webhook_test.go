@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -714,5 +715,62 @@ func TestNamespaceRequestsNameTheirNamespace(t *testing.T) {
 	want := []string{`CREATE name="named" namespace="named"`, `CREATE name="gen-" namespace=""`, `UPDATE name="named" namespace="named"`}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// kplane's controllers' writes name the user the same controller is
+// upstream: a namespace's contents are deleted, and the namespace
+// finalized, by kube-controller-manager's namespace controller; its
+// default ServiceAccount is made by the service account controller.
+func TestControllersWritesNameTheirUsers(t *testing.T) {
+	e := newEnv(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Go(func() { (&core.NamespaceController{Registry: e.reg}).Run(ctx) })
+	done.Go(func() { (&core.NamespaceDefaults{Registry: e.reg}).Run(ctx) })
+	t.Cleanup(func() { stop(); done.Wait() })
+	e.configure("Validating", "watch", map[string]any{"name": "watch.example.com", "path": "/allow",
+		"rules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps", "serviceaccounts", "namespaces/finalize"}}},
+	})
+	e.namespace("doomed", nil)
+	if _, err := e.res("", "configmaps").Create(e.ctx, "v1", "doomed", configMap("c", nil), registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := e.res("", "serviceaccounts").Get(e.ctx, "v1", "doomed", "default", metav1.GetOptions{}); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no default ServiceAccount: %v", err)
+		}
+	}
+	if _, _, err := e.res("", "namespaces").Delete(e.ctx, "v1", "", "doomed", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"CREATE serviceaccounts default":    "system:serviceaccount:kube-system:service-account-controller",
+		"CREATE configmaps c":               "alice",
+		"DELETE configmaps c":               "system:serviceaccount:kube-system:namespace-controller",
+		"DELETE serviceaccounts default":    "system:serviceaccount:kube-system:namespace-controller",
+		"UPDATE namespaces/finalize doomed": "system:serviceaccount:kube-system:namespace-controller",
+	}
+	got := map[string]string{}
+	for deadline := time.Now().Add(10 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, rev := range e.srv.got("/allow") {
+			r := rev.Request
+			if r.Namespace != "doomed" && r.Name != "doomed" {
+				continue
+			}
+			res := r.Resource.Resource
+			if r.SubResource != "" {
+				res += "/" + r.SubResource
+			}
+			got[string(r.Operation)+" "+res+" "+r.Name] = r.UserInfo.Username
+			if strings.HasPrefix(r.UserInfo.Username, "system:serviceaccount:") && !slices.Contains(r.UserInfo.Groups, "system:serviceaccounts:kube-system") {
+				t.Errorf("%s %s: groups %v", r.Operation, res, r.UserInfo.Groups)
+			}
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("users by write:\n%v\nwant\n%v", got, want)
 	}
 }
