@@ -25,9 +25,9 @@ import (
 
 // TestWebhookCredentials runs kplane serve with
 // --admission-control-config-file: a validating webhook that wants a
-// bearer token gets the one the kubeconfig names for its host, and a
-// configuration kplane cannot use stops the server at start with the
-// reason.
+// bearer token gets the one the kubeconfig names for its host (from a
+// token file, then from an exec plugin), and a configuration kplane
+// cannot use stops the server at start with the reason.
 func TestWebhookCredentials(t *testing.T) {
 	var calls, refused atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -76,7 +76,53 @@ plugins:
     kind: WebhookAdmissionConfiguration
     kubeConfigFile: `+kubeconfig+`
 `)
-	s := startServer(t, "--admission-control-config-file", config)
+	// A second kubeconfig whose user's exec plugin prints the token.
+	plugin := write("token-plugin.sh", `#!/bin/sh
+echo '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "s3cret"}}'
+`)
+	if err := os.Chmod(plugin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	execKubeconfig := write("exec.kubeconfig", `
+users:
+- name: "*"
+  user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ./token-plugin.sh, interactiveMode: Never}}
+`)
+	execConfig := write("exec-admission.yaml", `
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, kubeConfigFile: `+execKubeconfig+`}
+`)
+	for _, cfg := range []string{config, execConfig} {
+		calls.Store(0)
+		webhookCalledWithToken(t, srv, startServer(t, "--admission-control-config-file", cfg))
+		if calls.Load() != 1 || refused.Load() != 0 {
+			t.Errorf("%s: the webhook was called %d times and refused %d, want 1 and 0", filepath.Base(cfg), calls.Load(), refused.Load())
+		}
+	}
+
+	// A kubeConfigFile kube-apiserver would refuse stops kplane too.
+	bad := write("bad.yaml", `
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: MutatingAdmissionWebhook
+  configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, kubeConfigFile: relative.kubeconfig}
+`)
+	out, err := exec.Command(kplaneBinary(t), "serve", "--storage", "memory", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", "127.0.0.1:0", "--admission-control-config-file", bad).CombinedOutput()
+	want := `--admission-control-config-file: plugin MutatingAdmissionWebhook: kubeConfigFile: Invalid value: "relative.kubeconfig": must be an absolute file path`
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("serve with a relative kubeConfigFile: %v\n%s\nwant %s", err, out, want)
+	}
+}
+
+// webhookCalledWithToken configures srv as a validating webhook of
+// configmaps on s and creates one through it.
+func webhookCalledWithToken(t *testing.T, srv *httptest.Server, s *server) {
+	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(s.config())
 	ctx := context.Background()
 	none := admissionregistrationv1.SideEffectClassNone
@@ -97,23 +143,5 @@ plugins:
 	}
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "checked"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create through the webhook: %v", err)
-	}
-	if calls.Load() != 1 || refused.Load() != 0 {
-		t.Errorf("the webhook was called %d times and refused %d, want 1 and 0", calls.Load(), refused.Load())
-	}
-
-	// A kubeConfigFile kube-apiserver would refuse stops kplane too.
-	bad := write("bad.yaml", `
-apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration
-plugins:
-- name: MutatingAdmissionWebhook
-  configuration: {apiVersion: apiserver.config.k8s.io/v1, kind: WebhookAdmissionConfiguration, kubeConfigFile: relative.kubeconfig}
-`)
-	out, err := exec.Command(kplaneBinary(t), "serve", "--storage", "memory", "--data-dir", filepath.Join(dir, "data"),
-		"--listen", "127.0.0.1:0", "--admission-control-config-file", bad).CombinedOutput()
-	want := `--admission-control-config-file: plugin MutatingAdmissionWebhook: kubeConfigFile: Invalid value: "relative.kubeconfig": must be an absolute file path`
-	if err == nil || !strings.Contains(string(out), want) {
-		t.Errorf("serve with a relative kubeConfigFile: %v\n%s\nwant %s", err, out, want)
 	}
 }

@@ -35,6 +35,7 @@ type Credentials struct {
 	username, password string
 	cert               *tls.Certificate
 	impersonate        impersonation
+	exec               *execPlugin // exec.go
 }
 
 type impersonation struct {
@@ -182,11 +183,14 @@ func credentials(name string, u kubeconfUser, file func(string) string) (*Creden
 	if len(u.AuthProvider) > 0 && string(u.AuthProvider) != "null" {
 		return nil, errors.New("auth provider not supported")
 	}
-	if len(u.Exec) > 0 && string(u.Exec) != "null" {
-		return nil, errors.New("exec credential plugins are not supported by kplane")
-	}
 	c := &Credentials{name: name, username: u.Username, password: u.Password, token: u.Token,
 		impersonate: impersonation{user: u.Impersonate, uid: u.ImpersonateUID, groups: u.ImpersonateGroups, extra: u.ImpersonateUserExtra}}
+	if len(u.Exec) > 0 && string(u.Exec) != "null" {
+		var err error
+		if c.exec, err = newExecPlugin(u.Exec, file); err != nil {
+			return nil, err
+		}
+	}
 	if c.token == "" && u.TokenFile != "" {
 		data, err := os.ReadFile(file(u.TokenFile))
 		if err != nil {

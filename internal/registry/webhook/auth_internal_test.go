@@ -69,9 +69,9 @@ users: [{name: current, user: {token: current}}]
 		t.Error("no kubeconfig: want anonymous")
 	}
 	// What kplane cannot do is refused when the file is read.
-	kc = writeFile(t, dir, "kubeconfig3", `users: [{name: "*", user: {exec: {command: x}}}]`)
-	if _, err := LoadWebhookAuth(kc); err == nil || !strings.Contains(err.Error(), "exec credential plugins are not supported") {
-		t.Errorf("exec: %v", err)
+	kc = writeFile(t, dir, "kubeconfig3", `users: [{name: "*", user: {auth-provider: {name: oidc}}}]`)
+	if _, err := LoadWebhookAuth(kc); err == nil || !strings.Contains(err.Error(), "auth provider not supported") {
+		t.Errorf("auth provider: %v", err)
 	}
 }
 

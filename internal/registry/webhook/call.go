@@ -454,14 +454,25 @@ func (c *clientCache) get(caBundle []byte, serverName string, creds *Credentials
 	if creds != nil && creds.cert != nil {
 		cfg.Certificates = []tls.Certificate{*creds.cert}
 	}
-	cl := &http.Client{Transport: &http.Transport{
+	var transport http.RoundTripper = &http.Transport{
 		TLSClientConfig:     cfg,
 		ForceAttemptHTTP2:   true,
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: 25,
 		IdleConnTimeout:     90 * time.Second,
-	}}
+	}
+	if creds != nil && creds.exec != nil {
+		cfg.GetClientCertificate = clientCertificate
+		transport = &execTransport{plugin: creds.exec, base: transport, cluster: func(req *http.Request) *execCluster {
+			c := &execCluster{Server: req.URL.Scheme + "://" + req.URL.Host, CertificateAuthorityData: caBundle}
+			if serverName != req.URL.Hostname() {
+				c.TLSServerName = serverName
+			}
+			return c
+		}}
+	}
+	cl := &http.Client{Transport: transport}
 	if c.clients == nil {
 		c.clients = map[clientKey]*http.Client{}
 	}

@@ -75,14 +75,14 @@
 // convertmetrics.go, policymetrics.go), which app serves on /metrics.
 //
 // Webhooks are called with the credentials of the kubeconfig
-// --admission-control-config-file names (auth.go), anonymously without
-// one. The same file may name, for each plugin, a directory of
+// --admission-control-config-file names (auth.go; its exec credential
+// plugins, exec.go), anonymously without one. The same file may name, for each plugin, a directory of
 // configurations read from files (static.go): they run before the
 // API's, and only they see writes of the admission configurations (the
 // API's policies see the webhook configurations' writes too, as
 // upstream's do).
 //
-// Not done: exec credential plugins in that kubeconfig; audit
+// Not done: audit
 // annotations and the Audit action are dropped, as kplane keeps no
 // audit log; a webhook
 // whose stored matchConditions do not compile counts no evaluation
