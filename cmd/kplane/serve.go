@@ -67,6 +67,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.APIAudiences = append(cfg.APIAudiences, strings.Split(v, ",")...)
 		return nil
 	})
+	fs.StringVar(&cfg.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM file of the RSA or ECDSA private key that signs service account tokens, as kube-apiserver's (default: the data directory's pki/sa.key, made on first start)")
+	fs.Func("service-account-key-file", "PEM file of RSA or ECDSA public keys (or private keys, or certificates) whose service account tokens are accepted too, and published in /openid/v1/jwks; may be repeated", func(v string) error {
+		cfg.ServiceAccountKeyFiles = append(cfg.ServiceAccountKeyFiles, v)
+		return nil
+	})
 	fs.StringVar(&cfg.ServiceAccountJWKSURI, "service-account-jwks-uri", "", "https URL the OpenID discovery document names for the token keys (default: this server's /openid/v1/jwks)")
 	fs.DurationVar(&cfg.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest lifetime of a requested service account token (1h to 2^32s); longer requests are shortened, with a warning. 0: no bound but TokenRequest's")
 	fs.BoolVar(&cfg.Profiling, "profiling", true, "serve Go's profiles under /debug/pprof/ to authenticated clients, as kube-apiserver's --profiling")

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +77,15 @@ type Config struct {
 	// the discovery document names for the keys. Empty: the server's own
 	// /openid/v1/jwks.
 	ServiceAccountJWKSURI string
+	// ServiceAccountSigningKeyFile, as --service-account-signing-key-file:
+	// a PEM RSA or ECDSA private key that signs the service account
+	// tokens ("": the data directory's sa.key, made on first start).
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountKeyFiles, as --service-account-key-file: PEM files of
+	// public keys (or private keys, or certificates) whose tokens are
+	// accepted besides those the signing key signs, and which
+	// /openid/v1/jwks publishes.
+	ServiceAccountKeyFiles []string
 	// ServiceAccountMaxTokenExpiration, as
 	// --service-account-max-token-expiration: a TokenRequest asking a
 	// longer lifetime gets this one (with a warning). From an hour to 2^32
@@ -188,6 +198,19 @@ func (c Config) listen() string {
 // stops the controllers and caches, and closes (flushes) the store.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// The service account keys users give are read first: a bad one
+	// stops kplane before anything starts.
+	var signing crypto.Signer
+	if f := cfg.ServiceAccountSigningKeyFile; f != "" {
+		var err error
+		if signing, err = readSigningKey(f); err != nil {
+			return err
+		}
+	}
+	checking, err := readPublicKeys(cfg.ServiceAccountKeyFiles)
+	if err != nil {
 		return err
 	}
 	log := cfg.Logger
@@ -340,7 +363,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return pr.err
 	}
 	bundle := pr.bundle
-	if err := tokens.SetKey(bundle.ServiceAccountKey); err != nil {
+	if signing == nil {
+		signing = bundle.ServiceAccountKey
+	}
+	if err := tokens.SetKeys(signing, checking); err != nil {
 		return err
 	}
 	goRun("token-secrets", (&core.TokenSecrets{Registry: reg, Tokens: tokens, RootCA: bundle.CACertPEM, Logger: log}).Run)

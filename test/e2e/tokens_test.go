@@ -2,8 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -207,5 +215,82 @@ func TestServiceAccountIssuerMove(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal(doc, &discovery) != nil || discovery.Issuer != next || discovery.JWKSURI != "https://keys.example.com/jwks" {
 		t.Errorf("discovery: %s, %v", doc, err)
+	}
+}
+
+// With --service-account-signing-key-file (an RSA key, as kubeadm makes
+// sa.key) and --service-account-key-file, tokens are RS256 under the
+// key's id, a token of the other key (another server that shares it)
+// authenticates, and /openid/v1/jwks publishes both keys; a file without
+// a private key stops kplane with kube-apiserver's words.
+func TestServiceAccountKeyFlags(t *testing.T) {
+	dir := t.TempDir()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(rsaKey)
+	signing := filepath.Join(dir, "sa.key")
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherDER, _ := x509.MarshalPKIXPublicKey(&other.PublicKey)
+	otherPub := filepath.Join(dir, "other.pub")
+	for file, block := range map[string]*pem.Block{signing: {Type: "PRIVATE KEY", Bytes: der}, otherPub: {Type: "PUBLIC KEY", Bytes: otherDER}} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServer(t, "--service-account-signing-key-file", signing, "--service-account-key-file", otherPub)
+	s.mustKubectl(t, "create", "serviceaccount", "robot")
+	token := strings.TrimSpace(s.mustKubectl(t, "create", "token", "robot"))
+	pubDER, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
+	sum := sha256.Sum256(pubDER)
+	kid := base64.RawURLEncoding.EncodeToString(sum[:])
+	header, _ := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[0])
+	if string(header) != `{"alg":"RS256","kid":"`+kid+`"}` {
+		t.Errorf("token header %s", header)
+	}
+	var jwks struct {
+		Keys []struct{ Kty, Kid, Alg string } `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(s.mustKubectl(t, "get", "--raw", "/openid/v1/jwks")), &jwks); err != nil || len(jwks.Keys) != 2 ||
+		jwks.Keys[0].Kty != "EC" || jwks.Keys[1].Kid != kid || jwks.Keys[1].Alg != "RS256" {
+		t.Errorf("JWKS: %+v, %v", jwks, err)
+	}
+	cs := kubernetes.NewForConfigOrDie(s.config())
+	review := func(token string) *authenticationv1.TokenReview {
+		t.Helper()
+		r, err := cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := review(token); !r.Status.Authenticated || r.Status.User.Username != "system:serviceaccount:default:robot" {
+		t.Errorf("the server's own token: %+v", r.Status)
+	}
+
+	// The same claims signed by the other key, as a server sharing it
+	// would sign them (ES256, its key id).
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[1])
+	otherSum := sha256.Sum256(otherDER)
+	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"` + base64.RawURLEncoding.EncodeToString(otherSum[:]) + `"}`))
+	signed := h + "." + base64.RawURLEncoding.EncodeToString(payload)
+	digest := sha256.Sum256([]byte(signed))
+	r, sig, err := ecdsa.Sign(rand.Reader, other, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 64)
+	r.FillBytes(raw[:32])
+	sig.FillBytes(raw[32:])
+	if r := review(signed + "." + base64.RawURLEncoding.EncodeToString(raw)); !r.Status.Authenticated {
+		t.Errorf("the other key's token: %+v", r.Status)
+	}
+
+	out, err := exec.Command(kplaneBinary(t), "serve", "--storage", "memory", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", "127.0.0.1:0", "--service-account-signing-key-file", otherPub).CombinedOutput()
+	want := "failed to parse service-account-issuer-key-file: error reading private key file " + otherPub + ": data does not contain a valid RSA or ECDSA private key"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("serve with a public key to sign with: %v\n%s", err, out)
 	}
 }

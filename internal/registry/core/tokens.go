@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/subtle"
 	"encoding/base64"
@@ -78,7 +79,7 @@ type Tokens struct {
 	// this, with a warning, as --service-account-max-token-expiration.
 	MaxExpiration time.Duration
 
-	key atomic.Pointer[jwsKey]
+	key atomic.Pointer[jwsKeys]
 	// now is the clock (nil: time.Now), for tests.
 	now func() time.Time
 
@@ -98,19 +99,24 @@ const maxVerified = 4096
 
 // SetKey sets the key tokens are signed and checked with (the data
 // directory's sa.key): until it is set, no token is issued or accepted.
-func (t *Tokens) SetKey(priv *ecdsa.PrivateKey) error {
-	k, err := newJWSKey(priv)
+func (t *Tokens) SetKey(priv *ecdsa.PrivateKey) error { return t.SetKeys(priv, nil) }
+
+// SetKeys sets the key tokens are signed with (an RSA or ECDSA private
+// key, as --service-account-signing-key-file) and the public keys they
+// are checked with besides its own (as --service-account-key-file).
+func (t *Tokens) SetKeys(signing crypto.Signer, check []crypto.PublicKey) error {
+	ks, err := newJWSKeys(signing, check)
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
 	}
-	t.key.Store(k)
+	t.key.Store(ks)
 	t.mu.Lock()
-	t.mu.verified = nil // checked with another key
+	t.mu.verified = nil // checked with other keys
 	t.mu.Unlock()
 	return nil
 }
 
-// JWKS is the public key as a JSON Web Key Set, which /openid/v1/jwks
+// JWKS is the public keys as a JSON Web Key Set, which /openid/v1/jwks
 // publishes so that others can check kplane's tokens themselves.
 func (t *Tokens) JWKS() ([]byte, error) {
 	k := t.key.Load()
@@ -237,7 +243,7 @@ func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Uns
 	}
 	now := t.clock().Truncate(time.Second)
 	expiry := now.Add(time.Duration(seconds) * time.Second)
-	token, err := key.sign(&tokenClaims{
+	token, err := key.signing.sign(&tokenClaims{
 		Audience: req.Spec.Audiences, Expiry: expiry.Unix(), IssuedAt: now.Unix(), Issuer: t.Issuer(),
 		ID: string(uuid.NewUUID()),
 		Kubernetes: &kubernetesClaims{
@@ -545,7 +551,7 @@ func (t *Tokens) legacyToken(sa *unstructured.Unstructured, secretName string) (
 	if key == nil {
 		return "", errors.New("no key to sign service account tokens with yet")
 	}
-	return key.sign(&tokenClaims{
+	return key.signing.sign(&tokenClaims{
 		Issuer:                   LegacyIssuer,
 		LegacyNamespace:          sa.GetNamespace(),
 		LegacySecretName:         secretName,

@@ -2,13 +2,18 @@ package core
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -209,10 +214,10 @@ func TestTokenSignatures(t *testing.T) {
 	parts := strings.Split(tok, ".")
 	enc := base64.RawURLEncoding.EncodeToString
 	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	key := f.tokens.key.Load()
+	key := f.tokens.key.Load().signing
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	otherKey, _ := newJWSKey(other)
-	impostor := &jwsKey{priv: other, kid: key.kid} // another key claiming kplane's id
+	impostor := &jwsKey{priv: other, pub: other.Public(), kid: key.kid, alg: "ES256"} // another key claiming kplane's id
 	withClaims := func(k *jwsKey, change func(map[string]any)) string {
 		var c map[string]any // a deep copy
 		if err := json.Unmarshal(payload, &c); err != nil {
@@ -374,4 +379,118 @@ func TestTokenSecretsOfADeletedAccount(t *testing.T) {
 			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
 		}
 	}
+}
+
+// Tokens are signed as kube-apiserver signs with each kind of key (RS256
+// for RSA, ES256, ES384 and ES512 by curve) and checked with every key
+// given, found by key id; /openid/v1/jwks lists each as upstream's JOSE
+// library writes it.
+func TestTokenKeys(t *testing.T) {
+	f := newTokenFixture(t)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	p521, _ := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+	alg := func(tok string) string {
+		var h jwsHeader
+		raw, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
+		json.Unmarshal(raw, &h)
+		return h.Alg
+	}
+	// Signed by the RSA key, checked with it and P-384's.
+	if err := f.tokens.SetKeys(rsaKey, []crypto.PublicKey{p384.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	rsaToken := f.token(`{}`)
+	if got := f.check(rsaToken); got != "" || alg(rsaToken) != "RS256" {
+		t.Errorf("an RSA key's token: %q, %s", got, alg(rsaToken))
+	}
+	ks := f.tokens.key.Load()
+	var set struct {
+		Keys []map[string]string `json:"keys"`
+	}
+	data, err := f.tokens.JWKS()
+	if err != nil || json.Unmarshal(data, &set) != nil || len(set.Keys) != 2 {
+		t.Fatalf("JWKS %s: %v", data, err)
+	}
+	wantE := base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes())
+	if k := set.Keys[1]; k["kty"] != "RSA" || k["alg"] != "RS256" || k["use"] != "sig" || k["kid"] != ks.signing.kid ||
+		k["n"] != base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()) || k["e"] != wantE || len(k) != 6 {
+		t.Errorf("the RSA key's JWK: %v", k)
+	}
+	if k := set.Keys[0]; k["kty"] != "EC" || k["crv"] != "P-384" || k["alg"] != "ES384" || len(k["x"]) != 64 || len(k["y"]) != 64 {
+		t.Errorf("the P-384 key's JWK: %v", k)
+	}
+	// A token of the P-384 key (another server's, say) is accepted; one
+	// of a key not given is not.
+	for _, c := range []struct {
+		key  *ecdsa.PrivateKey
+		alg  string
+		want string
+	}{{p384, "ES384", ""}, {p521, "ES512", "invalid signature, no keys found"}} {
+		if err := f.tokens.SetKeys(c.key, nil); err != nil {
+			t.Fatal(err)
+		}
+		tok := f.token(`{}`)
+		if alg(tok) != c.alg {
+			t.Errorf("a %s key signs with %s", c.key.Curve.Params().Name, alg(tok))
+		}
+		if err := f.tokens.SetKeys(rsaKey, []crypto.PublicKey{p384.Public()}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.check(tok); got != c.want {
+			t.Errorf("a %s token: %q, want %q", c.alg, got, c.want)
+		}
+	}
+	// Without a key id every key is tried, and each one's error told.
+	parts := strings.Split(rsaToken, ".")
+	var claims map[string]any
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	unnamed := *ks.signing
+	unnamed.kid = ""
+	noKid, err := unnamed.sign(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _ := base64.RawURLEncoding.DecodeString(strings.Split(noKid, ".")[0])
+	if got := f.check(noKid); got != "" || string(header) != `{"alg":"RS256"}` {
+		t.Errorf("an RSA token without a key id: %q", got)
+	}
+	bad := "go-jose/go-jose: error in cryptographic primitive"
+	if got := f.check(noKid[:len(noKid)-4] + "AAAA"); got != "["+bad+", "+bad+"]" {
+		t.Errorf("a bad signature without a key id: %q", got)
+	}
+	// An RSA signature under another RSA algorithm does not verify, nor
+	// an ECDSA algorithm with the RSA key.
+	for _, a := range []string{"PS256", "RS384", "ES256"} {
+		h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"` + a + `","kid":"` + ks.signing.kid + `"}`))
+		if got := f.check(h + "." + parts[1] + "." + parts[2]); got != bad {
+			t.Errorf("%s over an RS256 signature: %q", a, got)
+		}
+	}
+	// Nor ES256 with the P-384 key, though signed with it over SHA-256.
+	p384Key, _ := newJWSKey(p384)
+	mismatched := *p384Key
+	mismatched.alg = "ES256"
+	if tok, err := mismatched.sign(claims); err != nil || f.check(tok) != bad {
+		t.Errorf("ES256 with a P-384 key: %v, %q", err, f.check(tok))
+	}
+	if err := f.tokens.SetKeys(ed25519Signer{}, nil); err == nil {
+		t.Error("an Ed25519 key was taken")
+	}
+}
+
+// ed25519Signer is a signer of a kind of key tokens are not signed with.
+type ed25519Signer struct{}
+
+func (ed25519Signer) Public() crypto.PublicKey {
+	return ed25519.PublicKey(make([]byte, ed25519.PublicKeySize))
+}
+func (ed25519Signer) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	return nil, errors.New("no")
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -36,6 +38,40 @@ type Credentials struct {
 	cert               *tls.Certificate
 	impersonate        impersonation
 	exec               *execPlugin // exec.go
+	// tokenFile, if set, is read again for the token once what was read
+	// is 50 s old, as client-go's cached file token source does, so that
+	// a token rotated in the file (a projected one) is sent.
+	tokenFile string
+	file      struct {
+		sync.Mutex
+		token string
+		read  time.Time
+	}
+}
+
+// tokenFileNow is the clock of token file reads (tests change it).
+var tokenFileNow = time.Now
+
+// bearer is the token to send: the token file's, read at most every
+// 50 s (while it cannot be read or is empty, the last one read, or the
+// inline token), or the inline token.
+func (c *Credentials) bearer() string {
+	if c.tokenFile == "" {
+		return c.token
+	}
+	c.file.Lock()
+	defer c.file.Unlock()
+	if now := tokenFileNow(); c.file.token == "" || now.Sub(c.file.read) >= 50*time.Second {
+		if data, err := os.ReadFile(c.tokenFile); err == nil {
+			if t := strings.TrimSpace(string(data)); t != "" {
+				c.file.token, c.file.read = t, now
+			}
+		}
+	}
+	if c.file.token != "" {
+		return c.file.token
+	}
+	return c.token
 }
 
 type impersonation struct {
@@ -49,9 +85,9 @@ func (c *Credentials) apply(req *http.Request) {
 	if c == nil {
 		return
 	}
-	switch {
-	case c.token != "":
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	switch token := c.bearer(); {
+	case token != "":
+		req.Header.Set("Authorization", "Bearer "+token)
 	case c.username != "" || c.password != "":
 		req.SetBasicAuth(c.username, c.password)
 	}
@@ -191,12 +227,14 @@ func credentials(name string, u kubeconfUser, file func(string) string) (*Creden
 			return nil, err
 		}
 	}
-	if c.token == "" && u.TokenFile != "" {
-		data, err := os.ReadFile(file(u.TokenFile))
-		if err != nil {
-			return nil, err
+	if u.TokenFile != "" {
+		// Without an inline token, the file must be readable now.
+		c.tokenFile = file(u.TokenFile)
+		if c.token == "" {
+			if _, err := os.ReadFile(c.tokenFile); err != nil {
+				return nil, err
+			}
 		}
-		c.token = strings.TrimSpace(string(data))
 	}
 	if u.ClientCertificate != "" || len(u.ClientCertificateData) > 0 {
 		certPEM, keyPEM := u.ClientCertificateData, u.ClientKeyData

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -147,5 +148,54 @@ plugins:
 		if _, err := ReadAdmissionConfig(writeFile(t, dir, name+".yaml", content)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
+	}
+}
+
+// A token file is read again once what was read is 50 s old, as
+// client-go's cached file token source reads it, so that a rotated
+// token (a projected one) is sent; while it cannot be read, the last
+// token read is, or the inline token.
+func TestTokenFileReadAgain(t *testing.T) {
+	now := time.Now()
+	tokenFileNow = func() time.Time { return now }
+	t.Cleanup(func() { tokenFileNow = time.Now })
+	dir := t.TempDir()
+	writeFile(t, dir, "token", "one\n")
+	auth, err := LoadWebhookAuth(writeFile(t, dir, "kubeconfig", `users: [{name: "*", user: {tokenFile: token}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := auth.For("x:1")
+	if got := token(c); got != "one" {
+		t.Fatalf("token %q", got)
+	}
+	writeFile(t, dir, "token", "two")
+	now = now.Add(49 * time.Second)
+	if got := token(c); got != "one" {
+		t.Errorf("after 49 s: %q, want the token read", got)
+	}
+	now = now.Add(time.Second)
+	if got := token(c); got != "two" {
+		t.Errorf("after 50 s: %q, want the file's new token", got)
+	}
+	if err := os.Remove(filepath.Join(dir, "token")); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if got := token(c); got != "two" {
+		t.Errorf("the file gone: %q, want the last token read", got)
+	}
+	// With an inline token too, the file's wins once read; an unreadable
+	// file leaves the inline one.
+	auth, err = LoadWebhookAuth(writeFile(t, dir, "kubeconfig2", `users: [{name: "*", user: {token: inline, tokenFile: token}}]`))
+	if err != nil || token(auth.For("x:1")) != "inline" {
+		t.Errorf("inline token and a missing file: %v %q", err, token(auth.For("x:1")))
+	}
+	writeFile(t, dir, "token", "three")
+	if got := token(auth.For("x:1")); got != "three" {
+		t.Errorf("inline token and a file: %q, want the file's", got)
+	}
+	if _, err := LoadWebhookAuth(writeFile(t, dir, "kubeconfig3", `users: [{name: "*", user: {tokenFile: gone}}]`)); err == nil {
+		t.Error("a token file that cannot be read, and no inline token, was taken")
 	}
 }
