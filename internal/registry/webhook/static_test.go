@@ -405,6 +405,29 @@ spec: {policyName: prefix.static.k8s.io, validationActions: [Deny]}
 	writeFiles(t, root, "vap", map[string]string{"p.yaml": policy("green")})
 	eventually("the fixed files apply", func() bool { return refuses("green") && !refuses("blue") })
 
+	// A mounted ConfigMap's update: the files are links into a
+	// directory that ..data names, which is swapped by a rename.
+	if err := os.Remove(filepath.Join(dir, "p.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	mount := func(version, prefix string) {
+		t.Helper()
+		writeFiles(t, dir, version, map[string]string{"p.yaml": policy(prefix)})
+		if err := os.Symlink(version, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mount("..v1", "cyan")
+	if err := os.Symlink(filepath.Join("..data", "p.yaml"), filepath.Join(dir, "p.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the mounted files apply", func() bool { return refuses("cyan") && !refuses("green") })
+	mount("..v2", "magenta")
+	eventually("the swapped mount applies", func() bool { return refuses("magenta") && !refuses("cyan") })
+
 	_, last, info := e.w.ManifestMetrics()
 	id := fmt.Sprintf("sha256:%x", sha256.Sum256([]byte("test-server")))
 	if len(info) != 1 || info[0].Labels[1] != id || info[0].Labels[5] != "ValidatingAdmissionPolicy" || !strings.HasPrefix(info[0].Labels[3], "sha256:") || info[0].Value != 1 {
