@@ -36,25 +36,7 @@ func TestWebhookCalledWithCredentials(t *testing.T) {
 	certPEM, keyPEM := clientCert(t, ca, caKey, "kplane-admission")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TLS.PeerCertificates) == 0 || r.Header.Get("Authorization") != "Bearer s3cret" {
-			http.Error(w, "who are you", http.StatusUnauthorized)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var rev admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &rev); err != nil || rev.Request == nil {
-			http.Error(w, "bad review", http.StatusBadRequest)
-			return
-		}
-		rev.Response = &admissionv1.AdmissionResponse{UID: rev.Request.UID, Allowed: true}
-		rev.Request = nil
-		json.NewEncoder(w).Encode(&rev)
-	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := securedServer(t, pool, func() string { return "Bearer s3cret" })
 
 	e := newEnv(t)
 	hostPort := strings.TrimPrefix(srv.URL, "https://")
@@ -152,25 +134,7 @@ func TestWebhookCalledWithExecCredentials(t *testing.T) {
 	pool.AddCert(ca)
 	var want atomic.Value
 	want.Store("Bearer t1")
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TLS.PeerCertificates) == 0 || r.Header.Get("Authorization") != want.Load().(string) {
-			http.Error(w, "who are you", http.StatusUnauthorized)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var rev admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &rev); err != nil || rev.Request == nil {
-			http.Error(w, "bad review", http.StatusBadRequest)
-			return
-		}
-		rev.Response = &admissionv1.AdmissionResponse{UID: rev.Request.UID, Allowed: true}
-		rev.Request = nil
-		json.NewEncoder(w).Encode(&rev)
-	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := securedServer(t, pool, func() string { return want.Load().(string) })
 
 	dir := t.TempDir()
 	write := func(name, content string) {
@@ -278,4 +242,31 @@ users:
 			t.Errorf("%s: %v, want %s", config, err, msg)
 		}
 	}
+}
+
+// securedServer is a webhook server that allows every review sent with a
+// client certificate pool trusts and the Authorization header auth
+// returns, and answers 401 to any other.
+func securedServer(t *testing.T, pool *x509.CertPool, auth func() string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 || r.Header.Get("Authorization") != auth() {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var rev admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &rev); err != nil || rev.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		rev.Response = &admissionv1.AdmissionResponse{UID: rev.Request.UID, Allowed: true}
+		rev.Request = nil
+		json.NewEncoder(w).Encode(&rev)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }
