@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if authz != nil {
-		webhooks.Authorizer = authz // admission policies' authorizer checks
+		webhooks.Authorizer = authz.Explaining() // admission policies' authorizer checks
 	}
 	builtin = webhooks.Install(builtin)
 	registry.SetTypeConverters(builtin...)

@@ -77,6 +77,8 @@ spec:
   - expression: "authorizer.group('').resource('secrets').namespace(request.namespace).check('get').allowed()"
     messageExpression: "request.userInfo.username + ' may not read secrets here'"
     reason: Forbidden
+  - expression: "object.metadata.name != 'bobs' || !authorizer.group('').resource('configmaps').namespace(request.namespace).check('create').reason().startsWith('RBAC: allowed by RoleBinding \"bob-cm/team\" of Role \"cm-writer\" to User \"bob\"')"
+    message: "allowed by bob-cm"
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
@@ -184,11 +186,13 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 	}
 
 	// The authorizer asks RBAC as the requester: bob may write
-	// configmaps in team but not read its secrets, so he is warned.
+	// configmaps in team but not read its secrets, so he is warned; the
+	// check that allows him says which binding does.
 	s.mustKubectl(t, "create", "role", "cm-writer", "-n", "team", "--verb=create,get", "--resource=configmaps")
 	s.mustKubectl(t, "create", "rolebinding", "bob-cm", "-n", "team", "--role=cm-writer", "--user=bob")
 	_, errOut, err = s.kubectl("create", "configmap", "bobs", "-n", "team", "--as=bob", "--from-literal=a=1")
-	if want := "Warning: Validation failed for ValidatingAdmissionPolicy 'short-names' with binding 'short-names': bob may not read secrets here"; err != nil || strings.TrimSpace(errOut) != want {
+	if want := "Warning: Validation failed for ValidatingAdmissionPolicy 'short-names' with binding 'short-names': bob may not read secrets here\n" +
+		"Warning: Validation failed for ValidatingAdmissionPolicy 'short-names' with binding 'short-names': allowed by bob-cm"; err != nil || strings.TrimSpace(errOut) != want {
 		t.Errorf("as bob: %v\n%s\nwant %s", err, errOut, want)
 	}
 	s.mustKubectl(t, "create", "rolebinding", "bob-view", "-n", "team", "--clusterrole=admin", "--user=bob")
