@@ -47,15 +47,17 @@ import (
 //   - any error refuses the whole directory: at start-up kplane does not
 //     start; later, the configurations in force stay, the reload counts
 //     as failed and the error is logged;
-//   - the directory is read again when a file in it changes and every
-//     minute, and the new configurations apply once read (files that did
-//     not change are not read twice).
+//   - the directory is read again when a file in it changes (once its
+//     changes have settled) and every minute; what it holds applies once
+//     read, and a reading whose files hash as the last one's does
+//     nothing.
 //
-// Configurations from files come before those of the API, and are the
-// only ones that apply to writes of the admission configurations
-// themselves (and of the webhook configurations, with the API's
-// policies), which upstream exempts from the API's so that a broken one
-// can always be removed.
+// Configurations from files come before those of the API. Writes of the
+// admission policies and their bindings see only the files'; writes of
+// webhook configurations see the files' and the API's policies: upstream
+// exempts the six admission kinds from the API's webhooks, and the four
+// policy kinds from the API's policies, so that a broken one can always
+// be removed.
 
 // StaticDirs are the plugins' staticManifestsDir ("": none).
 type StaticDirs struct {
