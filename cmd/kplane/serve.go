@@ -49,6 +49,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
 	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "AlwaysAllow (every authenticated client may do everything) or RBAC (authorize by the cluster's Roles and bindings, as kube-apiserver)")
+	fs.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "an audit.k8s.io/v1 Policy: the level each request is written to the audit log at, as kube-apiserver's")
+	fs.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "file the audit log's events are written to, one JSON line each (\"-\": standard output); needs --audit-policy-file")
+	fs.IntVar(&cfg.AuditLogMaxSize, "audit-log-maxsize", 0, "megabytes the audit log reaches before it is rotated (0: 100)")
+	fs.IntVar(&cfg.AuditLogMaxBackups, "audit-log-maxbackup", 0, "rotated audit logs kept (0: all)")
+	fs.IntVar(&cfg.AuditLogMaxAge, "audit-log-maxage", 0, "days a rotated audit log is kept (0: no limit)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
 	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC authorized by its roles, as kube-apiserver; with AlwaysAllow only to /version and the health checks. =false answers them all 401", func(v string) error {
 		on, err := strconv.ParseBool(v)

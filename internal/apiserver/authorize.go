@@ -22,21 +22,29 @@ import (
 // that names nothing served is refused as well. A client certificate of
 // group system:masters (kplane's admin) passes without building its
 // user: it may do everything.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *http.Request {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRecord) *http.Request {
 	if s.cfg.Authorizer == nil {
+		rec.authorized(true, "")
 		return r
 	}
 	u, hasUser := registry.UserFrom(r.Context())
 	if !hasUser {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
 			slices.Contains(r.TLS.VerifiedChains[0][0].Subject.Organization, "system:masters") {
+			rec.authorized(true, "")
 			return r
 		}
 		u = requestUser(r)
 		r = r.WithContext(registry.WithUser(r.Context(), u))
 	}
 	attrs := requestAttributes(r, u)
-	if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
+	authz := s.cfg.Authorizer
+	if e, ok := authz.(interface{ Explaining() registry.Authorizer }); ok && rec != nil {
+		authz = e.Explaining() // the audit log says why
+	}
+	allowed, reason := authz.Authorize(r.Context(), attrs)
+	rec.authorized(allowed, reason)
+	if !allowed {
 		refuse(w, r, forbidden(attrs, reason))
 		return nil
 	}

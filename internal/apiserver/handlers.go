@@ -430,6 +430,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 	if err != nil {
 		return nil, wo, err
 	}
+	auditRequestObject(r.Context(), obj)
 	if kind := obj.GetKind(); kind != h.kind.Kind {
 		// A custom resource sent as another kind of its group version:
 		// the object goes on as the resource's kind, and the registry

@@ -189,6 +189,7 @@ var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); retu
 const maxPooledAnswer = 64 << 10
 
 func (s *Server) writeObjectEncoded(w http.ResponseWriter, r *http.Request, f form, k *registry.Kind, v string, code int, obj *unstructured.Unstructured, enc *storage.Encoded) {
+	auditResponseObject(r.Context(), obj)
 	if f == formTable {
 		if err := tableOptions(r); err != nil {
 			writeError(w, err)

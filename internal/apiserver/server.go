@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
@@ -69,6 +70,11 @@ type Config struct {
 	// (--authorization-mode=RBAC: core.RBAC); a request it refuses gets
 	// 403. Unset, every authenticated request may do everything.
 	Authorizer registry.Authorizer
+	// AuditPolicy and AuditLog, if AuditLog is set, write the audit log
+	// (auditlog.go): the events of each request at the level the policy
+	// gives it.
+	AuditPolicy *audit.Policy
+	AuditLog    *audit.Writer
 }
 
 // Tokens checks bearer tokens: core.Tokens.
@@ -212,8 +218,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h["Cache-Control"] = noCache
 	}
 	// Every answer names its request, as upstream's WithAuditInit: the
-	// client's Audit-ID as sent, or a new one. kplane keeps no audit log;
-	// the ID is in its request log, for a client's report to point at.
+	// client's Audit-ID as sent, or a new one. The ID is in the audit log
+	// and the request log, for a client's report to point at.
 	var auditID string
 	if v := r.Header["Audit-Id"]; len(v) > 0 { // the servers canonicalize keys; Get would again
 		auditID = v[0]
@@ -240,10 +246,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	rec := s.startAudit(r, auditID, start)
+	if rec != nil {
+		aw := &auditWriter{ResponseWriter: w, rec: rec, watch: isWatch(r)}
+		aw.keep = rec.ev.Level == audit.LevelRequestResponse && !aw.watch
+		w = aw
+		r = r.WithContext(withAudit(r.Context(), rec))
+		defer rec.finish(aw)
+	}
 	if r = s.impersonate(w, r); r == nil {
 		return
 	}
-	if r = s.authorize(w, r); r == nil {
+	rec.impersonated(r)
+	if r = s.authorize(w, r, rec); r == nil {
 		return
 	}
 	switch r.Method {

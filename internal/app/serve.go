@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
+	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/app/pki"
 	"github.com/kplane-dev/kplane/internal/kv"
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -64,6 +65,14 @@ type Config struct {
 	// name the kubeconfig admission webhooks are called with. Empty:
 	// webhooks are called anonymously.
 	AdmissionControlConfigFile string
+	// AuditPolicyFile and AuditLogPath, as --audit-policy-file and
+	// --audit-log-path ("-": standard output): with both, each request
+	// is written to the audit log at the level the policy gives it.
+	// AuditLogMaxSize (MB, 0: 100), AuditLogMaxBackups and
+	// AuditLogMaxAge (days) bound the rotated files, as
+	// --audit-log-maxsize, --audit-log-maxbackup and --audit-log-maxage.
+	AuditPolicyFile, AuditLogPath                       string
+	AuditLogMaxSize, AuditLogMaxBackups, AuditLogMaxAge int
 	// ServiceAccountIssuers, as kube-apiserver's --service-account-issuer
 	// (repeated): the first is the issuer ("iss") of the tokens kplane
 	// signs and the one OpenID discovery publishes; all are accepted.
@@ -217,6 +226,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	auditPolicy, auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		return err
+	}
+	if auditLog != nil {
+		defer auditLog.Close()
+	}
 	start := time.Now()
 	host, _, _ := net.SplitHostPort(cfg.listen())
 	// The credentials are made (the first time) while the store opens.
@@ -354,6 +370,8 @@ func Run(ctx context.Context, cfg Config) error {
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,
+		AuditPolicy:  auditPolicy,
+		AuditLog:     auditLog,
 
 		RefuseAnonymous:       cfg.RefuseAnonymous,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
@@ -462,4 +480,28 @@ func clientHost(listenHost string) string {
 func portOf(a net.Addr) string {
 	_, port, _ := net.SplitHostPort(a.String())
 	return port
+}
+
+// openAudit reads --audit-policy-file and opens --audit-log-path: both
+// are needed for an audit log, as kube-apiserver needs them.
+func openAudit(cfg Config, log *slog.Logger) (*audit.Policy, *audit.Writer, error) {
+	switch {
+	case cfg.AuditPolicyFile == "" && cfg.AuditLogPath == "":
+		return nil, nil, nil
+	case cfg.AuditPolicyFile == "":
+		log.Warn("--audit-log-path without --audit-policy-file: no audit events are written")
+		return nil, nil, nil
+	case cfg.AuditLogPath == "":
+		log.Warn("--audit-policy-file without --audit-log-path: no audit events are written")
+		return nil, nil, nil
+	}
+	policy, err := audit.ReadPolicy(cfg.AuditPolicyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--audit-policy-file: %w", err)
+	}
+	w, err := audit.NewWriter(cfg.AuditLogPath, cfg.AuditLogMaxSize, cfg.AuditLogMaxBackups, cfg.AuditLogMaxAge)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--audit-log-path: %w", err)
+	}
+	return policy, w, nil
 }

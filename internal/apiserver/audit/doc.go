@@ -1,0 +1,10 @@
+// Package audit writes kube-apiserver's audit log: audit.k8s.io/v1
+// Events for each request, at the level an audit.k8s.io/v1 Policy gives
+// it.
+//
+// ReadPolicy loads and validates a Policy file (--audit-policy-file) as
+// kube-apiserver does, and Policy.Decide applies it to one request's
+// Attributes: the first rule that matches gives the level, the stages to
+// leave out and whether to drop managedFields; a request no rule matches
+// is not logged (LevelNone).
+package audit

@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kplane serve with --audit-policy-file and --audit-log-path writes
+// kubectl's requests to the audit log as kube-apiserver does: who, what,
+// the decision, and the object a create sent even as protobuf.
+func TestAuditLog(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(`
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: Request
+  resources: [{group: "", resources: [configmaps]}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "audit.log")
+	s := startServer(t, "--audit-policy-file", policy, "--audit-log-path", logPath)
+	s.mustKubectl(t, "create", "configmap", "audited", "--from-literal=k=v")
+	s.mustKubectl(t, "get", "namespaces") // not in the policy: no events
+
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stages []string
+	var done map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("not JSON: %s", sc.Text())
+		}
+		stages = append(stages, e["stage"].(string)+" "+e["verb"].(string))
+		if e["stage"] == "ResponseComplete" {
+			done = e
+		}
+	}
+	if strings.Join(stages, ", ") != "RequestReceived create, ResponseComplete create" || done == nil {
+		t.Fatalf("events: %v", stages)
+	}
+	user, _ := done["user"].(map[string]any)
+	ref, _ := done["objectRef"].(map[string]any)
+	req, _ := done["requestObject"].(map[string]any)
+	data, _ := req["data"].(map[string]any)
+	notes, _ := done["annotations"].(map[string]any)
+	if user["username"] != "kplane-admin" || ref["name"] != "audited" || ref["namespace"] != "default" || data["k"] != "v" ||
+		notes["authorization.k8s.io/decision"] != "allow" || !strings.HasPrefix(done["userAgent"].(string), "kubectl/") {
+		t.Errorf("the create's event: %v", done)
+	}
+}
