@@ -83,8 +83,8 @@
 // upstream's do).
 //
 // Not done: audit
-// annotations and the Audit action are dropped, as kplane keeps no
-// audit log; a webhook
+// annotations and the Audit action are dropped (the audit log does not
+// take them); a webhook
 // whose stored matchConditions do not compile counts no evaluation
 // errors in the match-condition metrics (upstream counts one per
 // condition). Several matching mutating policies run in name order,

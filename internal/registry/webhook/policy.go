@@ -366,8 +366,8 @@ func (in *inputs) of(ctx context.Context, inv *invocation) (*cel.PolicyInput, er
 // evaluate runs p's expressions with b's params in for b. Each validation
 // that failed (false, or not evaluated under failurePolicy Fail, as a
 // matchCondition or the whole evaluation may be) goes through b's
-// actions: Deny makes it a refusal, Warn a warning, Audit nothing (kplane
-// keeps no audit log). An audit annotation whose expression fails
+// actions: Deny makes it a refusal, Warn a warning, Audit nothing (the
+// audit log does not take policies' annotations). An audit annotation whose expression fails
 // refuses under Fail, whatever the actions, as upstream's.
 func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput, op registry.Operation) []denial {
 	decisions, annotations, err := w.decide(ctx, p, in, op)
