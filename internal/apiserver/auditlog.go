@@ -203,7 +203,17 @@ func (rec *auditRecord) authorized(allowed bool, reason string) {
 	if allowed {
 		decision = "allow"
 	}
-	rec.ev.Annotations = map[string]string{"authorization.k8s.io/decision": decision, "authorization.k8s.io/reason": reason}
+	rec.annotate("authorization.k8s.io/decision", decision)
+	rec.annotate("authorization.k8s.io/reason", reason)
+}
+
+// annotate adds an admission annotation (registry.AddAuditAnnotation),
+// as upstream's admission attributes add theirs to the event.
+func (rec *auditRecord) annotate(key, value string) {
+	if rec.ev.Annotations == nil {
+		rec.ev.Annotations = map[string]string{}
+	}
+	rec.ev.Annotations[key] = value
 }
 
 // impersonated records the user the request acts as.

@@ -251,7 +251,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		aw := &auditWriter{ResponseWriter: w, rec: rec, watch: isWatch(r)}
 		aw.keep = rec.ev.Level == audit.LevelRequestResponse && !aw.watch
 		w = aw
-		r = r.WithContext(withAudit(r.Context(), rec))
+		r = r.WithContext(registry.WithAuditAnnotations(withAudit(r.Context(), rec), rec.annotate))
 		defer rec.finish(aw)
 	}
 	if r = s.impersonate(w, r); r == nil {

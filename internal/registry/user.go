@@ -135,3 +135,21 @@ func AddWarning(ctx context.Context, msg string) {
 		warn(msg)
 	}
 }
+
+type auditKey struct{}
+
+// WithAuditAnnotations returns ctx carrying annotate, which
+// AddAuditAnnotation calls: the API server passes one that adds the
+// annotation to the request's audit event.
+func WithAuditAnnotations(ctx context.Context, annotate func(key, value string)) context.Context {
+	return context.WithValue(ctx, auditKey{}, annotate)
+}
+
+// AddAuditAnnotation annotates the request's audit event with key and
+// value, as upstream's admission attributes' AddAnnotation, if ctx
+// carries a way to (WithAuditAnnotations).
+func AddAuditAnnotation(ctx context.Context, key, value string) {
+	if annotate, ok := ctx.Value(auditKey{}).(func(string, string)); ok {
+		annotate(key, value)
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // kplane serve with --audit-policy-file and --audit-log-path writes
 // kubectl's requests to the audit log as kube-apiserver does: who, what,
-// the decision, and the object a create sent even as protobuf.
+// the decision, the object a create sent even as protobuf, and an
+// admission policy's audit annotations.
 func TestAuditLog(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
@@ -24,9 +25,33 @@ rules:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A policy that audits configmaps with two keys or more.
+	vap := filepath.Join(dir, "vap.yaml")
+	if err := os.WriteFile(vap, []byte(`
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: audit-keys}
+spec:
+  matchConstraints:
+    resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
+  validations:
+  - expression: "!has(object.data) || size(object.data) <= 1"
+    message: too many keys
+  auditAnnotations:
+  - key: keys
+    valueExpression: "string(has(object.data) ? size(object.data) : 0)"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: audit-keys}
+spec: {policyName: audit-keys, validationActions: [Audit]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	logPath := filepath.Join(dir, "audit.log")
 	s := startServer(t, "--audit-policy-file", policy, "--audit-log-path", logPath)
-	s.mustKubectl(t, "create", "configmap", "audited", "--from-literal=k=v")
+	s.mustKubectl(t, "apply", "-f", vap)
+	s.mustKubectl(t, "create", "configmap", "audited", "--from-literal=k=v", "--from-literal=j=w")
 	s.mustKubectl(t, "get", "namespaces") // not in the policy: no events
 
 	f, err := os.Open(logPath)
@@ -56,7 +81,10 @@ rules:
 	data, _ := req["data"].(map[string]any)
 	notes, _ := done["annotations"].(map[string]any)
 	if user["username"] != "kplane-admin" || ref["name"] != "audited" || ref["namespace"] != "default" || data["k"] != "v" ||
-		notes["authorization.k8s.io/decision"] != "allow" || !strings.HasPrefix(done["userAgent"].(string), "kubectl/") {
+		notes["authorization.k8s.io/decision"] != "allow" || !strings.HasPrefix(done["userAgent"].(string), "kubectl/") ||
+		notes["audit-keys/keys"] != "2" || !strings.Contains(str(notes["validation.policy.admission.k8s.io/validation_failure"]), `"message":"too many keys"`) {
 		t.Errorf("the create's event: %v", done)
 	}
 }
+
+func str(v any) string { s, _ := v.(string); return s }

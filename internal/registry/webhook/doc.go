@@ -82,9 +82,10 @@
 // API's policies see the webhook configurations' writes too, as
 // upstream's do).
 //
-// Not done: audit
-// annotations and the Audit action are dropped (the audit log does not
-// take them); a webhook
+// The Audit action and auditAnnotations annotate the request's audit
+// event (registry.AddAuditAnnotation).
+//
+// Not done: a webhook
 // whose stored matchConditions do not compile counts no evaluation
 // errors in the match-condition metrics (upstream counts one per
 // condition). Several matching mutating policies run in name order,

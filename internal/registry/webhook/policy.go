@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -226,6 +228,7 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 	if err != nil {
 		return err
 	}
+	audit := &policyAudit{}
 	for _, c := range calls {
 		shown, err := inputs.of(ctx, c.inv)
 		if err != nil {
@@ -235,13 +238,81 @@ func (w *Webhooks) validatePolicies(ctx context.Context, a *registry.AdmissionAt
 		for _, param := range c.params {
 			in := *shown
 			in.Params = param
-			denials = append(denials, w.evaluate(ctx, c.policy, c.binding, &in, a.Operation)...)
+			denials = append(denials, w.evaluate(ctx, c.policy, c.binding, &in, a.Operation, audit)...)
 		}
 	}
+	audit.publish(ctx)
 	if len(denials) == 0 {
 		return nil
 	}
 	return policyRefusal(a, denials[0])
+}
+
+// policyAudit collects what the policies of one request give its audit
+// event, as upstream's dispatcher does: each policy's auditAnnotations
+// (POLICY/KEY, distinct values of its bindings joined by ", "), and the
+// validations that failed under the Audit action.
+type policyAudit struct {
+	policies    []string                       // in the order first annotated
+	annotations map[string]map[string][]string // policy → key → values
+	keys        map[string][]string            // policy → keys in order
+	failures    []validationFailure
+}
+
+// validationFailure is one element of the
+// validation.policy.admission.k8s.io/validation_failure annotation.
+type validationFailure struct {
+	Message           string                                     `json:"message"`
+	Policy            string                                     `json:"policy"`
+	Binding           string                                     `json:"binding"`
+	ExpressionIndex   int                                        `json:"expressionIndex"`
+	ValidationActions []admissionregistrationv1.ValidationAction `json:"validationActions"`
+}
+
+// Upstream's bounds: an annotation's value, and the failures listed.
+const (
+	maxAuditAnnotationValue = 10 << 10
+	maxValidationFailures   = 50
+)
+
+func (pa *policyAudit) annotate(policy, key, value string) {
+	if len(value) > maxAuditAnnotationValue {
+		value = value[:maxAuditAnnotationValue]
+	}
+	if pa.annotations == nil {
+		pa.annotations, pa.keys = map[string]map[string][]string{}, map[string][]string{}
+	}
+	byKey := pa.annotations[policy]
+	if byKey == nil {
+		byKey = map[string][]string{}
+		pa.annotations[policy] = byKey
+		pa.policies = append(pa.policies, policy)
+	}
+	if !slices.Contains(byKey[key], value) {
+		if byKey[key] == nil {
+			pa.keys[policy] = append(pa.keys[policy], key)
+		}
+		byKey[key] = append(byKey[key], value)
+	}
+}
+
+// publish adds what was collected to the request's audit event.
+func (pa *policyAudit) publish(ctx context.Context) {
+	for _, p := range pa.policies {
+		for _, k := range pa.keys[p] {
+			registry.AddAuditAnnotation(ctx, p+"/"+k, strings.Join(pa.annotations[p][k], ", "))
+		}
+	}
+	if len(pa.failures) == 0 {
+		return
+	}
+	failures := pa.failures
+	if len(failures) > maxValidationFailures {
+		failures = failures[:maxValidationFailures]
+	}
+	if data, err := json.Marshal(failures); err == nil {
+		registry.AddAuditAnnotation(ctx, "validation.policy.admission.k8s.io/validation_failure", string(data))
+	}
 }
 
 // configMessage is a configuration error as upstream words it: the
@@ -366,10 +437,11 @@ func (in *inputs) of(ctx context.Context, inv *invocation) (*cel.PolicyInput, er
 // evaluate runs p's expressions with b's params in for b. Each validation
 // that failed (false, or not evaluated under failurePolicy Fail, as a
 // matchCondition or the whole evaluation may be) goes through b's
-// actions: Deny makes it a refusal, Warn a warning, Audit nothing (the
-// audit log does not take policies' annotations). An audit annotation whose expression fails
-// refuses under Fail, whatever the actions, as upstream's.
-func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput, op registry.Operation) []denial {
+// actions: Deny makes it a refusal, Warn a warning, Audit an entry of
+// the validation_failure audit annotation (pa). Each auditAnnotation's
+// value goes to pa; one whose expression fails refuses under Fail,
+// whatever the actions, as upstream's.
+func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.PolicyInput, op registry.Operation, pa *policyAudit) []denial {
 	decisions, annotations, err := w.decide(ctx, p, in, op)
 	if err != nil {
 		decisions = []cel.Decision{{Error: true, Message: err.Error()}}
@@ -386,12 +458,18 @@ func (w *Webhooks) evaluate(ctx context.Context, p *policy, b *binding, in *cel.
 				out = append(out, denial{policy: p, binding: b, message: d.Message, reason: metav1.StatusReason(d.Reason)})
 			case admissionregistrationv1.Warn:
 				registry.AddWarning(ctx, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.name, b.name, d.Message))
+			case admissionregistrationv1.Audit:
+				pa.failures = append(pa.failures, validationFailure{Message: d.Message, Policy: p.name, Binding: b.name,
+					ExpressionIndex: d.Index, ValidationActions: b.actions})
 			}
 			w.policyMetrics.observe(p.name, b.name, d.Message, strings.ToLower(string(action)), d.Elapsed)
 		}
 	}
 	for _, an := range annotations {
-		if an.Err != nil && p.failurePolicy != admissionregistrationv1.Ignore {
+		switch {
+		case an.Err == nil:
+			pa.annotate(p.name, an.Key, an.Value)
+		case p.failurePolicy != admissionregistrationv1.Ignore:
 			out = append(out, denial{policy: p, binding: b, message: an.Err.Error()})
 			w.policyMetrics.observe(p.name, b.name, an.Err.Error(), "deny", an.Elapsed)
 		}

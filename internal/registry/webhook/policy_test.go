@@ -560,3 +560,44 @@ func TestMatchConditionMetrics(t *testing.T) {
 		t.Errorf("series\n%v\nwant\n%v", got, want)
 	}
 }
+
+// The Audit action and auditAnnotations annotate the request's audit
+// event as kube-apiserver v1.37.2's did for the same policy and request:
+// POLICY/KEY with the value (distinct values of the bindings joined),
+// and the validation_failure list of the validations that failed.
+func TestPolicyAuditAnnotations(t *testing.T) {
+	e := newEnv(t)
+	e.policy("audit-keys", map[string]any{
+		"validations": []any{
+			map[string]any{"expression": "true"},
+			map[string]any{"expression": "!has(object.data) || size(object.data) <= 1", "message": "too many keys"},
+		},
+		"auditAnnotations": []any{map[string]any{"key": "keys", "valueExpression": "string(has(object.data) ? size(object.data) : 0)"}},
+	})
+	e.binding("audit-keys", "audit-keys", []any{"Audit", "Warn"}, nil)
+	// A second binding: its failure is listed too, its annotation's
+	// value (the same) once.
+	e.binding("audit-keys-2", "audit-keys", []any{"Audit"}, nil)
+	got := map[string]string{}
+	ctx := registry.WithAuditAnnotations(e.ctx, func(k, v string) { got[k] = v })
+	obj := withData(configMap("two", nil), map[string]any{"a": "1", "b": "2"})
+	if _, err := e.res("", "configmaps").Create(ctx, "v1", "default", obj, registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"audit-keys/keys": "2",
+		"validation.policy.admission.k8s.io/validation_failure": `[{"message":"too many keys","policy":"audit-keys","binding":"audit-keys","expressionIndex":1,"validationActions":["Audit","Warn"]},` +
+			`{"message":"too many keys","policy":"audit-keys","binding":"audit-keys-2","expressionIndex":1,"validationActions":["Audit"]}]`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("audit annotations\n%v\nwant\n%v", got, want)
+	}
+	// A request that passes gets the annotation, not the failure.
+	clear(got)
+	if _, err := e.res("", "configmaps").Create(ctx, "v1", "default", withData(configMap("one", nil), map[string]any{"a": "1"}), registry.WriteOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(map[string]string{"audit-keys/keys": "1"}) {
+		t.Errorf("audit annotations of a passing request: %v", got)
+	}
+}
