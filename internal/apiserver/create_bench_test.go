@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/kplane-dev/kplane/internal/apiserver"
+	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
@@ -33,8 +36,33 @@ import (
 // registry (decode, field manager, validation, admission), the store (in
 // memory) and the answer, with the watch caches following. It is the
 // write path kplane-bench's create scenario loads, less HTTP/2 and TLS.
-func BenchmarkCreate(b *testing.B) {
-	h := newInProcess(b)
+func BenchmarkCreate(b *testing.B) { benchCreate(b, newInProcess(b)) }
+
+// BenchmarkCreateAudited is BenchmarkCreate with the audit log on, every
+// request at the level given, written to a file.
+func BenchmarkCreateAudited(b *testing.B) {
+	for _, level := range []string{"Metadata", "RequestResponse"} {
+		b.Run(level, func(b *testing.B) {
+			dir := b.TempDir()
+			policyFile := filepath.Join(dir, "policy.yaml")
+			if err := os.WriteFile(policyFile, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: "+level+"}]\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			policy, err := audit.ReadPolicy(policyFile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w, err := audit.NewWriter(filepath.Join(dir, "audit.log"), 0, 0, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			benchCreate(b, newInProcess(b, func(c *apiserver.Config) { c.AuditPolicy, c.AuditLog = policy, w }))
+		})
+	}
+}
+
+func benchCreate(b *testing.B, h http.Handler) {
 	payload := strings.Repeat("x", 1024)
 	b.ReportAllocs()
 	b.ResetTimer()
