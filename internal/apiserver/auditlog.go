@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kplane-dev/kplane/internal/apiserver/audit"
@@ -19,7 +20,8 @@ import (
 )
 
 // The audit log (Config.AuditPolicy, Config.AuditLog), as kube-apiserver
-// writes it with --audit-policy-file and --audit-log-path: each
+// writes it with --audit-policy-file and --audit-log-path (a request
+// refused 401 gets one event: auditFailedAuthentication): each
 // authenticated request the policy does not give level None gets an
 // audit.k8s.io/v1 Event at its RequestReceived stage and at its end
 // (ResponseComplete; a watch also at ResponseStarted, when its answer
@@ -182,6 +184,35 @@ func (s *Server) startAudit(r *http.Request, auditID string, received time.Time)
 	}
 	rec.write(audit.StageRequestReceived, received)
 	return rec
+}
+
+// auditFailedAuthentication writes the one event of a request refused
+// 401, as upstream's failed-authentication audit does: the policy asked
+// with no user, the stage ResponseStarted, the refusal's Status.
+func (s *Server) auditFailedAuthentication(r *http.Request, auditID string, received time.Time) {
+	if s.cfg.AuditLog == nil {
+		return
+	}
+	attrs := requestAttributes(r, registry.User{})
+	level, omit, _ := s.cfg.AuditPolicy.Decide(audit.Attributes{
+		Verb: attrs.Verb, ResourceRequest: attrs.ResourceRequest, APIGroup: attrs.APIGroup, Resource: attrs.Resource,
+		Subresource: attrs.Subresource, Namespace: attrs.Namespace, Name: attrs.Name, Path: attrs.Path,
+	})
+	if level == audit.LevelNone {
+		return
+	}
+	rec := &auditRecord{log: s.cfg.AuditLog, omit: omit, ev: audit.Event{
+		Kind: "Event", APIVersion: "audit.k8s.io/v1", Level: level, AuditID: auditID,
+		RequestURI: r.URL.RequestURI(), Verb: attrs.Verb, SourceIPs: sourceIPs(r), UserAgent: r.UserAgent(),
+		RequestReceivedTimestamp: audit.MicroTime(received),
+		ResponseStatus: &audit.ResponseStatus{Status: metav1.StatusFailure, Message: "Unauthorized",
+			Reason: string(metav1.StatusReasonUnauthorized), Code: http.StatusUnauthorized},
+	}}
+	if attrs.ResourceRequest {
+		rec.ev.ObjectRef = &audit.ObjectReference{Resource: attrs.Resource, Namespace: attrs.Namespace, Name: attrs.Name,
+			APIGroup: attrs.APIGroup, APIVersion: attrs.APIVersion, Subresource: attrs.Subresource}
+	}
+	rec.write(audit.StageResponseStarted, time.Now())
 }
 
 // write writes the event at stage, unless the policy omits it.

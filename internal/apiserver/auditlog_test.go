@@ -89,6 +89,14 @@ rules:
 		t.Fatalf("get of a missing configmap: %d", code)
 	}
 	do(http.MethodGet, "/version", "")
+	// A token that is not valid: one event, ResponseStarted, no user.
+	bad := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/audited/secrets", nil)
+	bad.Header.Set("Authorization", "Bearer not-a-token")
+	badRec := httptest.NewRecorder()
+	h.ServeHTTP(badRec, bad)
+	if badRec.Code != http.StatusUnauthorized {
+		t.Fatalf("a bad token: %d", badRec.Code)
+	}
 
 	events := auditEvents(t, logPath)
 	var got []string
@@ -104,6 +112,7 @@ rules:
 		"ResponseComplete Request create secrets/s",
 		"RequestReceived RequestResponse get configmaps/missing",
 		"ResponseComplete RequestResponse get configmaps/missing",
+		"ResponseStarted Request list secrets/",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -129,6 +138,10 @@ rules:
 	}
 	if _, ok := secret["responseObject"]; ok {
 		t.Error("a Request-level event with the answer")
+	}
+	unauth, _ := events[7]["responseStatus"].(map[string]any)
+	if user, _ := events[7]["user"].(map[string]any); len(user) != 0 || unauth["code"] != 401.0 || unauth["reason"] != "Unauthorized" {
+		t.Errorf("the 401's event: %v", events[7])
 	}
 	missing, _ := events[6]["responseStatus"].(map[string]any)
 	if missing["code"] != 404.0 || missing["reason"] != "NotFound" || missing["status"] != "Failure" || missing["message"] != `configmaps "missing" not found` {

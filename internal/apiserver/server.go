@@ -235,6 +235,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !ok:
 			// A token that is not valid fails every request, even one
 			// anyone may send, as upstream's.
+			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		case authed != nil:
@@ -242,6 +243,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case s.cfg.Anonymous:
 			// Let in as is (tests over plain HTTP).
 		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path):
+			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
