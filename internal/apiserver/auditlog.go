@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -154,7 +155,40 @@ func (s *Server) startAudit(r *http.Request, auditID string, received time.Time)
 	if s.cfg.AuditLog == nil {
 		return nil
 	}
-	u := requestUser(r)
+	rec := s.newAuditRecord(r, requestUser(r), auditID, received)
+	if rec == nil {
+		return nil
+	}
+	// The body of a patch or delete is logged as sent, at level Request
+	// and up (a create's or update's object as decoded:
+	// auditRequestObject).
+	if !rec.ev.Level.Less(audit.LevelRequest) && r.Body != nil && r.Body != http.NoBody && isJSON(r.Header.Get("Content-Type")) {
+		rec.body = &bytes.Buffer{}
+		r.Body = teeBody{r.Body, rec.body}
+	}
+	rec.write(audit.StageRequestReceived, received)
+	return rec
+}
+
+// auditFailedAuthentication writes the one event of a request refused
+// 401, as upstream's failed-authentication audit does: the policy asked
+// with no user, the stage ResponseStarted, the refusal's Status.
+func (s *Server) auditFailedAuthentication(r *http.Request, auditID string, received time.Time) {
+	if s.cfg.AuditLog == nil {
+		return
+	}
+	rec := s.newAuditRecord(r, registry.User{}, auditID, received)
+	if rec == nil {
+		return
+	}
+	rec.ev.ResponseStatus = &audit.ResponseStatus{Status: metav1.StatusFailure, Message: "Unauthorized",
+		Reason: string(metav1.StatusReasonUnauthorized), Code: http.StatusUnauthorized}
+	rec.write(audit.StageResponseStarted, time.Now())
+}
+
+// newAuditRecord is the record of r, sent by u, at the level the policy
+// gives it; nil at level None.
+func (s *Server) newAuditRecord(r *http.Request, u registry.User, auditID string, received time.Time) *auditRecord {
 	attrs := requestAttributes(r, u)
 	level, omit, noManagedFields := s.cfg.AuditPolicy.Decide(audit.Attributes{
 		User: u.Name, Groups: u.Groups, Verb: attrs.Verb, ResourceRequest: attrs.ResourceRequest,
@@ -175,44 +209,7 @@ func (s *Server) startAudit(r *http.Request, auditID string, received time.Time)
 		rec.ev.ObjectRef = &audit.ObjectReference{Resource: attrs.Resource, Namespace: attrs.Namespace, Name: attrs.Name,
 			APIGroup: attrs.APIGroup, APIVersion: attrs.APIVersion, Subresource: attrs.Subresource}
 	}
-	// The body of a patch or delete is logged as sent, at level Request
-	// and up (a create's or update's object as decoded:
-	// auditRequestObject).
-	if !level.Less(audit.LevelRequest) && r.Body != nil && r.Body != http.NoBody && isJSON(r.Header.Get("Content-Type")) {
-		rec.body = &bytes.Buffer{}
-		r.Body = teeBody{r.Body, rec.body}
-	}
-	rec.write(audit.StageRequestReceived, received)
 	return rec
-}
-
-// auditFailedAuthentication writes the one event of a request refused
-// 401, as upstream's failed-authentication audit does: the policy asked
-// with no user, the stage ResponseStarted, the refusal's Status.
-func (s *Server) auditFailedAuthentication(r *http.Request, auditID string, received time.Time) {
-	if s.cfg.AuditLog == nil {
-		return
-	}
-	attrs := requestAttributes(r, registry.User{})
-	level, omit, _ := s.cfg.AuditPolicy.Decide(audit.Attributes{
-		Verb: attrs.Verb, ResourceRequest: attrs.ResourceRequest, APIGroup: attrs.APIGroup, Resource: attrs.Resource,
-		Subresource: attrs.Subresource, Namespace: attrs.Namespace, Name: attrs.Name, Path: attrs.Path,
-	})
-	if level == audit.LevelNone {
-		return
-	}
-	rec := &auditRecord{log: s.cfg.AuditLog, omit: omit, ev: audit.Event{
-		Kind: "Event", APIVersion: "audit.k8s.io/v1", Level: level, AuditID: auditID,
-		RequestURI: r.URL.RequestURI(), Verb: attrs.Verb, SourceIPs: sourceIPs(r), UserAgent: r.UserAgent(),
-		RequestReceivedTimestamp: audit.MicroTime(received),
-		ResponseStatus: &audit.ResponseStatus{Status: metav1.StatusFailure, Message: "Unauthorized",
-			Reason: string(metav1.StatusReasonUnauthorized), Code: http.StatusUnauthorized},
-	}}
-	if attrs.ResourceRequest {
-		rec.ev.ObjectRef = &audit.ObjectReference{Resource: attrs.Resource, Namespace: attrs.Namespace, Name: attrs.Name,
-			APIGroup: attrs.APIGroup, APIVersion: attrs.APIVersion, Subresource: attrs.Subresource}
-	}
-	rec.write(audit.StageResponseStarted, time.Now())
 }
 
 // write writes the event at stage, unless the policy omits it.
@@ -328,10 +325,7 @@ func sourceIPs(r *http.Request) []string {
 
 // teeBody copies what is read of a request's body.
 type teeBody struct {
-	body interface {
-		Read([]byte) (int, error)
-		Close() error
-	}
+	body io.ReadCloser
 	copy *bytes.Buffer
 }
 

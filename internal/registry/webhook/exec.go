@@ -56,7 +56,6 @@ type execConfig struct {
 		Value string `json:"value"`
 	} `json:"env"`
 	APIVersion         string `json:"apiVersion"`
-	InstallHint        string `json:"installHint"`
 	ProvideClusterInfo bool   `json:"provideClusterInfo"`
 	InteractiveMode    string `json:"interactiveMode"`
 }
