@@ -29,48 +29,59 @@ import (
 )
 
 // A webhook that asks for a client certificate and a token gets both
-// from the kubeconfig; called anonymously, it refuses, and the call
-// fails.
+// from the kubeconfig user named for its host and port; one at a host
+// and port the kubeconfig does not name is called anonymously, refuses,
+// and the call fails. The two servers share a certificate and a server
+// name, so a client kept for one and used for the other is found out.
 func TestWebhookCalledWithCredentials(t *testing.T) {
 	ca, caKey := newCA(t)
 	certPEM, keyPEM := clientCert(t, ca, caKey, "kplane-admission")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	srv := securedServer(t, pool, func() string { return "Bearer s3cret" })
+	token := func() string { return "Bearer s3cret" }
+	known, unknown := securedServer(t, pool, token), securedServer(t, pool, token)
 
-	e := newEnv(t)
-	hostPort := strings.TrimPrefix(srv.URL, "https://")
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	writeKubeconfig(t, kc, `
 users:
-- name: "`+hostPort+`"
+- name: "`+strings.TrimPrefix(known.URL, "https://")+`"
   user:
     token: s3cret
     client-certificate-data: `+base64.StdEncoding.EncodeToString(certPEM)+`
     client-key-data: `+base64.StdEncoding.EncodeToString(keyPEM)+`
 `)
-	// The webhook at the secured server, trusting its certificate.
-	e.configure("Validating", "secured", map[string]any{"name": "secured.example.com", "path": "/", "clientConfig": map[string]any{
-		"url": srv.URL + "/", "caBundle": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}})
-
-	if _, err := e.createConfigMap("anonymous", nil, registry.WriteOptions{}); err == nil ||
-		!strings.Contains(err.Error(), `failed calling webhook "secured.example.com": failed to call webhook: the server has asked for the client to provide credentials`) {
-		t.Errorf("called anonymously: %v", err)
-	}
 	auth, err := webhook.LoadWebhookAuth(kc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// (Set while the server runs, which kplane does not do, so that a
-	// client kept from the anonymous call would be found out.)
-	e.w.ValidatingAuth = auth
-	if _, err := e.createConfigMap("authenticated", nil, registry.WriteOptions{}); err != nil {
-		t.Errorf("with the kubeconfig's credentials: %v", err)
+	// A webhook at srv for the configmaps labelled step: name.
+	at := func(srv *httptest.Server, name string) map[string]any {
+		return map[string]any{"name": "secured.example.com", "path": "/", "clientConfig": map[string]any{
+			"url": srv.URL + "/", "caBundle": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			"objectSelector": map[string]any{"matchLabels": map[string]any{"step": name}}}
 	}
+
+	e := newEnvWith(t, func(w *webhook.Webhooks, _ *server) { w.ValidatingAuth = auth })
+	for _, step := range []struct {
+		srv  *httptest.Server
+		name string
+		want string // the error's, or "" for none
+	}{
+		{known, "authenticated", ""},
+		{unknown, "anonymous", `failed calling webhook "secured.example.com": failed to call webhook: the server has asked for the client to provide credentials`},
+		{known, "authenticated-again", ""},
+	} {
+		e.configure("Validating", step.name, at(step.srv, step.name))
+		_, err := e.createConfigMap(step.name, map[string]string{"step": step.name}, registry.WriteOptions{})
+		if step.want == "" && err != nil || step.want != "" && (err == nil || !strings.Contains(err.Error(), step.want)) {
+			t.Errorf("%s: %v, want %q", step.name, err, step.want)
+		}
+	}
+
 	// The mutating webhooks' kubeconfig is not the validating ones'.
-	e.w.ValidatingAuth, e.w.MutatingAuth = nil, auth
-	if _, err := e.createConfigMap("mutating-only", nil, registry.WriteOptions{}); err == nil {
+	e = newEnvWith(t, func(w *webhook.Webhooks, _ *server) { w.MutatingAuth = auth })
+	e.configure("Validating", "secured", at(known, "mutating-only"))
+	if _, err := e.createConfigMap("mutating-only", map[string]string{"step": "mutating-only"}, registry.WriteOptions{}); err == nil {
 		t.Error("a validating webhook called with the mutating webhooks' credentials")
 	}
 }
@@ -178,8 +189,7 @@ users:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t)
-	e.w.ValidatingAuth = auth
+	e := newEnvWith(t, func(w *webhook.Webhooks, _ *server) { w.ValidatingAuth = auth })
 	caBundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	e.configure("Validating", "secured", map[string]any{"name": "secured.example.com", "path": "/", "clientConfig": map[string]any{
 		"url": srv.URL + "/", "caBundle": caBundle}})
@@ -222,9 +232,12 @@ users:
 	// A plugin that fails fails the call (here a new kubeconfig's, with
 	// no credentials yet).
 	write("fail", "")
-	if e.w.ValidatingAuth, err = webhook.LoadWebhookAuth(kc); err != nil {
+	if auth, err = webhook.LoadWebhookAuth(kc); err != nil {
 		t.Fatal(err)
 	}
+	e = newEnvWith(t, func(w *webhook.Webhooks, _ *server) { w.ValidatingAuth = auth })
+	e.configure("Validating", "secured", map[string]any{"name": "secured.example.com", "path": "/", "clientConfig": map[string]any{
+		"url": srv.URL + "/", "caBundle": caBundle}})
 	_, err = e.createConfigMap("no-credentials", nil, registry.WriteOptions{})
 	plugin := filepath.Join(dir, "plugin.sh")
 	if err == nil || !strings.Contains(err.Error(), `failed calling webhook "secured.example.com": failed to call webhook: Post "`+srv.URL+`/?timeout=10s": getting credentials: exec: executable `+plugin+` failed with exit code 3`) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
 )
 
 // policy stores a ValidatingAdmissionPolicy named name with spec, its
@@ -346,9 +347,8 @@ func (r *recordingAuthorizer) Authorize(_ context.Context, a registry.Attributes
 }
 
 func TestPolicyAuthorizer(t *testing.T) {
-	e := newEnv(t)
 	authz := &recordingAuthorizer{allow: func(a registry.Attributes) bool { return a.User.Name == "admin" }}
-	e.w.Authorizer = authz
+	e := newEnvWith(t, func(w *webhook.Webhooks, _ *server) { w.Authorizer = authz })
 	e.policy("secrets", map[string]any{"validations": []any{map[string]any{
 		"expression":        "authorizer.group('').resource('secrets').namespace(request.namespace).check('list').allowed()",
 		"messageExpression": "'may not list secrets in ' + request.namespace",

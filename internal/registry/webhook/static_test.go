@@ -53,6 +53,16 @@ func staticWebhook(srv *server, name, path, groups, resources, extra string) str
 
 // staticDirs writes the four plugins' directories of
 // TestStaticManifests.
+// readStatic is a setup for newEnvWith that reads the static manifests
+// of the directories dirs returns.
+func readStatic(t *testing.T, dirs func(*server) webhook.StaticDirs) func(*webhook.Webhooks, *server) {
+	return func(w *webhook.Webhooks, srv *server) {
+		if err := w.LoadStatic(dirs(srv)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func staticDirs(t *testing.T) func(*server) webhook.StaticDirs {
 	root := t.TempDir()
 	return func(srv *server) webhook.StaticDirs {
@@ -143,7 +153,7 @@ func (e *env) createAdmission(resource string, obj *unstructured.Unstructured) (
 // (and the API's policies see only for webhook configurations), as in
 // kube-apiserver v1.37.2 given the same files and requests.
 func TestStaticManifests(t *testing.T) {
-	e := newEnvReading(t, staticDirs(t))
+	e := newEnvWith(t, readStatic(t, staticDirs(t)))
 	e.configure("Mutating", "api", map[string]any{"name": "api.example.com", "path": "/label-api"})
 	e.configure("Validating", "api-all", map[string]any{"name": "all.example.com", "path": "/deny",
 		"rules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{"admissionregistration.k8s.io"}, "apiVersions": []any{"*"}, "resources": []any{"*"}}},
@@ -348,10 +358,12 @@ spec: {policyName: prefix.static.k8s.io, validationActions: [Deny]}
 `
 	}
 	dir := writeFiles(t, root, "vap", map[string]string{"p.yaml": policy("red")})
-	e := newEnvReading(t, func(*server) webhook.StaticDirs { return webhook.StaticDirs{ValidatingPolicies: dir} })
-	e.w.APIServerID = "test-server"
-	// A short interval, for a file system without notifications.
-	e.w.StaticReloadInterval = 50 * time.Millisecond
+	e := newEnvWith(t, func(w *webhook.Webhooks, srv *server) {
+		w.APIServerID = "test-server"
+		// A short interval, for a file system without notifications.
+		w.StaticReloadInterval = 50 * time.Millisecond
+		readStatic(t, func(*server) webhook.StaticDirs { return webhook.StaticDirs{ValidatingPolicies: dir} })(w, srv)
+	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -111,12 +111,13 @@ type env struct {
 
 func newEnv(t testing.TB, extra ...*registry.Kind) *env {
 	t.Helper()
-	return newEnvReading(t, nil, extra...)
+	return newEnvWith(t, nil, extra...)
 }
 
-// newEnvReading is newEnv whose webhooks read the static manifests of
-// the directories static returns (given the test server) first.
-func newEnvReading(t testing.TB, static func(*server) webhook.StaticDirs, extra ...*registry.Kind) *env {
+// newEnvWith is newEnv whose webhooks setup configures (given the test
+// server) before they first read the configurations: what it sets is
+// not set again while they run, as in kplane.
+func newEnvWith(t testing.TB, setup func(*webhook.Webhooks, *server), extra ...*registry.Kind) *env {
 	t.Helper()
 	srv := newServer(t)
 	var w *webhook.Webhooks
@@ -126,10 +127,8 @@ func newEnvReading(t testing.TB, static func(*server) webhook.StaticDirs, extra 
 		registry.SetTypeConverters(kinds...) // as the server does
 		return kinds
 	})
-	if static != nil {
-		if err := w.LoadStatic(static(srv)); err != nil {
-			t.Fatal(err)
-		}
+	if setup != nil {
+		setup(w, srv)
 	}
 	if err := core.Bootstrap(ctx, reg); err != nil {
 		t.Fatal(err)
