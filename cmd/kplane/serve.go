@@ -48,14 +48,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.CompactionMaxHistory = 512 << 20
 	fs.Var(byteSize{&cfg.CompactionMaxHistory}, "compaction-max-history", "compact early when the old versions the embedded or memory store holds pass this size (512Mi, 2Gi, ...); 0 leaves them to --compaction-interval")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay-duration", 0, "once asked to stop (SIGTERM, SIGINT), keep serving this long with /readyz failing, so load balancers stop sending requests first; as kube-apiserver's")
-	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "AlwaysAllow (every authenticated client may do everything) or RBAC (authorize by the cluster's Roles and bindings, as kube-apiserver)")
+	fs.StringVar(&cfg.AuthorizationMode, "authorization-mode", app.AuthorizeAlways, "the authorizers asked, in order, comma-separated, as kube-apiserver's: AlwaysAllow (alone: every authenticated client may do everything), AlwaysDeny, RBAC (the cluster's Roles and bindings) and Webhook (a SubjectAccessReview webhook); the first to allow or deny decides")
+	fs.StringVar(&cfg.AuthorizationWebhook.KubeConfigFile, "authorization-webhook-config-file", "", "kubeconfig of the Webhook authorizer: its current context's cluster server is the URL SubjectAccessReviews are posted to, its user the credentials kplane presents")
+	fs.StringVar(&cfg.AuthorizationWebhook.Version, "authorization-webhook-version", "v1beta1", "the authorization.k8s.io version of the SubjectAccessReviews sent to the Webhook authorizer: v1 or v1beta1")
+	fs.DurationVar(&cfg.AuthorizationWebhook.AuthorizedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long the Webhook authorizer's answers that allow are kept (0: not kept)")
+	fs.DurationVar(&cfg.AuthorizationWebhook.UnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long the Webhook authorizer's answers that do not allow are kept (0: not kept)")
 	fs.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "an audit.k8s.io/v1 Policy: the level each request is written to the audit log at, as kube-apiserver's")
 	fs.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "file the audit log's events are written to, one JSON line each (\"-\": standard output); needs --audit-policy-file")
 	fs.IntVar(&cfg.AuditLogMaxSize, "audit-log-maxsize", 0, "megabytes the audit log reaches before it is rotated (0: 100)")
 	fs.IntVar(&cfg.AuditLogMaxBackups, "audit-log-maxbackup", 0, "rotated audit logs kept (0: all)")
 	fs.IntVar(&cfg.AuditLogMaxAge, "audit-log-maxage", 0, "days a rotated audit log is kept (0: no limit)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
-	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC authorized by its roles, as kube-apiserver; with AlwaysAllow only to /version and the health checks. =false answers them all 401", func(v string) error {
+	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC or Webhook authorized as any user, as kube-apiserver; with AlwaysAllow alone only to /version and the health checks. =false answers them all 401", func(v string) error {
 		on, err := strconv.ParseBool(v)
 		cfg.RefuseAnonymous = !on
 		return err

@@ -16,8 +16,9 @@ import (
 
 // authorize decides whether r may do what it asks, by Config.Authorizer.
 // If so, it returns r carrying its user (registry.WithUser), for the
-// checks of RBAC writes; if not, it has answered 403 as kube-apiserver's
-// authorization filter does, and returns nil. It runs after
+// checks of RBAC writes; if not, it has answered as kube-apiserver's
+// authorization filter does (403, or 500 if no authorizer allowed and one
+// failed: a webhook it could not call), and returns nil. It runs after
 // authentication and before routing, as upstream's filter, so a path
 // that names nothing served is refused as well. A client certificate of
 // group system:masters (kplane's admin) passes without building its
@@ -39,16 +40,34 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRec
 	}
 	attrs := requestAttributes(r, u)
 	authz := s.cfg.Authorizer
-	if e, ok := authz.(interface{ Explaining() registry.Authorizer }); ok && rec != nil {
+	if e, ok := authz.(registry.Explainer); ok && rec != nil {
 		authz = e.Explaining() // the audit log says why
 	}
-	allowed, reason := authz.Authorize(r.Context(), attrs)
-	rec.authorized(allowed, reason)
-	if !allowed {
-		refuse(w, r, forbidden(attrs, reason))
+	d, reason, err := authz.Authorize(r.Context(), attrs)
+	switch {
+	case d == registry.Allow:
+		// An authorizer may allow despite another's error.
+		rec.authorized(true, reason)
+		return r
+	case err != nil:
+		// No authorizer allowed, and one could not decide: upstream
+		// answers 500, in plain text, rather than 403.
+		if rec != nil {
+			rec.annotate("authorization.k8s.io/reason", "internal error")
+		}
+		internalError(w, r, err)
 		return nil
 	}
-	return r
+	rec.authorized(false, reason)
+	refuse(w, r, forbidden(attrs, reason))
+	return nil
+}
+
+// internalError answers 500 in plain text, as upstream's filters answer a
+// failure that is not the request's: the request's URI and the error,
+// HTML-escaped.
+func internalError(w http.ResponseWriter, r *http.Request, err error) {
+	http.Error(w, htmlEscaper.Replace(fmt.Sprintf("Internal Server Error: %q: %v", r.RequestURI, err)), http.StatusInternalServerError)
 }
 
 // requestAttributes is what r asks to do, read off its path, method and
@@ -64,7 +83,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRec
 //     own path (/namespaces/<name>[/status|/finalize]) is in namespace
 //     <name>;
 //   - a list or watch whose field selector requires one metadata.name
-//     asks for that name.
+//     asks for that name;
+//   - a list, watch or deletecollection (not by a /watch/ path) carries
+//     its selectors' requirements (registry.SelectorAttributes).
 func requestAttributes(r *http.Request, u registry.User) registry.Attributes {
 	a := registry.Attributes{User: u, Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
@@ -79,7 +100,8 @@ func requestAttributes(r *http.Request, u registry.User) registry.Attributes {
 	}
 	a.ResourceRequest = true
 	a.APIVersion, parts = parts[1], parts[2:]
-	if parts[0] == "watch" && len(parts) >= 2 {
+	watchPath := parts[0] == "watch" && len(parts) >= 2
+	if watchPath {
 		a.Verb, parts = "watch", parts[1:]
 	} else {
 		switch r.Method {
@@ -124,6 +146,13 @@ func requestAttributes(r *http.Request, u registry.User) registry.Attributes {
 	}
 	if a.Name == "" && a.Verb == "delete" {
 		a.Verb = "deletecollection"
+	}
+	// The selectors of a collection's list, watch or delete; not of the
+	// /watch/ paths', whose one-object form takes none.
+	if !watchPath && (a.Verb == "list" || a.Verb == "watch" || a.Verb == "deletecollection") {
+		if q := r.URL.Query(); q.Has("fieldSelector") || q.Has("labelSelector") {
+			a.FieldSelector, a.LabelSelector = registry.SelectorAttributes(q.Get("fieldSelector"), q.Get("labelSelector"))
+		}
 	}
 	return a
 }

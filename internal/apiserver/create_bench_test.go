@@ -160,7 +160,7 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
 	if authz != nil {
 		go authz.Run(ctx)
-		cfg.Authorizer = authz
+		cfg.Authorizer = authz.Chain()
 	}
 	for _, o := range opts {
 		o(&cfg)

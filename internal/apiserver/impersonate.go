@@ -304,13 +304,14 @@ func checkMode(r *http.Request, authz registry.Authorizer, mode int, wanted *wan
 	return u, true, nil
 }
 
-// check asks authz (none allows everything) about attrs; a refusal is
-// upstream's 403 with the authorizer's reason.
+// check asks authz (none allows everything) about attrs; anything but
+// an allowance (an error too) is upstream's 403 with the authorizer's
+// reason.
 func check(r *http.Request, authz registry.Authorizer, attrs registry.Attributes) error {
 	if authz == nil {
 		return nil
 	}
-	if allowed, reason := authz.Authorize(r.Context(), attrs); !allowed {
+	if d, reason, _ := authz.Authorize(r.Context(), attrs); d != registry.Allow {
 		return forbidden(attrs, reason)
 	}
 	return nil

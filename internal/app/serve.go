@@ -54,11 +54,16 @@ type Config struct {
 	// so that load balancers take it out of rotation before it stops
 	// taking connections. 0 stops at once.
 	ShutdownDelay time.Duration
-	// AuthorizationMode is AuthorizeAlways (the default: every
-	// authenticated client may do everything) or AuthorizeRBAC (requests
-	// are authorized by the cluster's Roles and bindings, as
-	// kube-apiserver's --authorization-mode=RBAC).
+	// AuthorizationMode is kube-apiserver's --authorization-mode: the
+	// authorizers asked, in order, comma-separated, each once:
+	// AlwaysAllow (alone, the default: every authenticated client may do
+	// everything), AlwaysDeny, RBAC (the cluster's Roles and bindings) and
+	// Webhook (AuthorizationWebhook's). The first to allow or deny a
+	// request decides.
 	AuthorizationMode string
+	// AuthorizationWebhook is how the Webhook authorizer is called: the
+	// --authorization-webhook-* flags.
+	AuthorizationWebhook webhook.AuthorizationWebhookConfig
 	// AdmissionControlConfigFile, as kube-apiserver's
 	// --admission-control-config-file: an AdmissionConfiguration whose
 	// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins
@@ -118,8 +123,10 @@ type Config struct {
 
 // The authorization modes.
 const (
-	AuthorizeAlways = "AlwaysAllow"
-	AuthorizeRBAC   = "RBAC"
+	AuthorizeAlways  = "AlwaysAllow"
+	AuthorizeDeny    = "AlwaysDeny"
+	AuthorizeRBAC    = "RBAC"
+	AuthorizeWebhook = "Webhook"
 )
 
 // Ready says where a ready server is.
@@ -142,10 +149,8 @@ func (c Config) Validate() error {
 	if c.CompactionMaxHistory < 0 {
 		return fmt.Errorf("--compaction-max-history %d must not be negative", c.CompactionMaxHistory)
 	}
-	switch c.AuthorizationMode {
-	case "", AuthorizeAlways, AuthorizeRBAC:
-	default:
-		return fmt.Errorf("--authorization-mode %q: must be %s or %s", c.AuthorizationMode, AuthorizeAlways, AuthorizeRBAC)
+	if _, err := c.authorizationModes(); err != nil {
+		return err
 	}
 	if err := pki.CheckHosts(c.TLSSANs); err != nil {
 		return fmt.Errorf("--tls-san: %v", err)
@@ -268,11 +273,11 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxExpiration: cfg.ServiceAccountMaxTokenExpiration,
 	}
 	builtin := append(tokens.Install(core.Kinds()), crdKind)
-	var authz *core.RBAC
-	if cfg.AuthorizationMode == AuthorizeRBAC {
-		authz = &core.RBAC{Registry: reg, Logger: log}
-		builtin = authz.Install(builtin)
+	authz, err := newAuthorizers(&cfg, reg, log)
+	if err != nil {
+		return err
 	}
+	builtin = authz.install(builtin)
 	// Admission webhooks: their configurations reload on every write.
 	webhooks := &webhook.Webhooks{Registry: reg, Logger: log, APIServerID: apiServerID()}
 	admissionCfg := &webhook.AdmissionConfig{}
@@ -287,8 +292,8 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("--admission-control-config-file configures an admission plugin kplane does not run; ignored", "plugin", name)
 		}
 	}
-	if authz != nil {
-		webhooks.Authorizer = authz.Explaining() // admission policies' authorizer checks
+	if authz.chain != nil {
+		webhooks.Authorizer = authz.chain.Explaining() // admission policies' authorizer checks
 	}
 	builtin = webhooks.Install(builtin)
 	registry.SetTypeConverters(builtin...)
@@ -338,10 +343,13 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
 	var authorizer registry.Authorizer
+	if authz.chain != nil {
+		authorizer = authz.chain
+	}
 	rbacSynced := closedChan
-	if authz != nil {
-		goRun("rbac", authz.Run)
-		authorizer, rbacSynced = authz, authz.Synced()
+	if authz.rbac != nil {
+		goRun("rbac", authz.rbac.Run)
+		rbacSynced = authz.rbac.Synced()
 	}
 	collector, err := gc.New(gc.Config{Registry: reg, Logger: log})
 	if err != nil {

@@ -82,27 +82,6 @@ func UserFrom(ctx context.Context) (User, bool) {
 	return User{}, false
 }
 
-// Attributes are what a request asks to do, as an authorizer sees it
-// (upstream's authorizer.Attributes): a verb on a resource (get, list,
-// watch, create, update, patch, delete, deletecollection, or one a
-// review names, such as bind or escalate), or on a non-resource path
-// (the HTTP method, lowercased).
-type Attributes struct {
-	User            User
-	Verb            string
-	ResourceRequest bool
-	// Of a resource request.
-	Namespace, APIGroup, APIVersion, Resource, Subresource, Name string
-	// Of a non-resource request.
-	Path string
-}
-
-// Authorizer decides whether a request may do what it asks. reason says
-// why, in upstream's words; it may be empty.
-type Authorizer interface {
-	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string)
-}
-
 type createByNameKey struct{}
 
 // withCreateByName marks ctx as a create by a PUT to the object's own

@@ -74,7 +74,7 @@ func (a *RBAC) admitPolicy(k *registry.Kind) func(context.Context, *unstructured
 				attrs.Resource = res
 			}
 		}
-		if allowed, _ := a.Authorize(ctx, attrs); allowed {
+		if registry.Allowed(ctx, a.Chain(), attrs) {
 			return nil
 		}
 		return paramForbidden(k, obj, field.NewPath("spec", "paramKind"), fmt.Sprintf(
@@ -128,7 +128,7 @@ func (a *RBAC) admitPolicyBinding(k *registry.Kind, policies string) func(contex
 				why = fmt.Sprintf("unable to resolve paramKind &{%s %s} to determine minimum required permissions and ", pk.APIVersion, pk.Kind)
 			}
 		}
-		if allowed, _ := a.Authorize(ctx, attrs); allowed {
+		if registry.Allowed(ctx, a.Chain(), attrs) {
 			return nil
 		}
 		var msg string

@@ -2,8 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,12 @@ type RBAC struct {
 	// Retry is how long a failed watch waits before it starts again.
 	// Default 1 s.
 	Retry time.Duration
+	// Authorizer is every authorizer kplane asks (--authorization-mode),
+	// RBAC among them: the checks of writes of roles, bindings and
+	// admission policies (may the user bind, escalate, read the
+	// parameters) ask it, as upstream's ask its whole chain. Nil: RBAC
+	// alone.
+	Authorizer registry.Authorizer
 
 	mu            sync.RWMutex
 	state         rbacState
@@ -122,7 +129,7 @@ func (idx bindingIndex) candidates(user registry.User, buf []int) []int {
 }
 
 // privilegedGroup may do everything, bound or not.
-const privilegedGroup = "system:masters"
+const privilegedGroup = registry.PrivilegedGroup
 
 // The four resources RBAC follows, in the order Run lists them.
 var rbacResources = []string{"clusterroles", "roles", "clusterrolebindings", "rolebindings"}
@@ -409,48 +416,60 @@ func replaceBinding[B any](list []*B, b *B, deleted bool, name func(*B) string) 
 	return slices.Insert(slices.Clone(list), i, b)
 }
 
-// Authorize allows a request if a rule bound to its user allows it. A
-// denial's reason names the bindings whose roles are missing, as
-// upstream's does; an allowance has none (the access reviews name the
-// binding that allowed: review). Until RBAC holds every role and
-// binding, it waits.
-func (a *RBAC) Authorize(ctx context.Context, attrs registry.Attributes) (bool, string) {
+// Authorize allows a request if a rule bound to its user allows it, and
+// has no opinion otherwise: RBAC never denies. The reason of no opinion
+// names the bindings whose roles are missing, as upstream's does; an
+// allowance has none (the access reviews name the binding that allowed:
+// Explaining). Until RBAC holds every role and binding, it waits.
+func (a *RBAC) Authorize(ctx context.Context, attrs registry.Attributes) (registry.Decision, string, error) {
 	return a.authorize(ctx, &attrs, false)
 }
 
 // Explaining is RBAC as an authorizer whose allowances say why, as
 // upstream's do everywhere but its request filter: the reason names the
 // binding that allowed it (RBAC: allowed by RoleBinding "b/ns" of
-// ClusterRole "r" to User "u"). Admission policies' authorizer checks
-// show it (check(...).reason()).
+// ClusterRole "r" to User "u"). The access reviews and the admission
+// policies' authorizer checks (check(...).reason()) show it.
 func (a *RBAC) Explaining() registry.Authorizer { return explaining{a} }
 
 type explaining struct{ a *RBAC }
 
-func (e explaining) Authorize(ctx context.Context, attrs registry.Attributes) (bool, string) {
-	return e.a.review(ctx, attrs)
+func (e explaining) Authorize(ctx context.Context, attrs registry.Attributes) (registry.Decision, string, error) {
+	return e.a.authorize(ctx, &attrs, true)
 }
 
-// review is Authorize for an access review, whose allowance's reason
-// names the binding that allowed it, as upstream's does.
-func (a *RBAC) review(ctx context.Context, attrs registry.Attributes) (bool, string) {
-	return a.authorize(ctx, &attrs, true)
+func (e explaining) RulesFor(ctx context.Context, u registry.User, ns string) ([]rbacv1.PolicyRule, bool, error) {
+	return e.a.RulesFor(ctx, u, ns)
 }
 
-func (a *RBAC) authorize(ctx context.Context, attrs *registry.Attributes, why bool) (bool, string) {
+func (a *RBAC) authorize(ctx context.Context, attrs *registry.Attributes, why bool) (registry.Decision, string, error) {
 	if slices.Contains(attrs.User.Groups, privilegedGroup) {
-		return true, ""
+		return registry.Allow, "", nil
 	}
 	select {
 	case <-a.Synced():
 	case <-ctx.Done():
-		return false, ""
+		return registry.NoOpinion, "", ctx.Err()
 	}
 	allowed, reason := a.decide(attrs, why)
 	if !allowed && a.catchUp(ctx) {
 		allowed, reason = a.decide(attrs, why)
 	}
-	return allowed, reason
+	if allowed {
+		return registry.Allow, reason, nil
+	}
+	return registry.NoOpinion, reason, nil
+}
+
+// Chain is the authorizer the checks of RBAC writes ask (may the user
+// bind, escalate) and the reviews answer by: Authorizer, all of kplane's,
+// as upstream's, or if nil RBAC alone, as --authorization-mode=RBAC
+// makes it (after system:masters').
+func (a *RBAC) Chain() registry.Authorizer {
+	if a.Authorizer != nil {
+		return a.Authorizer
+	}
+	return registry.Union{registry.Privileged, {Name: "rbac", Authorizer: a}}
 }
 
 // decide is authorize's answer from what RBAC holds now; with why, an
@@ -479,15 +498,25 @@ func (a *RBAC) decide(attrs *registry.Attributes, why bool) (bool, string) {
 	if len(errs) == 0 {
 		return false, ""
 	}
-	// Upstream's union of authorizers names the one that refused.
-	return false, "rbac: RBAC: " + evaluationError(errs)
+	return false, "RBAC: " + evaluationError(errs)
 }
 
 // RulesFor returns the rules bound to user in namespace ns (cluster-wide
+// ones too), for a SelfSubjectRulesReview. As upstream's RBAC's, they are
+// complete even if a binding's role is missing: the error says which.
+func (a *RBAC) RulesFor(_ context.Context, user registry.User, ns string) ([]rbacv1.PolicyRule, bool, error) {
+	rules, errs := a.boundRules(user, ns)
+	if len(errs) > 0 {
+		return rules, false, errors.New(evaluationError(errs))
+	}
+	return rules, false, nil
+}
+
+// boundRules returns the rules bound to user in namespace ns (cluster-wide
 // ones too), and the errors met (bindings of missing roles). As
 // upstream's, they are the bindings' only: system:masters has the rules
 // of its binding to cluster-admin.
-func (a *RBAC) RulesFor(user registry.User, ns string) ([]rbacv1.PolicyRule, []error) {
+func (a *RBAC) boundRules(user registry.User, ns string) ([]rbacv1.PolicyRule, []error) {
 	var rules []rbacv1.PolicyRule
 	var errs []error
 	a.visitRules(user, ns, func(_ func() string, rule *rbacv1.PolicyRule, err error) bool {
@@ -678,19 +707,14 @@ func resourceMatches(list []string, resource, sub string) bool {
 	return false
 }
 
-// Install makes the access and rules reviews among kinds answer by a; a
+// Install makes the access and rules reviews among kinds answer by a's
+// chain (InstallAuthorizer); a
 // write of a role or binding refused if it grants more than its writer
 // holds (escalation.go); and a write or delete of one return once a
 // holds it, so that it applies to the client's next request.
 func (a *RBAC) Install(kinds []*registry.Kind) []*registry.Kind {
-	answers := map[string]*registry.Kind{}
-	for _, k := range reviewKinds(a) {
-		answers[k.Resource] = k
-	}
+	kinds = InstallAuthorizer(kinds, a.Chain())
 	for _, k := range kinds {
-		if r, ok := answers[k.Resource]; ok && k.Group == r.Group && k.Review != nil {
-			k.Review = r.Review
-		}
 		if k.Group == admissionregistrationv1.GroupName {
 			switch k.Resource {
 			case "validatingadmissionpolicies", "mutatingadmissionpolicies":

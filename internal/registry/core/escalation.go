@@ -38,8 +38,8 @@ func (a *RBAC) admitRole(i int) func(context.Context, *unstructured.Unstructured
 		if old == nil && !registry.CreatedByName(ctx) {
 			name = ""
 		}
-		if allowed, _ := a.Authorize(ctx, registry.Attributes{User: user, Verb: "escalate", ResourceRequest: true,
-			APIGroup: rbacv1.GroupName, APIVersion: "*", Resource: resource, Namespace: obj.GetNamespace(), Name: name}); allowed {
+		if registry.Allowed(ctx, a.Chain(), registry.Attributes{User: user, Verb: "escalate", ResourceRequest: true,
+			APIGroup: rbacv1.GroupName, APIVersion: "*", Resource: resource, Namespace: obj.GetNamespace(), Name: name}) {
 			return nil
 		}
 		var role rbacv1.ClusterRole // a Role's rules read the same
@@ -68,8 +68,8 @@ func (a *RBAC) admitBinding(i int) func(context.Context, *unstructured.Unstructu
 		if b.RoleRef.Kind == "Role" {
 			roles = "roles"
 		}
-		if allowed, _ := a.Authorize(ctx, registry.Attributes{User: user, Verb: "bind", ResourceRequest: true,
-			APIGroup: rbacv1.GroupName, APIVersion: "*", Resource: roles, Namespace: ns, Name: b.RoleRef.Name}); allowed {
+		if registry.Allowed(ctx, a.Chain(), registry.Attributes{User: user, Verb: "bind", ResourceRequest: true,
+			APIGroup: rbacv1.GroupName, APIVersion: "*", Resource: roles, Namespace: ns, Name: b.RoleRef.Name}) {
 			return nil
 		}
 		a.mu.RLock()
@@ -90,7 +90,7 @@ func (a *RBAC) admitBinding(i int) func(context.Context, *unstructured.Unstructu
 // (its namespace, and cluster-wide). The refusal lists what is missing,
 // as upstream's does.
 func (a *RBAC) confirmNoEscalation(_ context.Context, user registry.User, resource string, obj *unstructured.Unstructured, rules []rbacv1.PolicyRule) error {
-	owned, errs := a.RulesFor(user, obj.GetNamespace())
+	owned, errs := a.boundRules(user, obj.GetNamespace())
 	missing := uncovered(owned, rules)
 	if len(missing) == 0 {
 		return nil

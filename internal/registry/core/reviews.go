@@ -3,7 +3,9 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -13,8 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -25,15 +31,33 @@ import (
 // (k9s, Headlamp) ask about themselves before they show what a user may
 // do; a metrics endpoint's auth filter (controller-runtime's,
 // kube-rbac-proxy) asks whether the client it authenticated may scrape.
-// They are never stored. kplane authorizes every authenticated request
-// (it has no authorizer yet), so every access review about an
+// They are never stored. Without an authorizer kplane lets every
+// authenticated request in, so every access review about an
 // authenticated user is allowed and every rules review lists everything;
 // an identity review tells who the request's credential names.
 func reviews() []*registry.Kind { return reviewKinds(nil) }
 
+// InstallAuthorizer makes the access and rules reviews of kinds answer
+// by authz, kplane's authorizer: an access review by its decision (the
+// reasons of an allowance too, if authz is an Explainer), a rules review
+// by its rules (if authz is a RuleResolver; none otherwise, and
+// incomplete).
+func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*registry.Kind {
+	answers := map[string]*registry.Kind{}
+	for _, k := range reviewKinds(authz) {
+		answers[k.Resource] = k
+	}
+	for _, k := range kinds {
+		if r, ok := answers[k.Resource]; ok && k.Group == r.Group && k.Review != nil {
+			k.Review = r.Review
+		}
+	}
+	return kinds
+}
+
 // reviewKinds returns the reviews; the access and rules reviews answer
-// by authz (RBAC.Install), or as kplane without an authorizer if nil.
-func reviewKinds(authz *RBAC) []*registry.Kind {
+// by authz, or as kplane without an authorizer if nil.
+func reviewKinds(authz registry.Authorizer) []*registry.Kind {
 	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error)) *registry.Kind {
 		return &registry.Kind{
 			Group: group, Versions: []string{"v1"}, Kind: kind, Resource: resource, Singular: lower(kind),
@@ -60,9 +84,12 @@ func reviewKinds(authz *RBAC) []*registry.Kind {
 // subject, "may this user?" (a SubjectAccessReview; with local, a
 // LocalSubjectAccessReview, about its namespace). The question must be
 // well formed (accessReviewErrors). The answer is the question with its
-// status: authz's decision and reason or, without authz, allowed unless
-// the user asked about is anonymous, whom kplane then refuses.
-func accessReview(authz *RBAC, subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// status: authz's decision, reason and error or, without authz, allowed
+// unless the user asked about is anonymous, whom kplane then refuses.
+func accessReview(authz registry.Authorizer, subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if e, ok := authz.(registry.Explainer); ok {
+		authz = e.Explaining()
+	}
 	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		errs, err := accessReviewErrors(obj, subject, local)
 		if err != nil {
@@ -98,10 +125,20 @@ func accessReview(authz *RBAC, subject, local bool) func(context.Context, string
 		status := map[string]any{}
 		switch {
 		case authz != nil:
-			allowed, reason := authz.review(ctx, reviewAttributes(user, &spec))
-			status["allowed"] = allowed
+			attrs, ignored := reviewAttributes(user, &spec)
+			d, reason, err := authz.Authorize(ctx, attrs)
+			status["allowed"] = d == registry.Allow
+			if d == registry.Deny {
+				status["denied"] = true
+			}
 			if reason != "" {
 				status["reason"] = reason
+			}
+			if err != nil {
+				ignored = append([]string{err.Error()}, ignored...)
+			}
+			if len(ignored) > 0 {
+				status["evaluationError"] = strings.Join(ignored, "; ")
 			}
 		default:
 			status["allowed"] = !subject || (user.Name != "system:anonymous" && !slices.Contains(user.Groups, "system:unauthenticated"))
@@ -111,17 +148,124 @@ func accessReview(authz *RBAC, subject, local bool) func(context.Context, string
 	}
 }
 
-// reviewAttributes is what an access review asks about user.
-func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessReviewSpec) registry.Attributes {
-	a := registry.Attributes{User: user}
+// reviewAttributes is what an access review asks about user: an empty
+// version is every version. A selector's requirements are taken from its
+// rawSelector or, if it has them, its requirements (those that are not
+// valid left out); ignored says, in upstream's words, which selectors
+// were left out in part or whole.
+func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessReviewSpec) (a registry.Attributes, ignored []string) {
+	a = registry.Attributes{User: user}
 	if r := spec.ResourceAttributes; r != nil {
 		a.ResourceRequest = true
 		a.Verb, a.Namespace, a.APIGroup, a.APIVersion = r.Verb, r.Namespace, r.Group, r.Version
 		a.Resource, a.Subresource, a.Name = r.Resource, r.Subresource, r.Name
+		if a.APIVersion == "" {
+			a.APIVersion = "*"
+		}
+		var fieldErr, labelErr error
+		if sel := r.FieldSelector; sel != nil {
+			if sel.RawSelector != "" {
+				a.FieldSelector, _, fieldErr = parsedSelectors(sel.RawSelector, "")
+			}
+			if len(sel.Requirements) > 0 {
+				a.FieldSelector, fieldErr = validFieldRequirements(sel.Requirements)
+			}
+		}
+		if sel := r.LabelSelector; sel != nil {
+			if sel.RawSelector != "" {
+				_, a.LabelSelector, labelErr = parsedSelectors("", sel.RawSelector)
+			}
+			if len(sel.Requirements) > 0 {
+				a.LabelSelector, labelErr = validLabelRequirements(sel.Requirements)
+			}
+		}
+		for _, s := range []struct {
+			name string
+			kept int
+			err  error
+		}{{"fieldSelector", len(a.FieldSelector), fieldErr}, {"labelSelector", len(a.LabelSelector), labelErr}} {
+			switch {
+			case s.err == nil:
+			case s.kept > 0:
+				ignored = append(ignored, "spec.resourceAttributes."+s.name+" partially ignored due to parse error")
+			default:
+				ignored = append(ignored, "spec.resourceAttributes."+s.name+" ignored due to parse error")
+			}
+		}
 	} else if n := spec.NonResourceAttributes; n != nil {
 		a.Verb, a.Path = n.Verb, n.Path
 	}
-	return a
+	return a, ignored
+}
+
+// parsedSelectors parses a review's raw selectors (one of them set).
+func parsedSelectors(fieldSelector, labelSelector string) ([]metav1.FieldSelectorRequirement, []metav1.LabelSelectorRequirement, error) {
+	if fieldSelector != "" {
+		sel, err := fields.ParseSelector(fieldSelector)
+		if err != nil {
+			return nil, nil, err
+		}
+		return registry.FieldRequirements(sel.Requirements()), nil, nil
+	}
+	sel, err := labels.Parse(labelSelector)
+	if err != nil {
+		return nil, nil, err
+	}
+	reqs, _ := sel.Requirements()
+	return nil, registry.LabelRequirements(reqs), nil
+}
+
+// validFieldRequirements is reqs without those a field selector cannot
+// hold (one value, In or NotIn), and why they were left out.
+func validFieldRequirements(reqs []metav1.FieldSelectorRequirement) ([]metav1.FieldSelectorRequirement, error) {
+	var kept []metav1.FieldSelectorRequirement
+	var errs []error
+	for _, r := range reqs {
+		switch {
+		case len(r.Values) > 1:
+			errs = append(errs, errors.New("fieldSelectors do not yet support multiple values"))
+		case r.Operator == metav1.FieldSelectorOpIn && len(r.Values) != 1:
+			errs = append(errs, errors.New("fieldSelectors in must have one value"))
+		case r.Operator == metav1.FieldSelectorOpNotIn && len(r.Values) != 1:
+			errs = append(errs, errors.New("fieldSelectors not in must have one value"))
+		case r.Operator == metav1.FieldSelectorOpIn || r.Operator == metav1.FieldSelectorOpNotIn:
+			kept = append(kept, metav1.FieldSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: []string{r.Values[0]}})
+		case r.Operator == metav1.FieldSelectorOpExists || r.Operator == metav1.FieldSelectorOpDoesNotExist:
+			errs = append(errs, fmt.Errorf("fieldSelectors do not yet support %v", r.Operator))
+		default:
+			errs = append(errs, fmt.Errorf("%q is not a valid field selector operator", r.Operator))
+		}
+	}
+	return kept, utilerrors.NewAggregate(errs)
+}
+
+// validLabelRequirements is reqs without those that are not a label
+// selector's, and why they were left out.
+func validLabelRequirements(reqs []metav1.LabelSelectorRequirement) ([]metav1.LabelSelectorRequirement, error) {
+	ops := map[metav1.LabelSelectorOperator]selection.Operator{
+		metav1.LabelSelectorOpIn: selection.In, metav1.LabelSelectorOpNotIn: selection.NotIn,
+		metav1.LabelSelectorOpExists: selection.Exists, metav1.LabelSelectorOpDoesNotExist: selection.DoesNotExist,
+	}
+	var kept labels.Requirements
+	var errs []error
+	for _, r := range reqs {
+		op, ok := ops[r.Operator]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%q is not a valid label selector operator", r.Operator))
+			continue
+		}
+		values := r.Values
+		if len(values) == 0 {
+			values = nil
+		}
+		req, err := labels.NewRequirement(r.Key, op, values)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		kept = append(kept, *req)
+	}
+	return registry.LabelRequirements(kept), utilerrors.NewAggregate(errs)
 }
 
 // accessReviewErrors checks an access review as upstream does, in its
@@ -180,9 +324,8 @@ func accessReviewErrors(obj *unstructured.Unstructured, subject, local bool) (fi
 }
 
 // selfSubjectRulesReview answers "what may I do in this namespace?":
-// the rules authz binds to the user there or, without authz,
-// everything.
-func selfSubjectRulesReview(authz *RBAC) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// the rules authz gives the user there or, without authz, everything.
+func selfSubjectRulesReview(authz registry.Authorizer) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		ns, _, _ := unstructured.NestedString(obj.Object, "spec", "namespace")
 		if ns == "" {
@@ -190,13 +333,17 @@ func selfSubjectRulesReview(authz *RBAC) func(context.Context, string, *unstruct
 		}
 		all := []string{"*"}
 		rules := []rbacv1.PolicyRule{{Verbs: all, APIGroups: all, Resources: all}, {Verbs: all, NonResourceURLs: all}}
-		var errs []error
+		incomplete := false
+		var err error
 		if authz != nil {
 			u, ok := registry.UserFrom(ctx)
 			if !ok {
 				return nil, apierrors.NewInternalError(errors.New("the request carries no user"))
 			}
-			rules, errs = authz.RulesFor(u, ns)
+			rules, incomplete = nil, true
+			if r, ok := authz.(registry.RuleResolver); ok {
+				rules, incomplete, err = r.RulesFor(ctx, u, ns)
+			}
 		}
 		resourceRules, nonResourceRules := []any{}, []any{}
 		for _, r := range rules {
@@ -211,11 +358,9 @@ func selfSubjectRulesReview(authz *RBAC) func(context.Context, string, *unstruct
 				nonResourceRules = append(nonResourceRules, map[string]any{"verbs": anyStrings(r.Verbs), "nonResourceURLs": anyStrings(r.NonResourceURLs)})
 			}
 		}
-		// As upstream's RBAC, the rules are complete even if a binding's
-		// role is missing: the error says which.
-		status := map[string]any{"resourceRules": resourceRules, "nonResourceRules": nonResourceRules, "incomplete": false}
-		if len(errs) > 0 {
-			status["evaluationError"] = evaluationError(errs)
+		status := map[string]any{"resourceRules": resourceRules, "nonResourceRules": nonResourceRules, "incomplete": incomplete}
+		if err != nil {
+			status["evaluationError"] = err.Error()
 		}
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(),

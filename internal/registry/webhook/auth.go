@@ -154,13 +154,28 @@ type kubeconfig struct {
 	Contexts       []struct {
 		Name    string `json:"name"`
 		Context struct {
-			User string `json:"user"`
+			Cluster string `json:"cluster"`
+			User    string `json:"user"`
 		} `json:"context"`
 	} `json:"contexts"`
+	Clusters []struct {
+		Name    string          `json:"name"`
+		Cluster kubeconfCluster `json:"cluster"`
+	} `json:"clusters"`
 	Users []struct {
 		Name string       `json:"name"`
 		User kubeconfUser `json:"user"`
 	} `json:"users"`
+}
+
+// kubeconfCluster is what an authorization webhook's kubeconfig says of
+// its cluster (an admission webhook's configuration says it itself).
+type kubeconfCluster struct {
+	Server                   string `json:"server"`
+	CertificateAuthority     string `json:"certificate-authority"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data"`
+	TLSServerName            string `json:"tls-server-name"`
+	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify"`
 }
 
 type kubeconfUser struct {
@@ -192,13 +207,7 @@ func LoadWebhookAuth(path string) (*WebhookAuth, error) {
 	if err := yaml.Unmarshal(data, &kc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	file := func(name string) string {
-		if name == "" || filepath.IsAbs(name) {
-			return name
-		}
-		return filepath.Join(dir, name)
-	}
+	file := relativeTo(filepath.Dir(path))
 	a := &WebhookAuth{users: map[string]*Credentials{}}
 	for _, u := range kc.Users {
 		c, err := credentials(u.Name, u.User, file)
@@ -213,6 +222,17 @@ func LoadWebhookAuth(path string) (*WebhookAuth, error) {
 		}
 	}
 	return a, nil
+}
+
+// relativeTo resolves the file names a kubeconfig in dir holds, as
+// kubectl does: relative to dir.
+func relativeTo(dir string) func(string) string {
+	return func(name string) string {
+		if name == "" || filepath.IsAbs(name) {
+			return name
+		}
+		return filepath.Join(dir, name)
+	}
 }
 
 func credentials(name string, u kubeconfUser, file func(string) string) (*Credentials, error) {

@@ -655,12 +655,12 @@ func (w *Webhooks) policyInput(ctx context.Context, inv *invocation, a *registry
 
 // authorize answers an expression's authorizer check by w.Authorizer.
 func (w *Webhooks) authorize(ctx context.Context, c cel.AuthzCheck) (bool, string, error) {
-	allowed, reason := w.Authorizer.Authorize(ctx, registry.Attributes{
+	d, reason, err := w.Authorizer.Authorize(ctx, registry.Attributes{
 		User:            registry.User{Name: c.User.Name, UID: c.User.UID, Groups: c.User.Groups, Extra: c.User.Extra},
 		Verb:            c.Verb,
 		ResourceRequest: c.ResourceRequest,
 		Namespace:       c.Namespace, APIGroup: c.Group, APIVersion: "*", Resource: c.Resource, Subresource: c.Subresource, Name: c.Name,
 		Path: c.Path,
 	})
-	return allowed, reason, nil
+	return d == registry.Allow, reason, err
 }

@@ -336,14 +336,14 @@ type recordingAuthorizer struct {
 	allow  func(registry.Attributes) bool
 }
 
-func (r *recordingAuthorizer) Authorize(_ context.Context, a registry.Attributes) (bool, string) {
+func (r *recordingAuthorizer) Authorize(_ context.Context, a registry.Attributes) (registry.Decision, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checks = append(r.checks, a)
 	if r.allow(a) {
-		return true, ""
+		return registry.Allow, "", nil
 	}
-	return false, "no rule allows it"
+	return registry.NoOpinion, "no rule allows it", nil
 }
 
 func TestPolicyAuthorizer(t *testing.T) {

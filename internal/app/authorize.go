@@ -1,0 +1,115 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
+	"github.com/kplane-dev/kplane/internal/registry/webhook"
+)
+
+// authorizationModes returns c's modes in order, checked as
+// kube-apiserver checks --authorization-mode, in its words.
+func (c *Config) authorizationModes() ([]string, error) {
+	mode := c.AuthorizationMode
+	if mode == "" {
+		mode = AuthorizeAlways
+	}
+	modes := strings.Split(mode, ",")
+	var errs []error
+	for _, m := range modes {
+		switch m {
+		case AuthorizeAlways, AuthorizeDeny, AuthorizeRBAC, AuthorizeWebhook:
+		case "Node", "ABAC":
+			errs = append(errs, fmt.Errorf("authorization-mode %q is not one kplane has: it has %s, %s, %s and %s", m, AuthorizeAlways, AuthorizeDeny, AuthorizeRBAC, AuthorizeWebhook))
+		default:
+			errs = append(errs, fmt.Errorf("authorization-mode %q is not a valid mode", m))
+		}
+	}
+	hasWebhook := slices.Contains(modes, AuthorizeWebhook)
+	if hasWebhook && c.AuthorizationWebhook.KubeConfigFile == "" {
+		errs = append(errs, errors.New("authorization-mode Webhook's authorization config file not passed"))
+	}
+	if !hasWebhook && c.AuthorizationWebhook.KubeConfigFile != "" {
+		errs = append(errs, errors.New("cannot specify --authorization-webhook-config-file without mode Webhook"))
+	}
+	sorted := slices.Clone(modes)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != len(modes) {
+		errs = append(errs, fmt.Errorf("authorization-mode %q has mode specified more than once", modes))
+	}
+	if v := c.AuthorizationWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
+		errs = append(errs, fmt.Errorf("unsupported webhook authorizer version %q, supported versions are %q, %q", v, "v1", "v1beta1"))
+	}
+	if c.AuthorizationWebhook.AuthorizedTTL < 0 || c.AuthorizationWebhook.UnauthorizedTTL < 0 {
+		errs = append(errs, errors.New("--authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl must not be negative"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("--authorization-mode: %w", errors.Join(errs...))
+	}
+	return modes, nil
+}
+
+// authorizers is what --authorization-mode makes.
+type authorizers struct {
+	// chain is every authorizer, system:masters' first; nil for
+	// AlwaysAllow alone, which lets every authenticated client in
+	// without asking.
+	chain registry.Union
+	// rbac, if RBAC is among them.
+	rbac *core.RBAC
+}
+
+// newAuthorizers builds the authorizers cfg's modes name, in order.
+func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*authorizers, error) {
+	modes, err := cfg.authorizationModes()
+	if err != nil {
+		return nil, err
+	}
+	a := &authorizers{}
+	if len(modes) == 1 && modes[0] == AuthorizeAlways {
+		return a, nil
+	}
+	a.chain = registry.Union{registry.Privileged}
+	for _, m := range modes {
+		n := registry.Named{Name: strings.ToLower(m)}
+		switch m {
+		case AuthorizeAlways:
+			n.Authorizer = registry.AlwaysAllow{}
+		case AuthorizeDeny:
+			n.Authorizer = registry.AlwaysDeny{}
+		case AuthorizeRBAC:
+			a.rbac = &core.RBAC{Registry: reg, Logger: log}
+			n.Authorizer = a.rbac
+		case AuthorizeWebhook:
+			wcfg := cfg.AuthorizationWebhook
+			wcfg.Logger = log
+			wh, err := webhook.NewAuthorizationWebhook(wcfg)
+			if err != nil {
+				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+			}
+			n.Name, n.Authorizer = "default", wh // upstream's name for the flags' webhook
+		}
+		a.chain = append(a.chain, n)
+	}
+	if a.rbac != nil {
+		a.rbac.Authorizer = a.chain
+	}
+	return a, nil
+}
+
+// install makes kinds' reviews answer by the authorizers (RBAC's checks
+// of role, binding and policy writes too).
+func (a *authorizers) install(kinds []*registry.Kind) []*registry.Kind {
+	switch {
+	case a.rbac != nil:
+		return a.rbac.Install(kinds)
+	case a.chain != nil:
+		return core.InstallAuthorizer(kinds, a.chain)
+	}
+	return kinds
+}

@@ -1,0 +1,318 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	authorizationv1beta1 "k8s.io/api/authorization/v1beta1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// An authorization webhook, as kube-apiserver's --authorization-mode
+// Webhook (k8s.io/apiserver's plugin/pkg/authorizer/webhook, read for
+// the behaviour, written anew): each request kplane's other authorizers
+// have not decided is sent to the webhook as a SubjectAccessReview, and
+// its status decides.
+
+// AuthorizationWebhookConfig is how the webhook is called, as
+// kube-apiserver's --authorization-webhook-* flags say.
+type AuthorizationWebhookConfig struct {
+	// KubeConfigFile is --authorization-webhook-config-file: its current
+	// context's cluster is the webhook (server is the URL posted to,
+	// path and all), its user the credentials kplane presents.
+	KubeConfigFile string
+	// Version is the SubjectAccessReview version sent, v1 or v1beta1
+	// (--authorization-webhook-version; upstream's default is v1beta1).
+	Version string
+	// AuthorizedTTL and UnauthorizedTTL are how long an answer that
+	// allows, and one that does not, is kept for the same question (0:
+	// not kept).
+	AuthorizedTTL, UnauthorizedTTL time.Duration
+	// Timeout bounds each call (0: 30 s).
+	Timeout time.Duration
+	// Backoff is how a call that failed in a way worth retrying (a
+	// connection reset, an answer of 500, 504 or 429, or one that asks
+	// to retry later) is tried again; the zero value is upstream's: up to
+	// five calls, 500 ms apart and then 1.5 times longer each time.
+	Backoff wait.Backoff
+	Logger  *slog.Logger
+}
+
+// AuthorizationWebhook is an authorizer that asks a webhook.
+type AuthorizationWebhook struct {
+	cfg     AuthorizationWebhookConfig
+	target  string
+	client  *http.Client
+	creds   *Credentials
+	answers *cache.LRUExpireCache
+}
+
+// maxCachedQuestion bounds the size of the request's own attributes of
+// a question whose answer is kept: a larger one may be an attempt to
+// fill the cache, as upstream's reasoning goes.
+const maxCachedQuestion = 10000
+
+// NewAuthorizationWebhook reads cfg's kubeconfig and returns the
+// authorizer that calls the webhook it names.
+func NewAuthorizationWebhook(cfg AuthorizationWebhookConfig) (*AuthorizationWebhook, error) {
+	switch cfg.Version {
+	case "":
+		cfg.Version = "v1beta1"
+	case "v1", "v1beta1":
+	default:
+		return nil, fmt.Errorf("unsupported webhook authorizer version %q, supported versions are %q, %q", cfg.Version, "v1", "v1beta1")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Backoff.Steps == 0 {
+		cfg.Backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	}
+	server, caBundle, serverName, creds, err := loadCluster(cfg.KubeConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	var clients clientCache
+	client, err := clients.get(caBundle, serverName, creds)
+	if err != nil {
+		return nil, err
+	}
+	client.Timeout = cfg.Timeout
+	return &AuthorizationWebhook{
+		cfg: cfg, target: server, client: client, creds: creds,
+		answers: cache.NewLRUExpireCache(8192),
+	}, nil
+}
+
+// loadCluster reads the current context of the kubeconfig at path: its
+// cluster's server, certificate authority and TLS server name, and its
+// user's credentials.
+func loadCluster(path string) (server string, caBundle []byte, serverName string, creds *Credentials, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, "", nil, err
+	}
+	var kc kubeconfig
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return "", nil, "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	file := relativeTo(filepath.Dir(path))
+	var clusterName, userName string
+	found := false
+	for _, c := range kc.Contexts {
+		if c.Name == kc.CurrentContext && kc.CurrentContext != "" {
+			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
+		}
+	}
+	if !found {
+		// As client-go, a kubeconfig of one cluster and one user needs no
+		// context.
+		if kc.CurrentContext != "" || len(kc.Clusters) != 1 || len(kc.Users) > 1 {
+			return "", nil, "", nil, fmt.Errorf("%s: no current context names the webhook's cluster", path)
+		}
+		clusterName = kc.Clusters[0].Name
+		if len(kc.Users) == 1 {
+			userName = kc.Users[0].Name
+		}
+	}
+	var cluster *kubeconfCluster
+	for i := range kc.Clusters {
+		if kc.Clusters[i].Name == clusterName {
+			cluster = &kc.Clusters[i].Cluster
+		}
+	}
+	if cluster == nil {
+		return "", nil, "", nil, fmt.Errorf("%s: context %q names cluster %q, which it does not hold", path, kc.CurrentContext, clusterName)
+	}
+	u, err := url.Parse(cluster.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: server %q must be an https URL", path, clusterName, cluster.Server)
+	}
+	if cluster.InsecureSkipTLSVerify {
+		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: insecure-skip-tls-verify is not supported: give the webhook's certificate authority", path, clusterName)
+	}
+	caBundle = cluster.CertificateAuthorityData
+	if len(caBundle) == 0 && cluster.CertificateAuthority != "" {
+		if caBundle, err = os.ReadFile(file(cluster.CertificateAuthority)); err != nil {
+			return "", nil, "", nil, err
+		}
+	}
+	serverName = cluster.TLSServerName
+	if serverName == "" {
+		serverName = u.Hostname()
+	}
+	for _, user := range kc.Users {
+		if user.Name == userName && userName != "" {
+			if creds, err = credentials(user.Name, user.User, file); err != nil {
+				return "", nil, "", nil, fmt.Errorf("%s: user %q: %w", path, user.Name, err)
+			}
+		}
+	}
+	return cluster.Server, caBundle, serverName, creds, nil
+}
+
+// Authorize asks the webhook about a, unless it answered the same
+// question lately. A call that fails is no opinion, with the error.
+func (w *AuthorizationWebhook) Authorize(ctx context.Context, a registry.Attributes) (registry.Decision, string, error) {
+	spec := subjectAccessReviewSpec(a)
+	key, err := json.Marshal(spec)
+	if err != nil {
+		return registry.NoOpinion, "", err
+	}
+	var status authorizationv1.SubjectAccessReviewStatus
+	if kept, ok := w.answers.Get(string(key)); ok {
+		status = kept.(authorizationv1.SubjectAccessReviewStatus)
+	} else {
+		if status, err = w.ask(ctx, spec); err != nil {
+			if w.cfg.Logger != nil {
+				w.cfg.Logger.Warn("failed calling the authorization webhook", "err", err)
+			}
+			return registry.NoOpinion, "", err
+		}
+		ttl := w.cfg.UnauthorizedTTL
+		if status.Allowed {
+			ttl = w.cfg.AuthorizedTTL
+		}
+		if ttl > 0 && questionSize(a) < maxCachedQuestion {
+			w.answers.Add(string(key), status, ttl)
+		}
+	}
+	switch {
+	case status.Allowed && status.Denied:
+		return registry.Deny, status.Reason, errors.New("webhook subject access review returned both allow and deny response")
+	case status.Denied:
+		return registry.Deny, status.Reason, nil
+	case status.Allowed:
+		return registry.Allow, status.Reason, nil
+	}
+	return registry.NoOpinion, status.Reason, nil
+}
+
+// RulesFor cannot list a webhook's rules: they are incomplete, as
+// upstream's.
+func (w *AuthorizationWebhook) RulesFor(context.Context, registry.User, string) ([]rbacv1.PolicyRule, bool, error) {
+	return nil, true, errors.New("webhook authorizer does not support user rule resolution")
+}
+
+// ask posts spec as a SubjectAccessReview of the configured version, and
+// returns the status the webhook answers, retrying as Backoff says.
+func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.SubjectAccessReviewSpec) (authorizationv1.SubjectAccessReviewStatus, error) {
+	var body []byte
+	var err error
+	if w.cfg.Version == "v1" {
+		body, err = json.Marshal(&authorizationv1.SubjectAccessReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: authorizationv1.SchemeGroupVersion.String(), Kind: "SubjectAccessReview"}, Spec: spec})
+	} else {
+		body, err = json.Marshal(&authorizationv1beta1.SubjectAccessReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: authorizationv1beta1.SchemeGroupVersion.String(), Kind: "SubjectAccessReview"}, Spec: v1beta1Spec(spec)})
+	}
+	if err != nil {
+		return authorizationv1.SubjectAccessReviewStatus{}, err
+	}
+	var answer struct {
+		Status authorizationv1.SubjectAccessReviewStatus `json:"status"`
+	}
+	var callErr error
+	waitErr := wait.ExponentialBackoffWithContext(ctx, w.cfg.Backoff, func(ctx context.Context) (bool, error) {
+		answer.Status = authorizationv1.SubjectAccessReviewStatus{}
+		callErr = post(ctx, w.client, w.target, "kplane-authorization", w.creds, body, &answer)
+		switch {
+		case callErr == nil:
+			return true, nil
+		case retryable(callErr):
+			return false, nil
+		}
+		return false, callErr
+	})
+	switch {
+	case callErr != nil:
+		return answer.Status, callErr
+	case waitErr != nil:
+		return answer.Status, fmt.Errorf("webhook call failed: %s", waitErr.Error())
+	}
+	return answer.Status, nil
+}
+
+// retryable reports whether a failed call is worth trying again, as
+// upstream's webhooks judge: the connection was reset or lost, or the
+// webhook answered 500, 504 or 429, or asked to be called again later.
+func retryable(err error) bool {
+	if utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, later := apierrors.SuggestsClientDelay(err)
+	return later
+}
+
+// subjectAccessReviewSpec is the question a asks.
+func subjectAccessReviewSpec(a registry.Attributes) authorizationv1.SubjectAccessReviewSpec {
+	spec := authorizationv1.SubjectAccessReviewSpec{User: a.User.Name, UID: a.User.UID, Groups: a.User.Groups}
+	if len(a.User.Extra) > 0 {
+		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(a.User.Extra))
+		for k, v := range a.User.Extra {
+			spec.Extra[k] = v
+		}
+	}
+	if !a.ResourceRequest {
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: a.Path, Verb: a.Verb}
+		return spec
+	}
+	spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+		Namespace: a.Namespace, Verb: a.Verb, Group: a.APIGroup, Version: a.APIVersion,
+		Resource: a.Resource, Subresource: a.Subresource, Name: a.Name,
+	}
+	if len(a.FieldSelector) > 0 {
+		spec.ResourceAttributes.FieldSelector = &authorizationv1.FieldSelectorAttributes{Requirements: a.FieldSelector}
+	}
+	if len(a.LabelSelector) > 0 {
+		spec.ResourceAttributes.LabelSelector = &authorizationv1.LabelSelectorAttributes{Requirements: a.LabelSelector}
+	}
+	return spec
+}
+
+// v1beta1Spec is spec in v1beta1, whose fields are v1's but for the
+// groups' name.
+func v1beta1Spec(spec authorizationv1.SubjectAccessReviewSpec) authorizationv1beta1.SubjectAccessReviewSpec {
+	out := authorizationv1beta1.SubjectAccessReviewSpec{User: spec.User, UID: spec.UID, Groups: spec.Groups}
+	if len(spec.Extra) > 0 {
+		out.Extra = make(map[string]authorizationv1beta1.ExtraValue, len(spec.Extra))
+		for k, v := range spec.Extra {
+			out.Extra[k] = authorizationv1beta1.ExtraValue(v)
+		}
+	}
+	if n := spec.NonResourceAttributes; n != nil {
+		out.NonResourceAttributes = &authorizationv1beta1.NonResourceAttributes{Path: n.Path, Verb: n.Verb}
+	}
+	if r := spec.ResourceAttributes; r != nil {
+		out.ResourceAttributes = &authorizationv1beta1.ResourceAttributes{
+			Namespace: r.Namespace, Verb: r.Verb, Group: r.Group, Version: r.Version,
+			Resource: r.Resource, Subresource: r.Subresource, Name: r.Name,
+			FieldSelector: r.FieldSelector, LabelSelector: r.LabelSelector,
+		}
+	}
+	return out
+}
+
+// questionSize is the size of what the request itself says in a.
+func questionSize(a registry.Attributes) int {
+	return len(a.Namespace) + len(a.Verb) + len(a.APIGroup) + len(a.APIVersion) +
+		len(a.Resource) + len(a.Subresource) + len(a.Name) + len(a.Path)
+}
