@@ -40,8 +40,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRec
 	}
 	attrs := requestAttributes(r, u)
 	authz := s.cfg.Authorizer
-	if e, ok := authz.(registry.Explainer); ok && rec != nil {
-		authz = e.Explaining() // the audit log says why
+	if rec != nil {
+		authz = s.explaining // the audit log says why
 	}
 	d, reason, err := authz.Authorize(r.Context(), attrs)
 	switch {

@@ -103,6 +103,9 @@ type Server struct {
 	slis          healthSLIs // the health checks' results, for /metrics/slis
 	impersonation impersonation
 	auditIDs      auditIDs
+	// explaining is Config.Authorizer saying why it allows, for the
+	// audit log (Config.Authorizer if it cannot).
+	explaining registry.Authorizer
 	// openID: the OpenID discovery documents are served (Config.Tokens).
 	openID bool
 }
@@ -118,7 +121,10 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), explaining: cfg.Authorizer}
+	if e, ok := cfg.Authorizer.(registry.Explainer); ok {
+		s.explaining = e.Explaining()
+	}
 	s.stopping, s.stopWatches = context.WithCancel(context.Background())
 	s.installHealth()
 	s.mux.HandleFunc("/version", s.version)

@@ -7,13 +7,17 @@ import (
 	"slices"
 	"strings"
 
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 )
 
 // authorizationModes returns c's modes in order, checked as
-// kube-apiserver checks --authorization-mode, in its words.
+// kube-apiserver checks --authorization-mode and the
+// --authorization-webhook-* flags, in its words (several errors at once
+// as one list).
 func (c *Config) authorizationModes() ([]string, error) {
 	mode := c.AuthorizationMode
 	if mode == "" {
@@ -23,18 +27,18 @@ func (c *Config) authorizationModes() ([]string, error) {
 	var errs []error
 	for _, m := range modes {
 		switch m {
-		case AuthorizeAlways, AuthorizeDeny, AuthorizeRBAC, AuthorizeWebhook:
+		case AuthorizeAlways, AuthorizeDeny, AuthorizeRBAC:
+		case AuthorizeWebhook:
+			if c.AuthorizationWebhook.KubeConfigFile == "" {
+				errs = append(errs, errors.New("authorization-mode Webhook's authorization config file not passed"))
+			}
 		case "Node", "ABAC":
 			errs = append(errs, fmt.Errorf("authorization-mode %q is not one kplane has: it has %s, %s, %s and %s", m, AuthorizeAlways, AuthorizeDeny, AuthorizeRBAC, AuthorizeWebhook))
 		default:
 			errs = append(errs, fmt.Errorf("authorization-mode %q is not a valid mode", m))
 		}
 	}
-	hasWebhook := slices.Contains(modes, AuthorizeWebhook)
-	if hasWebhook && c.AuthorizationWebhook.KubeConfigFile == "" {
-		errs = append(errs, errors.New("authorization-mode Webhook's authorization config file not passed"))
-	}
-	if !hasWebhook && c.AuthorizationWebhook.KubeConfigFile != "" {
+	if !slices.Contains(modes, AuthorizeWebhook) && c.AuthorizationWebhook.KubeConfigFile != "" {
 		errs = append(errs, errors.New("cannot specify --authorization-webhook-config-file without mode Webhook"))
 	}
 	sorted := slices.Clone(modes)
@@ -42,14 +46,14 @@ func (c *Config) authorizationModes() ([]string, error) {
 	if len(slices.Compact(sorted)) != len(modes) {
 		errs = append(errs, fmt.Errorf("authorization-mode %q has mode specified more than once", modes))
 	}
-	if v := c.AuthorizationWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
-		errs = append(errs, fmt.Errorf("unsupported webhook authorizer version %q, supported versions are %q, %q", v, "v1", "v1beta1"))
-	}
 	if c.AuthorizationWebhook.AuthorizedTTL < 0 || c.AuthorizationWebhook.UnauthorizedTTL < 0 {
 		errs = append(errs, errors.New("--authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl must not be negative"))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("--authorization-mode: %w", errors.Join(errs...))
+		return nil, utilerrors.NewAggregate(errs)
+	}
+	if v := c.AuthorizationWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
+		return nil, fmt.Errorf("invalid authorization config: unsupported webhook authorizer version %q, supported versions are %q, %q", v, "v1", "v1beta1")
 	}
 	return modes, nil
 }
@@ -90,7 +94,7 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 			wcfg.Logger = log
 			wh, err := webhook.NewAuthorizationWebhook(wcfg)
 			if err != nil {
-				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+				return nil, fmt.Errorf("invalid authorization config: %w", err)
 			}
 			n.Name, n.Authorizer = "default", wh // upstream's name for the flags' webhook
 		}

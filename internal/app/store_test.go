@@ -43,16 +43,35 @@ func TestStoreConfigRefusesWhatCannotWork(t *testing.T) {
 	}
 }
 
-// kplane serve refuses an authorization mode it does not serve (upstream's
-// Node, Webhook, ABAC, or a list of modes) and takes its two.
+// kplane serve takes a list of the authorization modes it has, each
+// once, and refuses the rest with kube-apiserver's words (v1.37.2's, each
+// seen refused there), or says which modes it has.
 func TestConfigAuthorizationModes(t *testing.T) {
 	base := Config{StoreConfig: StoreConfig{Storage: StorageMemory, DataDir: t.TempDir()}}
-	for mode, ok := range map[string]bool{"": true, AuthorizeAlways: true, AuthorizeRBAC: true, "Node,RBAC": false, "rbac": false, "Webhook": false} {
-		c := base
-		c.AuthorizationMode = mode
-		err := c.Validate()
-		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--authorization-mode")) {
-			t.Errorf("--authorization-mode %q: %v", mode, err)
+	for _, c := range []struct {
+		mode, webhookConfig, version string
+		err                          string // "": valid
+	}{
+		{"", "", "", ""},
+		{AuthorizeAlways, "", "", ""},
+		{AuthorizeRBAC, "", "", ""},
+		{"RBAC,Webhook", "/authz.kubeconfig", "v1", ""},
+		{"Webhook,RBAC,AlwaysDeny", "/authz.kubeconfig", "", ""},
+		{"AlwaysDeny", "", "", ""},
+		{"Node,RBAC", "", "", `authorization-mode "Node" is not one kplane has: it has AlwaysAllow, AlwaysDeny, RBAC and Webhook`},
+		{"rbac", "", "", `authorization-mode "rbac" is not a valid mode`},
+		{"Webhook", "", "", "authorization-mode Webhook's authorization config file not passed"},
+		{"RBAC", "/authz.kubeconfig", "", "cannot specify --authorization-webhook-config-file without mode Webhook"},
+		{"RBAC,RBAC", "", "", `authorization-mode ["RBAC" "RBAC"] has mode specified more than once`},
+		{"Webhook", "/authz.kubeconfig", "v2", `invalid authorization config: unsupported webhook authorizer version "v2", supported versions are "v1", "v1beta1"`},
+		{"RBAC,Webhook,Bogus,RBAC", "", "", `[authorization-mode Webhook's authorization config file not passed, authorization-mode "Bogus" is not a valid mode, authorization-mode ["RBAC" "Webhook" "Bogus" "RBAC"] has mode specified more than once]`},
+	} {
+		cfg := base
+		cfg.AuthorizationMode = c.mode
+		cfg.AuthorizationWebhook.KubeConfigFile, cfg.AuthorizationWebhook.Version = c.webhookConfig, c.version
+		err := cfg.Validate()
+		if (err == nil) != (c.err == "") || err != nil && err.Error() != c.err {
+			t.Errorf("--authorization-mode %q, webhook %q %q: %v, want %q", c.mode, c.webhookConfig, c.version, err, c.err)
 		}
 	}
 }

@@ -42,9 +42,15 @@
 // over another's objects in a group of its own (Cohabit: events.k8s.io
 // Events over core Events), converted on the way in and out.
 //
+// Authorization's vocabulary is here too (authorize.go): a request's
+// Attributes, an Authorizer's Decision (Allow, Deny, NoOpinion), and
+// Union, the chain --authorization-mode makes, with the built-in
+// AlwaysAllow, AlwaysDeny and system:masters' Privileged; RBAC is in
+// registry/core, the Webhook authorizer in registry/webhook.
+//
 // The registry does not speak HTTP (package apiserver does). A custom
 // resource's schema (validation, defaults, pruning, CEL rules) comes from
 // registry/crd through its Kind. Package openapi gives the built-in kinds
 // the schemas field ownership needs; package gc collects garbage; package
-// webhook is the admission and the conversion.
+// webhook is the admission, the conversion and the authorization webhook.
 package registry

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -95,8 +96,14 @@ func NewAuthorizationWebhook(cfg AuthorizationWebhookConfig) (*AuthorizationWebh
 		return nil, err
 	}
 	client.Timeout = cfg.Timeout
+	// As upstream's REST client, the call asks the webhook to answer
+	// within the timeout.
+	target, _ := url.Parse(server)
+	q := target.Query()
+	q.Set("timeout", cfg.Timeout.String())
+	target.RawQuery = q.Encode()
 	return &AuthorizationWebhook{
-		cfg: cfg, target: server, client: client, creds: creds,
+		cfg: cfg, target: target.String(), client: client, creds: creds,
 		answers: cache.NewLRUExpireCache(8192),
 	}, nil
 }
@@ -105,6 +112,9 @@ func NewAuthorizationWebhook(cfg AuthorizationWebhookConfig) (*AuthorizationWebh
 // cluster's server, certificate authority and TLS server name, and its
 // user's credentials.
 func loadCluster(path string) (server string, caBundle []byte, serverName string, creds *Credentials, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return "", nil, "", nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", nil, "", nil, err
@@ -114,23 +124,19 @@ func loadCluster(path string) (server string, caBundle []byte, serverName string
 		return "", nil, "", nil, fmt.Errorf("%s: %w", path, err)
 	}
 	file := relativeTo(filepath.Dir(path))
+	if kc.CurrentContext == "" {
+		// client-go's words for a kubeconfig that names no cluster to use.
+		return "", nil, "", nil, errors.New("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER environment variable")
+	}
 	var clusterName, userName string
 	found := false
 	for _, c := range kc.Contexts {
-		if c.Name == kc.CurrentContext && kc.CurrentContext != "" {
+		if c.Name == kc.CurrentContext {
 			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
 		}
 	}
 	if !found {
-		// As client-go, a kubeconfig of one cluster and one user needs no
-		// context.
-		if kc.CurrentContext != "" || len(kc.Clusters) != 1 || len(kc.Users) > 1 {
-			return "", nil, "", nil, fmt.Errorf("%s: no current context names the webhook's cluster", path)
-		}
-		clusterName = kc.Clusters[0].Name
-		if len(kc.Users) == 1 {
-			userName = kc.Users[0].Name
-		}
+		return "", nil, "", nil, fmt.Errorf("%s: current-context %q is not among its contexts", path, kc.CurrentContext)
 	}
 	var cluster *kubeconfCluster
 	for i := range kc.Clusters {
@@ -226,13 +232,16 @@ func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.Sub
 	if err != nil {
 		return authorizationv1.SubjectAccessReviewStatus{}, err
 	}
-	var answer struct {
-		Status authorizationv1.SubjectAccessReviewStatus `json:"status"`
-	}
+	body = append(body, '\n')
+	var status authorizationv1.SubjectAccessReviewStatus
 	var callErr error
 	waitErr := wait.ExponentialBackoffWithContext(ctx, w.cfg.Backoff, func(ctx context.Context) (bool, error) {
-		answer.Status = authorizationv1.SubjectAccessReviewStatus{}
-		callErr = post(ctx, w.client, w.target, "kplane-authorization", w.creds, body, &answer)
+		var data []byte
+		var contentType string
+		data, contentType, callErr = postRaw(ctx, w.client, w.target, "kplane-authorization", w.creds, body)
+		if callErr == nil {
+			status, callErr = w.answer(data, contentType)
+		}
 		switch {
 		case callErr == nil:
 			return true, nil
@@ -243,11 +252,45 @@ func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.Sub
 	})
 	switch {
 	case callErr != nil:
-		return answer.Status, callErr
+		return status, callErr
 	case waitErr != nil:
-		return answer.Status, fmt.Errorf("webhook call failed: %s", waitErr.Error())
+		return status, fmt.Errorf("webhook call failed: %s", waitErr.Error())
 	}
-	return answer.Status, nil
+	return status, nil
+}
+
+// answer reads the webhook's SubjectAccessReview, as upstream's REST
+// client decodes it, with its errors: one of another kind or version is
+// refused; one without apiVersion and kind is taken as of the version
+// sent.
+func (w *AuthorizationWebhook) answer(data []byte, contentType string) (authorizationv1.SubjectAccessReviewStatus, error) {
+	var none authorizationv1.SubjectAccessReviewStatus
+	if len(data) == 0 {
+		return none, fmt.Errorf("0-length response with status code: 200 and content type: %s", contentType)
+	}
+	var typ struct {
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind,omitempty"`
+	}
+	if err := json.Unmarshal(data, &typ); err != nil {
+		return none, fmt.Errorf("couldn't get version/kind; json parse error: %w", err)
+	}
+	sent := "authorization.k8s.io/" + w.cfg.Version
+	if typ.APIVersion != "" || typ.Kind != "" {
+		switch other := strings.TrimPrefix(typ.APIVersion, "authorization.k8s.io/"); {
+		case typ.Kind == "SubjectAccessReview" && typ.APIVersion != sent && (other == "v1" || other == "v1beta1"):
+			return none, fmt.Errorf("converting (%s.SubjectAccessReview) to (%s.SubjectAccessReview): unknown conversion", other, w.cfg.Version)
+		case typ.Kind != "SubjectAccessReview" || typ.APIVersion != sent:
+			return none, fmt.Errorf("no kind %q is registered for version %q in scheme \"pkg/runtime/scheme.go:111\"", typ.Kind, typ.APIVersion)
+		}
+	}
+	var review struct {
+		Status authorizationv1.SubjectAccessReviewStatus `json:"status"`
+	}
+	if err := json.Unmarshal(data, &review); err != nil {
+		return none, err
+	}
+	return review.Status, nil
 }
 
 // retryable reports whether a failed call is worth trying again, as

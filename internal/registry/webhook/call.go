@@ -318,9 +318,19 @@ func ptr[T any](v T) *T { return &v }
 // review. A non-2xx answer is the error upstream's REST client makes of
 // it.
 func post(ctx context.Context, client *http.Client, target, userAgent string, creds *Credentials, body []byte, review any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	data, _, err := postRaw(ctx, client, target, userAgent, creds, body)
 	if err != nil {
 		return err
+	}
+	return json.Unmarshal(data, review)
+}
+
+// postRaw sends body to target and returns the 2xx answer's body and
+// content type, or the error upstream's REST client makes of any other.
+func postRaw(ctx context.Context, client *http.Client, target, userAgent string, creds *Credentials, body []byte) ([]byte, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, "", err
 	}
 	creds.apply(req)
 	req.Header.Set("Content-Type", "application/json")
@@ -328,25 +338,26 @@ func post(ctx context.Context, client *http.Client, target, userAgent string, cr
 	req.Header.Set("User-Agent", userAgent)
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return err
+		return nil, "", err
 	}
+	contentType := resp.Header.Get("Content-Type")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var st metav1.Status
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
-			return &apierrors.StatusError{ErrStatus: st}
+			return nil, "", &apierrors.StatusError{ErrStatus: st}
 		}
 		msg := string(data)
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/") {
+		if strings.HasPrefix(contentType, "text/") {
 			msg = strings.TrimSpace(msg) // as upstream's REST client shows a text answer
 		}
-		return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{}, "", msg, 0, true)
+		return nil, "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPost, schema.GroupResource{}, "", msg, 0, true)
 	}
-	return json.Unmarshal(data, review)
+	return data, contentType, nil
 }
 
 // verify checks a webhook's answer as upstream does, by the review

@@ -85,6 +85,15 @@
 // The Audit action and auditAnnotations annotate the request's audit
 // event (registry.AddAuditAnnotation).
 //
+// AuthorizationWebhook (authorizer.go) is a registry.Authorizer that
+// asks a webhook, as kube-apiserver's --authorization-mode=Webhook: a
+// SubjectAccessReview (v1beta1 or v1) posted to the server its
+// kubeconfig's current context names, with that context's user's
+// credentials; the answer's allowed or denied decides, neither is no
+// opinion; answers are kept for their TTLs; a failed call is retried as
+// upstream's (500, 504, 429, a reset connection) and is otherwise no
+// opinion with the error, in the REST client's words.
+//
 // Not done: a webhook
 // whose stored matchConditions do not compile counts no evaluation
 // errors in the match-condition metrics (upstream counts one per
