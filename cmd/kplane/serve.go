@@ -53,6 +53,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.AuthorizationWebhook.Version, "authorization-webhook-version", "v1beta1", "the authorization.k8s.io version of the SubjectAccessReviews sent to the Webhook authorizer: v1 or v1beta1")
 	fs.DurationVar(&cfg.AuthorizationWebhook.AuthorizedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long the Webhook authorizer's answers that allow are kept (0: not kept)")
 	fs.DurationVar(&cfg.AuthorizationWebhook.UnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long the Webhook authorizer's answers that do not allow are kept (0: not kept)")
+	fs.StringVar(&cfg.AuthorizationConfigFile, "authorization-config", "", "an AuthorizationConfiguration (apiserver.config.k8s.io/v1): the authorizers in order (several webhooks, with matchConditions and a failurePolicy, RBAC, AlwaysAllow, AlwaysDeny), read again when it changes, as kube-apiserver's; not with --authorization-mode or --authorization-webhook-*")
 	fs.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "an audit.k8s.io/v1 Policy: the level each request is written to the audit log at, as kube-apiserver's")
 	fs.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "file the audit log's events are written to, one JSON line each (\"-\": standard output); needs --audit-policy-file")
 	fs.IntVar(&cfg.AuditLogMaxSize, "audit-log-maxsize", 0, "megabytes the audit log reaches before it is rotated (0: 100)")
@@ -96,6 +97,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "kplane serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "authorization-mode" || strings.HasPrefix(f.Name, "authorization-webhook-") {
+			cfg.AuthorizationFlagsSet = true
+		}
+	})
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(stderr, "kplane serve: --log-level %q: want debug, info, warn or error\n", logLevel)

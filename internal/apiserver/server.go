@@ -201,13 +201,7 @@ func (s *Server) MarkShuttingDown() { s.shuttingDown.Store(true) }
 // public paths need no credentials without an authorizer, as
 // kube-apiserver's role system:public-info-viewer lets anyone read them.
 // A single health check (/readyz/etcd) says why it fails, and needs them.
-func public(path string) bool {
-	switch path {
-	case "/version", "/livez", "/readyz", "/healthz":
-		return true
-	}
-	return false
-}
+func public(path string) bool { return registry.PublicPath(path) }
 
 // noCache is the Cache-Control of every answer, shared: net/http and the
 // handlers replace a header's values, never change them in place.

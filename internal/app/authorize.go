@@ -19,6 +19,14 @@ import (
 // --authorization-webhook-* flags, in its words (several errors at once
 // as one list).
 func (c *Config) authorizationModes() ([]string, error) {
+	if c.AuthorizationConfigFile != "" {
+		if c.AuthorizationFlagsSet {
+			return nil, errors.New("--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined")
+		}
+		// Read now too, so that a bad file stops kplane before it starts.
+		_, _, err := webhook.ReadAuthorizationConfig(c.AuthorizationConfigFile)
+		return nil, err
+	}
 	mode := c.AuthorizationMode
 	if mode == "" {
 		mode = AuthorizeAlways
@@ -63,9 +71,12 @@ type authorizers struct {
 	// chain is every authorizer, system:masters' first; nil for
 	// AlwaysAllow alone, which lets every authenticated client in
 	// without asking.
-	chain registry.Union
+	chain registry.Authorizer
 	// rbac, if RBAC is among them.
 	rbac *core.RBAC
+	// file is the chain of --authorization-config, which follows the
+	// file (run).
+	file *configAuthorizer
 }
 
 // newAuthorizers builds the authorizers cfg's modes name, in order.
@@ -75,10 +86,29 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 		return nil, err
 	}
 	a := &authorizers{}
+	if f := cfg.AuthorizationConfigFile; f != "" {
+		entries, data, err := webhook.ReadAuthorizationConfig(f)
+		if err != nil {
+			return nil, err // upstream's words, without a prefix
+		}
+		for _, e := range entries {
+			if e.Type == AuthorizeRBAC {
+				a.rbac = &core.RBAC{Registry: reg, Logger: log}
+			}
+		}
+		if a.file, err = newConfigAuthorizer(f, entries, data, a.rbac, log); err != nil {
+			return nil, err
+		}
+		a.chain = a.file
+		if a.rbac != nil {
+			a.rbac.Authorizer = a.chain
+		}
+		return a, nil
+	}
 	if len(modes) == 1 && modes[0] == AuthorizeAlways {
 		return a, nil
 	}
-	a.chain = registry.Union{registry.Privileged}
+	chain := registry.Union{registry.Privileged}
 	for _, m := range modes {
 		n := registry.Named{Name: strings.ToLower(m)}
 		switch m {
@@ -98,8 +128,9 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 			}
 			n.Name, n.Authorizer = "default", wh // upstream's name for the flags' webhook
 		}
-		a.chain = append(a.chain, n)
+		chain = append(chain, n)
 	}
+	a.chain = chain
 	if a.rbac != nil {
 		a.rbac.Authorizer = a.chain
 	}

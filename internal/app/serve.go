@@ -64,6 +64,12 @@ type Config struct {
 	// AuthorizationWebhook is how the Webhook authorizer is called: the
 	// --authorization-webhook-* flags.
 	AuthorizationWebhook webhook.AuthorizationWebhookConfig
+	// AuthorizationConfigFile is --authorization-config: an
+	// AuthorizationConfiguration whose authorizers replace those of
+	// AuthorizationMode and AuthorizationWebhook (which may then not be
+	// set: AuthorizationFlagsSet), read again when it changes.
+	AuthorizationConfigFile string
+	AuthorizationFlagsSet   bool
 	// AdmissionControlConfigFile, as kube-apiserver's
 	// --admission-control-config-file: an AdmissionConfiguration whose
 	// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins
@@ -292,8 +298,8 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("--admission-control-config-file configures an admission plugin kplane does not run; ignored", "plugin", name)
 		}
 	}
-	if authz.chain != nil {
-		webhooks.Authorizer = authz.chain.Explaining() // admission policies' authorizer checks
+	if e, ok := authz.chain.(registry.Explainer); ok {
+		webhooks.Authorizer = e.Explaining() // admission policies' authorizer checks
 	}
 	builtin = webhooks.Install(builtin)
 	registry.SetTypeConverters(builtin...)
@@ -346,6 +352,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if authz.chain != nil {
 		authorizer = authz.chain
 	}
+	if authz.file != nil {
+		goRun("authorization-config", authz.file.run)
+	}
 	rbacSynced := closedChan
 	if authz.rbac != nil {
 		goRun("rbac", authz.rbac.Run)
@@ -370,11 +379,12 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 
 	api := apiserver.New(apiserver.Config{
-		Registry:     reg,
-		Version:      cfg.Version,
-		Logger:       log,
-		Profiling:    cfg.Profiling,
-		Metrics:      slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks), manifestMetrics(webhooks)),
+		Registry:  reg,
+		Version:   cfg.Version,
+		Logger:    log,
+		Profiling: cfg.Profiling,
+		Metrics: slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks), manifestMetrics(webhooks),
+			authorizationConfigMetrics(authz.file, webhook.IDHash(webhooks.APIServerID))),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,24 @@ func TestStoreConfigRefusesWhatCannotWork(t *testing.T) {
 // seen refused there), or says which modes it has.
 func TestConfigAuthorizationModes(t *testing.T) {
 	base := Config{StoreConfig: StoreConfig{Storage: StorageMemory, DataDir: t.TempDir()}}
+	bad := filepath.Join(t.TempDir(), "authz.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, err string
+		flagsSet  bool
+	}{
+		{bad, "authorizers: Required value: at least one authorization mode must be defined", false},
+		{bad + ".missing", "open " + bad + ".missing: no such file or directory", false},
+		{bad, "--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined", true},
+	} {
+		cfg := base
+		cfg.AuthorizationConfigFile, cfg.AuthorizationFlagsSet = c.file, c.flagsSet
+		if err := cfg.Validate(); err == nil || err.Error() != c.err {
+			t.Errorf("--authorization-config %s (flags set: %v): %v, want %q", c.file, c.flagsSet, err, c.err)
+		}
+	}
 	for _, c := range []struct {
 		mode, webhookConfig, version string
 		err                          string // "": valid

@@ -162,16 +162,28 @@ func (privileged) Authorize(_ context.Context, a Attributes) (Decision, string, 
 }
 
 // AlwaysAllow allows every request of an authenticated user, as
-// kube-apiserver's --authorization-mode=AlwaysAllow, but has no opinion
-// on system:anonymous's: kplane never lets a request without credentials
-// in only because this mode is named.
+// kube-apiserver's --authorization-mode=AlwaysAllow, but a request
+// without credentials only to read a PublicPath: kplane never opens
+// itself to anonymous users because this mode is named (it has no
+// opinion on their other requests).
 type AlwaysAllow struct{}
 
 func (AlwaysAllow) Authorize(_ context.Context, a Attributes) (Decision, string, error) {
-	if Anonymous(a.User) {
+	if Anonymous(a.User) && (a.ResourceRequest || a.Verb != "get" || !PublicPath(a.Path)) {
 		return NoOpinion, "", nil
 	}
 	return Allow, "", nil
+}
+
+// PublicPath reports whether path is one kplane lets anyone read when
+// it authorizes nobody (AlwaysAllow): /version and the three health
+// checks (not their single checks).
+func PublicPath(path string) bool {
+	switch path {
+	case "/version", "/livez", "/readyz", "/healthz":
+		return true
+	}
+	return false
 }
 
 // RulesFor is everything, for an authenticated user.

@@ -74,7 +74,8 @@ func TestUnion(t *testing.T) {
 }
 
 // system:masters is allowed first; AlwaysAllow allows any authenticated
-// user but has no opinion on a request without credentials.
+// user but a request without credentials only to read /version and the
+// health checks.
 func TestBuiltinAuthorizers(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -91,6 +92,21 @@ func TestBuiltinAuthorizers(t *testing.T) {
 	} {
 		if d, _, _ := c.authz.Authorize(ctx, registry.Attributes{User: c.user, Verb: "get", Path: "/"}); d != c.want {
 			t.Errorf("%T for %s: %v, want %v", c.authz, c.user.Name, d, c.want)
+		}
+	}
+	anonymous := registry.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+	for _, c := range []struct {
+		a    registry.Attributes
+		want registry.Decision
+	}{
+		{registry.Attributes{User: anonymous, Verb: "get", Path: "/healthz"}, registry.Allow},
+		{registry.Attributes{User: anonymous, Verb: "get", Path: "/version"}, registry.Allow},
+		{registry.Attributes{User: anonymous, Verb: "post", Path: "/version"}, registry.NoOpinion},
+		{registry.Attributes{User: anonymous, Verb: "get", Path: "/healthz/etcd"}, registry.NoOpinion},
+		{registry.Attributes{User: anonymous, Verb: "get", ResourceRequest: true, Resource: "pods", Path: "/healthz"}, registry.NoOpinion},
+	} {
+		if d, _, _ := (registry.AlwaysAllow{}).Authorize(ctx, c.a); d != c.want {
+			t.Errorf("AlwaysAllow for anonymous, %+v: %v, want %v", c.a, d, c.want)
 		}
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	authorizationv1beta1 "k8s.io/api/authorization/v1beta1"
@@ -48,6 +50,22 @@ func newSARWebhook(t *testing.T) *sarWebhook {
 	w.StartTLS()
 	t.Cleanup(w.Close)
 	return w
+}
+
+// kubeconfig writes the webhook's kubeconfig, and returns its path.
+func (w *sarWebhook) kubeconfig(t *testing.T) string {
+	caData := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.Certificate().Raw}))
+	kc := filepath.Join(t.TempDir(), "authz.kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: authz, cluster: {server: "`+w.URL+`/authorize", certificate-authority-data: `+caData+`}}]
+users: [{name: kplane, user: {token: kplane-to-authz}}]
+contexts: [{name: authz, context: {cluster: authz, user: kplane}}]
+current-context: authz
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
 
 // asked returns the reviews about user so far.
@@ -86,17 +104,7 @@ func TestAuthorizationWebhook(t *testing.T) {
 		}
 		return authorizationv1beta1.SubjectAccessReviewStatus{Reason: "not mine to say"}
 	}
-	caData := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: wh.Certificate().Raw}))
-	kc := filepath.Join(t.TempDir(), "authz.kubeconfig")
-	if err := os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: authz, cluster: {server: "`+wh.URL+`/authorize", certificate-authority-data: `+caData+`}}]
-users: [{name: kplane, user: {token: kplane-to-authz}}]
-contexts: [{name: authz, context: {cluster: authz, user: kplane}}]
-current-context: authz
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := wh.kubeconfig(t)
 	s := startServer(t, "--authorization-mode", "RBAC,Webhook", "--authorization-webhook-config-file", kc,
 		"--authorization-webhook-cache-unauthorized-ttl", "0")
 	ctx := context.Background()
@@ -195,5 +203,85 @@ current-context: authz
 		User: operator, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team", Verb: "update", Resource: "configmaps"}}}, metav1.CreateOptions{})
 	if want := `Post "https://` + host + `/authorize?timeout=30s": dial tcp ` + host + `: connect: connection refused`; err != nil || sar.Status.Allowed || sar.Status.EvaluationError != want {
 		t.Errorf("SubjectAccessReview with the webhook down: %+v, %v, want evaluationError %q", sar.Status, err, want)
+	}
+}
+
+// TestAuthorizationConfig runs kplane serve with --authorization-config:
+// two webhooks before RBAC, the first asked only about its namespace
+// (matchConditions) and failing open, the second asked about the rest
+// and failing closed; a change to the file applies while kplane runs,
+// and the reloads are counted on /metrics.
+func TestAuthorizationConfig(t *testing.T) {
+	const operator = "system:serviceaccount:team:operator"
+	teamHook, restHook := newSARWebhook(t), newSARWebhook(t)
+	teamHook.decide = func(spec authorizationv1beta1.SubjectAccessReviewSpec) authorizationv1beta1.SubjectAccessReviewStatus {
+		return authorizationv1beta1.SubjectAccessReviewStatus{Allowed: spec.User == operator, Reason: "the team's own"}
+	}
+	restHook.decide = func(authorizationv1beta1.SubjectAccessReviewSpec) authorizationv1beta1.SubjectAccessReviewStatus {
+		return authorizationv1beta1.SubjectAccessReviewStatus{Reason: "not mine to say"}
+	}
+	webhookEntry := func(name string, wh *sarWebhook, policy, conditions string) string {
+		return `{type: Webhook, name: ` + name + `, webhook: {timeout: 5s, subjectAccessReviewVersion: v1beta1, matchConditionSubjectAccessReviewVersion: v1, ` +
+			`failurePolicy: ` + policy + `, connectionInfo: {type: KubeConfigFile, kubeConfigFile: ` + wh.kubeconfig(t) + `}, matchConditions: [` + conditions + `]}}`
+	}
+	team := webhookEntry("team", teamHook, "NoOpinion", `{expression: "has(request.resourceAttributes) && request.resourceAttributes.namespace == 'team'"}`)
+	rest := webhookEntry("rest", restHook, "Deny", `{expression: "!has(request.resourceAttributes) || request.resourceAttributes.namespace != 'team'"}`)
+	config := filepath.Join(t.TempDir(), "authz.yaml")
+	write := func(authorizers ...string) {
+		if err := os.WriteFile(config, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers: ["+strings.Join(authorizers, ", ")+"]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(team, rest, `{type: RBAC, name: rbac}`)
+	s := startServer(t, "--authorization-config", config)
+	s.mustKubectl(t, "create", "namespace", "team")
+	s.mustKubectl(t, "create", "namespace", "elsewhere")
+	s.mustKubectl(t, "-n", "team", "create", "serviceaccount", "operator")
+	token := strings.TrimSpace(s.mustKubectl(t, "-n", "team", "create", "token", "operator", "--duration", "1h"))
+	kubeconfig := tokenKubeconfig(t, s, token, "team")
+	asOperator := func(args ...string) (string, string, error) {
+		return s.kubectl(append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}
+
+	// In its namespace, the first webhook allows; the second is not asked.
+	if _, errOut, err := asOperator("get", "configmaps"); err != nil {
+		t.Fatalf("in team: %v %s", err, errOut)
+	}
+	for _, r := range restHook.asked(operator) {
+		if ra := r.Spec.ResourceAttributes; ra != nil && ra.Namespace == "team" {
+			t.Errorf("the second webhook was asked about the team's namespace: %+v", ra)
+		}
+	}
+	// Elsewhere, the first is not asked; the second has no opinion, and
+	// RBAC none either.
+	before := len(teamHook.asked(operator))
+	_, errOut, err := asOperator("-n", "elsewhere", "get", "configmaps")
+	if want := `Error from server (Forbidden): configmaps is forbidden: User "system:serviceaccount:team:operator" cannot list resource "configmaps" in API group "" in the namespace "elsewhere": rest: not mine to say`; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("elsewhere: %v %q, want %q", err, errOut, want)
+	}
+	if n := len(teamHook.asked(operator)) - before; n != 0 {
+		t.Errorf("the first webhook was asked %d times about another namespace", n)
+	}
+
+	// The second down: it fails closed.
+	restHook.Close()
+	_, errOut, err = asOperator("-n", "elsewhere", "get", "secrets")
+	host := strings.TrimPrefix(restHook.URL, "https://")
+	if want := `Internal Server Error: \"/api/v1/namespaces/elsewhere/secrets?limit=500\": Post \"https://` + host + `/authorize?timeout=5s\": dial tcp ` + host + `: connect: connection refused`; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("the second webhook down: %v %q, want %q", err, errOut, want)
+	}
+
+	// The file changed: the second webhook dropped, applied while kplane
+	// runs, and counted.
+	write(team, `{type: RBAC, name: rbac}`)
+	eventually(t, 70*time.Second, "the new authorization config", func() (bool, string) {
+		_, errOut, _ := asOperator("-n", "elsewhere", "get", "secrets")
+		want := `Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:team:operator" cannot list resource "secrets" in API group "" in the namespace "elsewhere"` + "\n"
+		return strings.HasSuffix(errOut, want), errOut
+	})
+	metrics := s.mustKubectl(t, "get", "--raw", "/metrics")
+	if !regexp.MustCompile(`(?m)^apiserver_authorization_config_controller_automatic_reloads_total\{apiserver_id_hash="sha256:[0-9a-f]{64}",status="success"\} 1$`).MatchString(metrics) ||
+		!regexp.MustCompile(`(?m)^apiserver_authorization_config_controller_last_config_info\{apiserver_id_hash="sha256:[0-9a-f]{64}",hash="sha256:[0-9a-f]{64}"\} 1$`).MatchString(metrics) {
+		t.Errorf("the reload metrics:\n%s", grepLines(metrics, "authorization_config"))
 	}
 }

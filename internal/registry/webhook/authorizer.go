@@ -19,11 +19,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
 )
 
 // An authorization webhook, as kube-apiserver's --authorization-mode
@@ -48,6 +50,15 @@ type AuthorizationWebhookConfig struct {
 	AuthorizedTTL, UnauthorizedTTL time.Duration
 	// Timeout bounds each call (0: 30 s).
 	Timeout time.Duration
+	// FailurePolicyDeny: a call that fails, or a match condition that
+	// does not evaluate, denies (the chain stops there); otherwise it is
+	// no opinion (the flags' webhook's policy).
+	FailurePolicyDeny bool
+	// MatchConditions must all be true of a request for the webhook to
+	// be asked; a false one makes it no opinion (--authorization-config).
+	MatchConditions []*cel.AuthorizationMatchCondition
+	// Name is the webhook's, for the logs.
+	Name string
 	// Backoff is how a call that failed in a way worth retrying (a
 	// connection reset, an answer of 500, 504 or 429, or one that asks
 	// to retry later) is tried again; the zero value is upstream's: up to
@@ -177,10 +188,19 @@ func loadCluster(path string) (server string, caBundle []byte, serverName string
 // Authorize asks the webhook about a, unless it answered the same
 // question lately. A call that fails is no opinion, with the error.
 func (w *AuthorizationWebhook) Authorize(ctx context.Context, a registry.Attributes) (registry.Decision, string, error) {
+	onError := registry.NoOpinion
+	if w.cfg.FailurePolicyDeny {
+		onError = registry.Deny
+	}
 	spec := subjectAccessReviewSpec(a)
+	if matches, err := w.matches(ctx, &spec); err != nil {
+		return onError, "", err
+	} else if !matches {
+		return registry.NoOpinion, "", nil
+	}
 	key, err := json.Marshal(spec)
 	if err != nil {
-		return registry.NoOpinion, "", err
+		return onError, "", err
 	}
 	var status authorizationv1.SubjectAccessReviewStatus
 	if kept, ok := w.answers.Get(string(key)); ok {
@@ -188,9 +208,9 @@ func (w *AuthorizationWebhook) Authorize(ctx context.Context, a registry.Attribu
 	} else {
 		if status, err = w.ask(ctx, spec); err != nil {
 			if w.cfg.Logger != nil {
-				w.cfg.Logger.Warn("failed calling the authorization webhook", "err", err)
+				w.cfg.Logger.Warn("failed calling the authorization webhook", "webhook", w.cfg.Name, "err", err)
 			}
-			return registry.NoOpinion, "", err
+			return onError, "", err
 		}
 		ttl := w.cfg.UnauthorizedTTL
 		if status.Allowed {
@@ -209,6 +229,76 @@ func (w *AuthorizationWebhook) Authorize(ctx context.Context, a registry.Attribu
 		return registry.Allow, status.Reason, nil
 	}
 	return registry.NoOpinion, status.Reason, nil
+}
+
+// matches evaluates the match conditions over spec, as upstream's
+// matcher: false at the first that is false; else an error if any did
+// not evaluate (all of their errors); else true.
+func (w *AuthorizationWebhook) matches(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec) (bool, error) {
+	if len(w.cfg.MatchConditions) == 0 {
+		return true, nil
+	}
+	fieldSelector, labelSelector := false, false
+	for _, c := range w.cfg.MatchConditions {
+		fieldSelector = fieldSelector || c.UsesFieldSelector
+		labelSelector = labelSelector || c.UsesLabelSelector
+	}
+	request := matchRequest(spec, fieldSelector, labelSelector)
+	var errs []error
+	for _, c := range w.cfg.MatchConditions {
+		ok, err := c.Eval(ctx, request)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !ok:
+			return false, nil
+		}
+	}
+	if len(errs) > 0 {
+		return false, utilerrors.NewAggregate(errs)
+	}
+	return true, nil
+}
+
+// matchRequest is spec as upstream shows it to match conditions: the
+// user's fields always (extra empty if none), every resource attribute
+// (empty ones too), and the selectors only to expressions that name
+// them.
+func matchRequest(spec *authorizationv1.SubjectAccessReviewSpec, fieldSelector, labelSelector bool) map[string]any {
+	extra := map[string]any{}
+	for k, v := range spec.Extra {
+		extra[k] = []string(v)
+	}
+	groups := spec.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	req := map[string]any{"user": spec.User, "groups": groups, "uid": spec.UID, "extra": extra}
+	if r := spec.ResourceAttributes; r != nil {
+		ra := map[string]any{
+			"namespace": r.Namespace, "verb": r.Verb, "group": r.Group, "version": r.Version,
+			"resource": r.Resource, "subresource": r.Subresource, "name": r.Name,
+		}
+		if fieldSelector && r.FieldSelector != nil && len(r.FieldSelector.Requirements) > 0 {
+			var reqs []any
+			for _, q := range r.FieldSelector.Requirements {
+				reqs = append(reqs, map[string]any{"key": q.Key, "operator": string(q.Operator), "values": q.Values})
+			}
+			ra["fieldSelector"] = map[string]any{"requirements": reqs}
+		}
+		if labelSelector && r.LabelSelector != nil && len(r.LabelSelector.Requirements) > 0 {
+			var reqs []any
+			for _, q := range r.LabelSelector.Requirements {
+				reqs = append(reqs, map[string]any{"key": q.Key, "operator": string(q.Operator), "values": q.Values})
+			}
+			ra["labelSelector"] = map[string]any{"requirements": reqs}
+		}
+		req["resourceAttributes"] = ra
+	}
+	if n := spec.NonResourceAttributes; n != nil {
+		req["nonResourceAttributes"] = map[string]any{"verb": n.Verb, "path": n.Path}
+	}
+	return req
 }
 
 // RulesFor cannot list a webhook's rules: they are incomplete, as

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/crd/cel"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 )
 
@@ -314,5 +315,92 @@ func TestAuthorizationWebhookKubeconfigRefused(t *testing.T) {
 	if _, err := webhook.NewAuthorizationWebhook(webhook.AuthorizationWebhookConfig{KubeConfigFile: filepath.Join(dir, "kc"), Version: "v2"}); err == nil ||
 		err.Error() != `unsupported webhook authorizer version "v2", supported versions are "v1", "v1beta1"` {
 		t.Errorf("version v2: %v", err)
+	}
+}
+
+// With matchConditions, the webhook is asked only when all are true of
+// the request (as a v1 SubjectAccessReview spec); a false one is no
+// opinion without a call; one that fails to evaluate is the failure
+// policy's decision, with upstream's error. A failed call under
+// failurePolicy Deny denies.
+func TestAuthorizationWebhookMatchConditions(t *testing.T) {
+	srv := newSARServer(t)
+	ctx := context.Background()
+	compile := func(exprs ...string) []*cel.AuthorizationMatchCondition {
+		var out []*cel.AuthorizationMatchCondition
+		for _, e := range exprs {
+			c, err := cel.CompileAuthorizationMatchCondition(e)
+			if err != nil {
+				t.Fatalf("%s: %v", e, err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	conditions := compile(
+		"has(request.resourceAttributes) && request.resourceAttributes.namespace == 'dev'",
+		"!('system:masters' in request.groups)",
+		"!has(request.resourceAttributes.labelSelector) || request.resourceAttributes.labelSelector.requirements.all(r, r.key != 'secret')",
+	)
+	pods := registry.Attributes{User: alice, Verb: "list", ResourceRequest: true, Namespace: "dev", APIVersion: "v1", Resource: "pods"}
+	for _, deny := range []bool{false, true} {
+		a := newAuthorizationWebhook(t, webhook.AuthorizationWebhookConfig{KubeConfigFile: srv.kubeconfig(t), MatchConditions: conditions, FailurePolicyDeny: deny})
+		for _, c := range []struct {
+			name   string
+			change func(*registry.Attributes)
+			called bool
+		}{
+			{"matching", func(*registry.Attributes) {}, true},
+			{"another namespace", func(a *registry.Attributes) { a.Namespace = "prod" }, false},
+			{"a non-resource request", func(a *registry.Attributes) { *a = registry.Attributes{User: alice, Verb: "get", Path: "/metrics"} }, false},
+			{"a label selector on secret", func(a *registry.Attributes) {
+				_, a.LabelSelector = registry.SelectorAttributes("", "secret=x")
+			}, false},
+			{"a label selector on app", func(a *registry.Attributes) {
+				_, a.LabelSelector = registry.SelectorAttributes("", "app=x")
+				a.Name = "other" // a new question
+			}, true},
+		} {
+			attrs := pods
+			c.change(&attrs)
+			before := len(srv.calls())
+			d, _, err := a.Authorize(ctx, attrs)
+			called := len(srv.calls()) > before
+			want := registry.NoOpinion
+			if c.called {
+				want = registry.Allow
+			}
+			if called != c.called || d != want || err != nil {
+				t.Errorf("deny %v, %s: called %v, %v, %v", deny, c.name, called, d, err)
+			}
+			if c.called {
+				attrs.Name += "-again" // not kept
+				pods.Name += "x"
+			}
+		}
+	}
+
+	// A condition that does not evaluate (no such extra).
+	failing := compile("request.extra['team'][0] == 'a'")
+	for _, deny := range []bool{false, true} {
+		a := newAuthorizationWebhook(t, webhook.AuthorizationWebhookConfig{KubeConfigFile: srv.kubeconfig(t), MatchConditions: failing, FailurePolicyDeny: deny})
+		before := len(srv.calls())
+		d, _, err := a.Authorize(ctx, pods)
+		want := registry.NoOpinion
+		if deny {
+			want = registry.Deny
+		}
+		if d != want || len(srv.calls()) != before || err == nil ||
+			err.Error() != "cel evaluation error: expression 'request.extra['team'][0] == 'a'' resulted in error: no such key: team" {
+			t.Errorf("deny %v, a condition that fails: %v, %v", deny, d, err)
+		}
+	}
+
+	// A failed call under failurePolicy Deny.
+	kc := srv.kubeconfig(t)
+	a := newAuthorizationWebhook(t, webhook.AuthorizationWebhookConfig{KubeConfigFile: kc, FailurePolicyDeny: true})
+	srv.setAnswer(func(int) (int, string) { return 400, "no" })
+	if d, _, err := a.Authorize(ctx, pods); d != registry.Deny || err == nil {
+		t.Errorf("a failed call under Deny: %v, %v", d, err)
 	}
 }

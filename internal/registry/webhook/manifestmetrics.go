@@ -63,7 +63,7 @@ type Gauge struct {
 // order: the reloads (counters), the last reloads' times (Unix seconds)
 // and the files in force (1, with their hash).
 func (w *Webhooks) ManifestMetrics() (reloads []Series, lastReload, configInfo []Gauge) {
-	id := idHash(w.APIServerID)
+	id := IDHash(w.APIServerID)
 	m := &w.manifestMetrics
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -84,9 +84,9 @@ func (w *Webhooks) ManifestMetrics() (reloads []Series, lastReload, configInfo [
 	return reloads, lastReload, configInfo
 }
 
-// idHash is upstream's label of a server's identity: its SHA-256, ""
-// for none.
-func idHash(id string) string {
+// IDHash is upstream's label of a server's identity: its SHA-256
+// ("sha256:<hex>"), or "" for none.
+func IDHash(id string) string {
 	if id == "" {
 		return ""
 	}
