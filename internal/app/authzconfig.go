@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -162,7 +161,7 @@ func (c *configAuthorizer) reload() {
 		failed(err)
 		return
 	}
-	if reflect.DeepEqual(entries, c.lastConfig) {
+	if webhook.SameAuthorizers(entries, c.lastConfig) {
 		return
 	}
 	c.lastConfig = entries
@@ -247,21 +246,21 @@ func authorizationConfigMetrics(c *configAuthorizer, idHash string) []apiserver.
 	return []apiserver.Metric{
 		{
 			Name: prefix + "automatic_reloads_total", Type: "counter",
-			Help: "Total number of automatic reloads of authorization configuration split by status and apiserver identity.",
+			Help: "Reloads of the --authorization-config file that found it changed, or failed, by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
 				return series(func(s string) float64 { return float64(c.metrics.counts[s]) })
 			},
 		},
 		{
 			Name: prefix + "automatic_reload_last_timestamp_seconds", Type: "gauge",
-			Help: "Timestamp of the last automatic reload of authorization configuration split by status and apiserver identity.",
+			Help: "When the last reload of the --authorization-config file of each status happened (Unix seconds), by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
 				return series(func(s string) float64 { return float64(c.metrics.last[s].UnixNano()) / 1e9 })
 			},
 		},
 		{
 			Name: prefix + "last_config_info", Type: "gauge",
-			Help: "Information about the last applied authorization configuration with hash as label, split by apiserver identity.",
+			Help: "The --authorization-config file in force: 1, with the SHA-256 of its bytes, by apiserver identity.",
 			Read: func() []apiserver.Sample {
 				c.metrics.mu.Lock()
 				defer c.metrics.mu.Unlock()

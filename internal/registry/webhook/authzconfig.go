@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,6 +31,35 @@ type AuthorizerConfig struct {
 	Name string
 	// Webhook is a webhook's configuration.
 	Webhook *AuthorizationWebhookConfig
+}
+
+// SameAuthorizers reports whether a and b configure the same
+// authorizers: a file whose bytes changed but whose configuration did
+// not (a comment) is not made again.
+func SameAuthorizers(a, b []AuthorizerConfig) bool {
+	key := func(cs []AuthorizerConfig) string {
+		type view struct {
+			Type, Name string
+			Webhook    *AuthorizationWebhookConfig
+			Conditions []string
+		}
+		var vs []view
+		for _, c := range cs {
+			v := view{Type: c.Type, Name: c.Name}
+			if c.Webhook != nil {
+				w := *c.Webhook
+				for _, m := range w.MatchConditions {
+					v.Conditions = append(v.Conditions, m.Expression)
+				}
+				w.MatchConditions, w.Logger = nil, nil
+				v.Webhook = &w
+			}
+			vs = append(vs, v)
+		}
+		data, _ := json.Marshal(vs)
+		return string(data)
+	}
+	return key(a) == key(b)
 }
 
 // authorizationConfiguration is apiserver.config.k8s.io's

@@ -75,6 +75,24 @@ authorizers:
 		!w.FailurePolicyDeny || w.Timeout.String() != "3s" || len(w.MatchConditions) != 2 || w.Name != "first" {
 		t.Errorf("%+v", w)
 	}
+	// The same configuration with a comment is the same; another
+	// expression is not.
+	parse := func(config string) []webhook.AuthorizerConfig {
+		t.Helper()
+		entries, err := webhook.ParseAuthorizationConfig([]byte(config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entries
+	}
+	const base = `{apiVersion: apiserver.config.k8s.io/v1, kind: AuthorizationConfiguration, authorizers: [{type: Webhook, name: w, webhook: {timeout: 3s, subjectAccessReviewVersion: v1, matchConditionSubjectAccessReviewVersion: v1, failurePolicy: Deny, connectionInfo: {type: KubeConfigFile, kubeConfigFile: KC}, matchConditions: [{expression: "EXPR"}]}}]}`
+	config := func(expr string) string { return strings.NewReplacer("KC", kc, "EXPR", expr).Replace(base) }
+	if !webhook.SameAuthorizers(parse(config("request.user == 'a'")), parse("# a comment\n"+config("request.user == 'a'"))) {
+		t.Error("a comment made another configuration")
+	}
+	if webhook.SameAuthorizers(parse(config("request.user == 'a'")), parse(config("request.user == 'b'"))) {
+		t.Error("another expression made the same configuration")
+	}
 	if _, err := webhook.ParseAuthorizationConfig([]byte(`{apiVersion: apiserver.config.k8s.io/v1, kind: AuthorizationConfiguration, authorizers: [{type: Node, name: node}]}`)); err == nil ||
 		err.Error() != "authorizer type Node is not one kplane has: it has AlwaysAllow, AlwaysDeny, RBAC and Webhook" {
 		t.Errorf("Node: %v", err)
