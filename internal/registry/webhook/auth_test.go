@@ -86,7 +86,7 @@ users:
 	}
 }
 
-func writeKubeconfig(t *testing.T, path, content string) {
+func writeKubeconfig(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
