@@ -1,12 +1,14 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -77,6 +79,42 @@ type authorizers struct {
 	// file is the chain of --authorization-config, which follows the
 	// file (run).
 	file *configAuthorizer
+	// metrics count the decisions and the webhooks' calls.
+	metrics *webhook.AuthorizationMetrics
+}
+
+// counted is an authorizer whose allowances and denials are counted
+// under its type and name, as upstream's instrumented authorizers.
+type counted struct {
+	registry.Authorizer
+	counts *webhook.DecisionCounts
+}
+
+// count is a counted, its counts those of typ and name in m.
+func count(typ, name string, a registry.Authorizer, m *webhook.AuthorizationMetrics) counted {
+	return counted{a, m.Decisions(typ, name)}
+}
+
+func (c counted) Authorize(ctx context.Context, a registry.Attributes) (registry.Decision, string, error) {
+	d, reason, err := c.Authorizer.Authorize(ctx, a)
+	c.counts.Count(d)
+	return d, reason, err
+}
+
+// RulesFor is the rules of the authorizer, if it can list them.
+func (c counted) RulesFor(ctx context.Context, u registry.User, ns string) ([]rbacv1.PolicyRule, bool, error) {
+	if r, ok := c.Authorizer.(registry.RuleResolver); ok {
+		return r.RulesFor(ctx, u, ns)
+	}
+	return nil, false, nil
+}
+
+// Explaining is the authorizer saying why it allows, counted too.
+func (c counted) Explaining() registry.Authorizer {
+	if e, ok := c.Authorizer.(registry.Explainer); ok {
+		return counted{e.Explaining(), c.counts}
+	}
+	return c
 }
 
 // newAuthorizers builds the authorizers cfg's modes name, in order.
@@ -85,7 +123,7 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 	if err != nil {
 		return nil, err
 	}
-	a := &authorizers{}
+	a := &authorizers{metrics: &webhook.AuthorizationMetrics{}}
 	if f := cfg.AuthorizationConfigFile; f != "" {
 		entries, data, err := webhook.ReadAuthorizationConfig(f)
 		if err != nil {
@@ -96,7 +134,7 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 				a.rbac = &core.RBAC{Registry: reg, Logger: log}
 			}
 		}
-		if a.file, err = newConfigAuthorizer(f, entries, data, a.rbac, log); err != nil {
+		if a.file, err = newConfigAuthorizer(f, entries, data, a.rbac, a.metrics, log); err != nil {
 			return nil, err
 		}
 		a.chain = a.file
@@ -121,14 +159,14 @@ func newAuthorizers(cfg *Config, reg *registry.Registry, log *slog.Logger) (*aut
 			n.Authorizer = a.rbac
 		case AuthorizeWebhook:
 			wcfg := cfg.AuthorizationWebhook
-			wcfg.Logger = log
+			wcfg.Logger, wcfg.Metrics, wcfg.Name = log, a.metrics, "default"
 			wh, err := webhook.NewAuthorizationWebhook(wcfg)
 			if err != nil {
 				return nil, fmt.Errorf("invalid authorization config: %w", err)
 			}
 			n.Name, n.Authorizer = "default", wh // upstream's name for the flags' webhook
 		}
-		chain = append(chain, n)
+		chain = append(chain, registry.Named{Name: n.Name, Authorizer: count(m, n.Name, n.Authorizer, a.metrics)})
 	}
 	a.chain = chain
 	if a.rbac != nil {

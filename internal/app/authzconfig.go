@@ -28,9 +28,10 @@ import (
 // reading that fails (the file, its checks, a webhook's kubeconfig)
 // leaves the chain in force and is logged and counted.
 type configAuthorizer struct {
-	path string
-	rbac *core.RBAC
-	log  *slog.Logger
+	path    string
+	rbac    *core.RBAC
+	log     *slog.Logger
+	metrics *webhook.AuthorizationMetrics
 	// required are the types but Webhook of the first reading: a later
 	// one must keep them, and may add none of RBAC (its state is built
 	// at start).
@@ -44,7 +45,7 @@ type configAuthorizer struct {
 	mu         sync.Mutex // held by the one reading the file
 	lastData   []byte
 	lastConfig []webhook.AuthorizerConfig
-	metrics    reloadMetrics
+	reloads    reloadMetrics
 }
 
 // chains are a configuration's authorizers, and the same saying why they
@@ -54,8 +55,8 @@ type chains struct{ plain, explaining registry.Union }
 // newConfigAuthorizer reads path and builds its chain, with rbac's
 // authorizer for an RBAC entry (nil: none may name RBAC). An error is
 // upstream's, after "invalid authorization config: ".
-func newConfigAuthorizer(path string, entries []webhook.AuthorizerConfig, data []byte, rbac *core.RBAC, log *slog.Logger) (*configAuthorizer, error) {
-	c := &configAuthorizer{path: path, rbac: rbac, log: log, required: map[string]bool{}, lastData: data, lastConfig: entries}
+func newConfigAuthorizer(path string, entries []webhook.AuthorizerConfig, data []byte, rbac *core.RBAC, metrics *webhook.AuthorizationMetrics, log *slog.Logger) (*configAuthorizer, error) {
+	c := &configAuthorizer{path: path, rbac: rbac, log: log, metrics: metrics, required: map[string]bool{}, lastData: data, lastConfig: entries}
 	for _, e := range entries {
 		if e.Type != AuthorizeWebhook {
 			c.required[e.Type] = true
@@ -66,7 +67,7 @@ func newConfigAuthorizer(path string, entries []webhook.AuthorizerConfig, data [
 		return nil, err
 	}
 	c.current.Store(&chains{chain, chain.Explaining().(registry.Union)})
-	c.metrics.hash = configHash(data)
+	c.reloads.hash = configHash(data)
 	return c, nil
 }
 
@@ -87,7 +88,7 @@ func (c *configAuthorizer) build(entries []webhook.AuthorizerConfig) (registry.U
 			n.Authorizer = c.rbac
 		case AuthorizeWebhook:
 			wcfg := *e.Webhook
-			wcfg.Logger = c.log
+			wcfg.Logger, wcfg.Metrics = c.log, c.metrics
 			wh, err := webhook.NewAuthorizationWebhook(wcfg)
 			if err != nil {
 				return nil, err
@@ -96,6 +97,7 @@ func (c *configAuthorizer) build(entries []webhook.AuthorizerConfig) (registry.U
 		default:
 			return nil, fmt.Errorf("unknown authorization mode %s specified", e.Type)
 		}
+		n.Authorizer = count(e.Type, e.Name, n.Authorizer, c.metrics)
 		chain = append(chain, n)
 	}
 	return chain, nil
@@ -142,7 +144,7 @@ func (c *configAuthorizer) reload() {
 	defer c.mu.Unlock()
 	failed := func(err error) {
 		c.log.Error("reloading the authorization config", "file", c.path, "err", err)
-		c.metrics.count("failure")
+		c.reloads.count("failure")
 	}
 	data, err := os.ReadFile(c.path)
 	if err != nil {
@@ -172,10 +174,10 @@ func (c *configAuthorizer) reload() {
 	}
 	c.current.Store(&chains{chain, chain.Explaining().(registry.Union)})
 	c.log.Info("reloaded the authorization config", "file", c.path)
-	c.metrics.count("success")
-	c.metrics.mu.Lock()
-	c.metrics.hash = configHash(data)
-	c.metrics.mu.Unlock()
+	c.reloads.count("success")
+	c.reloads.mu.Lock()
+	c.reloads.hash = configHash(data)
+	c.reloads.mu.Unlock()
 }
 
 // checkRequired refuses a configuration without a type but Webhook that
@@ -233,11 +235,11 @@ func authorizationConfigMetrics(c *configAuthorizer, idHash string) []apiserver.
 	}
 	const prefix = "apiserver_authorization_config_controller_"
 	series := func(value func(status string) float64) []apiserver.Sample {
-		c.metrics.mu.Lock()
-		defer c.metrics.mu.Unlock()
+		c.reloads.mu.Lock()
+		defer c.reloads.mu.Unlock()
 		var out []apiserver.Sample
 		for _, status := range []string{"failure", "success"} {
-			if _, ok := c.metrics.counts[status]; ok {
+			if _, ok := c.reloads.counts[status]; ok {
 				out = append(out, apiserver.Sample{Labels: []string{"apiserver_id_hash", idHash, "status", status}, Value: value(status)})
 			}
 		}
@@ -248,26 +250,26 @@ func authorizationConfigMetrics(c *configAuthorizer, idHash string) []apiserver.
 			Name: prefix + "automatic_reloads_total", Type: "counter",
 			Help: "Reloads of the --authorization-config file that found it changed, or failed, by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
-				return series(func(s string) float64 { return float64(c.metrics.counts[s]) })
+				return series(func(s string) float64 { return float64(c.reloads.counts[s]) })
 			},
 		},
 		{
 			Name: prefix + "automatic_reload_last_timestamp_seconds", Type: "gauge",
 			Help: "When the last reload of the --authorization-config file of each status happened (Unix seconds), by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
-				return series(func(s string) float64 { return float64(c.metrics.last[s].UnixNano()) / 1e9 })
+				return series(func(s string) float64 { return float64(c.reloads.last[s].UnixNano()) / 1e9 })
 			},
 		},
 		{
 			Name: prefix + "last_config_info", Type: "gauge",
 			Help: "The --authorization-config file in force: 1, with the SHA-256 of its bytes, by apiserver identity.",
 			Read: func() []apiserver.Sample {
-				c.metrics.mu.Lock()
-				defer c.metrics.mu.Unlock()
+				c.reloads.mu.Lock()
+				defer c.reloads.mu.Unlock()
 				if idHash == "" {
 					return nil
 				}
-				return []apiserver.Sample{{Labels: []string{"apiserver_id_hash", idHash, "hash", c.metrics.hash}, Value: 1}}
+				return []apiserver.Sample{{Labels: []string{"apiserver_id_hash", idHash, "hash", c.reloads.hash}, Value: 1}}
 			},
 		},
 	}

@@ -76,9 +76,9 @@ func TestAuthorizationConfigReloads(t *testing.T) {
 		}
 	}
 	counts := func() (success, failure uint64, hash string) {
-		a.file.metrics.mu.Lock()
-		defer a.file.metrics.mu.Unlock()
-		return a.file.metrics.counts["success"], a.file.metrics.counts["failure"], a.file.metrics.hash
+		a.file.reloads.mu.Lock()
+		defer a.file.reloads.mu.Unlock()
+		return a.file.reloads.counts["success"], a.file.reloads.counts["failure"], a.file.reloads.hash
 	}
 	_, _, firstHash := counts()
 

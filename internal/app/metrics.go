@@ -224,3 +224,46 @@ func storeHealthChecks(storage string, kvs kv.Store) []apiserver.HealthCheck {
 		return nil
 	}}}
 }
+
+// authorizationMetrics are the authorizers' figures under
+// kube-apiserver's names and labels.
+func authorizationMetrics(m *webhook.AuthorizationMetrics) []apiserver.Metric {
+	const prefix = "apiserver_authorization_"
+	return []apiserver.Metric{
+		{
+			Name: prefix + "decisions_total", Type: "counter",
+			Help: "Allowances and denials of each configured authorizer, by its type and name and the decision.",
+			Read: func() []apiserver.Sample { return counterSamples(m.Series().Decisions) },
+		},
+		{
+			Name: prefix + "webhook_evaluations_total", Type: "counter",
+			Help: "Calls of authorization webhooks (each retry too), by webhook and result.",
+			Read: func() []apiserver.Sample { return counterSamples(m.Series().Calls) },
+		},
+		{
+			Name: prefix + "webhook_duration_seconds", Type: "histogram",
+			Help: "Duration of authorization webhook calls in seconds, by webhook and result.",
+			Read: func() []apiserver.Sample { return histogramSamples(m.Series().Calls) },
+		},
+		{
+			Name: prefix + "webhook_evaluations_fail_open_total", Type: "counter",
+			Help: "Questions an authorization webhook failing open could not answer, left to the next authorizer, by webhook and its last call's result.",
+			Read: func() []apiserver.Sample { return counterSamples(m.Series().FailOpen) },
+		},
+		{
+			Name: prefix + "match_condition_evaluation_seconds", Type: "histogram",
+			Help: "Duration of the evaluations of an authorization webhook's match conditions in seconds, by authorizer type and name.",
+			Read: func() []apiserver.Sample { return histogramSamples(m.Series().MatchTimes) },
+		},
+		{
+			Name: prefix + "match_condition_evaluation_errors_total", Type: "counter",
+			Help: "Evaluations of an authorization webhook's match conditions in which one failed, by authorizer type and name.",
+			Read: func() []apiserver.Sample { return counterSamples(m.Series().MatchErrors) },
+		},
+		{
+			Name: prefix + "match_condition_exclusions_total", Type: "counter",
+			Help: "Questions an authorization webhook's match conditions kept from it, by authorizer type and name.",
+			Read: func() []apiserver.Sample { return counterSamples(m.Series().MatchExclusions) },
+		},
+	}
+}

@@ -384,7 +384,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:    log,
 		Profiling: cfg.Profiling,
 		Metrics: slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks), manifestMetrics(webhooks),
-			authorizationConfigMetrics(authz.file, webhook.IDHash(webhooks.APIServerID))),
+			authorizationMetrics(authz.metrics), authorizationConfigMetrics(authz.file, webhook.IDHash(webhooks.APIServerID))),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,

@@ -284,4 +284,15 @@ func TestAuthorizationConfig(t *testing.T) {
 		!regexp.MustCompile(`(?m)^apiserver_authorization_config_controller_last_config_info\{apiserver_id_hash="sha256:[0-9a-f]{64}",hash="sha256:[0-9a-f]{64}"\} 1$`).MatchString(metrics) {
 		t.Errorf("the reload metrics:\n%s", grepLines(metrics, "authorization_config"))
 	}
+	for _, want := range []string{
+		`apiserver_authorization_decisions_total{decision="allowed",name="team",type="Webhook"} `,
+		`apiserver_authorization_webhook_evaluations_total{name="rest",result="error"} `,
+		`apiserver_authorization_webhook_evaluations_total{name="team",result="success"} `,
+		`apiserver_authorization_match_condition_exclusions_total{name="team",type="Webhook"} `,
+		`apiserver_authorization_webhook_duration_seconds_bucket{name="team",result="success",le="+Inf"} `,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %s in\n%s", want, grepLines(metrics, "apiserver_authorization_"))
+		}
+	}
 }

@@ -57,8 +57,11 @@ type AuthorizationWebhookConfig struct {
 	// MatchConditions must all be true of a request for the webhook to
 	// be asked; a false one makes it no opinion (--authorization-config).
 	MatchConditions []*cel.AuthorizationMatchCondition
-	// Name is the webhook's, for the logs.
+	// Name is the webhook's, for the logs and metrics ("default" for the
+	// flags' webhook).
 	Name string
+	// Metrics, if set, counts the calls and match conditions.
+	Metrics *AuthorizationMetrics
 	// Backoff is how a call that failed in a way worth retrying (a
 	// connection reset, an answer of 500, 504 or 429, or one that asks
 	// to retry later) is tried again; the zero value is upstream's: up to
@@ -244,6 +247,7 @@ func (w *AuthorizationWebhook) matches(ctx context.Context, spec *authorizationv
 		labelSelector = labelSelector || c.UsesLabelSelector
 	}
 	request := matchRequest(spec, fieldSelector, labelSelector)
+	start := time.Now()
 	var errs []error
 	for _, c := range w.cfg.MatchConditions {
 		ok, err := c.Eval(ctx, request)
@@ -251,9 +255,11 @@ func (w *AuthorizationWebhook) matches(ctx context.Context, spec *authorizationv
 		case err != nil:
 			errs = append(errs, err)
 		case !ok:
+			w.cfg.Metrics.matched(w.cfg.Name, time.Since(start), true, len(errs) > 0)
 			return false, nil
 		}
 	}
+	w.cfg.Metrics.matched(w.cfg.Name, time.Since(start), false, len(errs) > 0)
 	if len(errs) > 0 {
 		return false, utilerrors.NewAggregate(errs)
 	}
@@ -325,13 +331,16 @@ func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.Sub
 	body = append(body, '\n')
 	var status authorizationv1.SubjectAccessReviewStatus
 	var callErr error
+	var result string // the last call's, for the metrics
 	waitErr := wait.ExponentialBackoffWithContext(ctx, w.cfg.Backoff, func(ctx context.Context) (bool, error) {
+		start := time.Now()
 		var data []byte
 		var contentType string
 		data, contentType, callErr = postRaw(ctx, w.client, w.target, "kplane-authorization", w.creds, body)
 		if callErr == nil {
 			status, callErr = w.answer(data, contentType)
 		}
+		result = w.cfg.Metrics.call(ctx, w.cfg.Name, time.Since(start), callErr)
 		switch {
 		case callErr == nil:
 			return true, nil
@@ -340,13 +349,14 @@ func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.Sub
 		}
 		return false, callErr
 	})
-	switch {
-	case callErr != nil:
-		return status, callErr
-	case waitErr != nil:
-		return status, fmt.Errorf("webhook call failed: %s", waitErr.Error())
+	err = callErr
+	if err == nil && waitErr != nil {
+		err = fmt.Errorf("webhook call failed: %s", waitErr.Error())
 	}
-	return status, nil
+	if err != nil && !w.cfg.FailurePolicyDeny && ctx.Err() == nil {
+		w.cfg.Metrics.failedOpen(w.cfg.Name, result)
+	}
+	return status, err
 }
 
 // answer reads the webhook's SubjectAccessReview, as upstream's REST

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -432,5 +433,49 @@ func BenchmarkAuthorizationWebhook(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The metrics count each call (each retry) by result, the questions a
+// webhook failing open could not answer, and its match conditions'
+// evaluations, exclusions and failures.
+func TestAuthorizationWebhookMetrics(t *testing.T) {
+	srv := newSARServer(t)
+	ctx := context.Background()
+	m := &webhook.AuthorizationMetrics{}
+	cond, err := cel.CompileAuthorizationMatchCondition("request.extra['team'][0] == 'a' || request.user != 'skip'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuthorizationWebhook(t, webhook.AuthorizationWebhookConfig{KubeConfigFile: srv.kubeconfig(t), Name: "w", Metrics: m,
+		MatchConditions: []*cel.AuthorizationMatchCondition{cond}})
+	attrs := registry.Attributes{User: registry.User{Name: "bob", Extra: map[string][]string{"team": {"a"}}}, Verb: "get", Path: "/a"}
+	a.Authorize(ctx, attrs) // allowed: one call
+	srv.setAnswer(func(call int) (int, string) { return 500, "oops" })
+	attrs.Path = "/b"
+	a.Authorize(ctx, attrs) // five calls, failed open
+	attrs.User = registry.User{Name: "skip"}
+	a.Authorize(ctx, attrs) // the condition fails (no extra) ...
+	attrs.User = registry.User{Name: "skip", Extra: map[string][]string{"team": {"b"}}}
+	a.Authorize(ctx, attrs) // ... is false
+
+	got := m.Series()
+	total := func(ss []webhook.Series) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, strings.Join(s.Labels, ",")+"="+strconv.FormatUint(s.Total(), 10))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"calls", total(got.Calls), "name,w,result,error=5 name,w,result,success=1"},
+		{"fail open", total(got.FailOpen), "name,w,result,error=1"},
+		{"match evaluations", total(got.MatchTimes), "name,w,type,Webhook=4"},
+		{"match errors", total(got.MatchErrors), "name,w,type,Webhook=1"},
+		{"match exclusions", total(got.MatchExclusions), "name,w,type,Webhook=1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
+		}
 	}
 }
