@@ -70,6 +70,10 @@ type Config struct {
 	// set: AuthorizationFlagsSet), read again when it changes.
 	AuthorizationConfigFile string
 	AuthorizationFlagsSet   bool
+	// TokenWebhook is --authentication-token-webhook-config-file and
+	// its flags: a webhook asked about the bearer tokens that are not
+	// kplane's service account tokens.
+	TokenWebhook webhook.TokenWebhookConfig
 	// AdmissionControlConfigFile, as kube-apiserver's
 	// --admission-control-config-file: an AdmissionConfiguration whose
 	// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins
@@ -157,6 +161,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.authorizationModes(); err != nil {
 		return err
+	}
+	if v := c.TokenWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
+		return fmt.Errorf("--authentication-token-webhook-version: unsupported authentication webhook version %q, supported versions are %q, %q", v, "v1", "v1beta1")
+	}
+	if c.TokenWebhook.CacheTTL < 0 {
+		return fmt.Errorf("--authentication-token-webhook-cache-ttl %v must not be negative", c.TokenWebhook.CacheTTL)
 	}
 	if err := pki.CheckHosts(c.TLSSANs); err != nil {
 		return fmt.Errorf("--tls-san: %v", err)
@@ -277,6 +287,15 @@ func Run(ctx context.Context, cfg Config) error {
 	tokens := &core.Tokens{
 		Registry: reg, Issuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
 		MaxExpiration: cfg.ServiceAccountMaxTokenExpiration,
+	}
+	if cfg.TokenWebhook.KubeConfigFile != "" {
+		twcfg := cfg.TokenWebhook
+		twcfg.Logger = log
+		tw, err := webhook.NewTokenWebhook(twcfg)
+		if err != nil {
+			return fmt.Errorf("--authentication-token-webhook-config-file: %w", err)
+		}
+		tokens.Webhook = tw
 	}
 	builtin := append(tokens.Install(core.Kinds()), crdKind)
 	authz, err := newAuthorizers(&cfg, reg, log)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	authorizationv1beta1 "k8s.io/api/authorization/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,6 +295,89 @@ func TestAuthorizationConfig(t *testing.T) {
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("no %s in\n%s", want, grepLines(metrics, "apiserver_authorization_"))
+		}
+	}
+}
+
+// TestTokenAuthenticationWebhook runs kplane serve with
+// --authentication-token-webhook-config-file: a bearer token that is not
+// one of kplane's service account tokens is sent to the webhook as a
+// TokenReview, and the user it names is the request's (kubectl auth
+// whoami, RBAC's 403s); kplane's own tokens are not sent; a
+// TokenReview answers by both.
+func TestTokenAuthenticationWebhook(t *testing.T) {
+	var mu sync.Mutex
+	var reviews []authenticationv1beta1.TokenReview
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var rev authenticationv1beta1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&rev); err != nil || r.Header.Get("Authorization") != "Bearer kplane-to-authz" {
+			http.Error(rw, "who are you", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		reviews = append(reviews, rev)
+		mu.Unlock()
+		switch rev.Spec.Token {
+		case "alice-token":
+			rev.Status = authenticationv1beta1.TokenReviewStatus{Authenticated: true, User: authenticationv1beta1.UserInfo{
+				Username: "alice", UID: "u1", Groups: []string{"devs"}, Extra: map[string]authenticationv1beta1.ExtraValue{"scopes": {"a"}}}}
+		case "revoked-token":
+			rev.Status = authenticationv1beta1.TokenReviewStatus{Error: "token revoked"}
+		}
+		json.NewEncoder(rw).Encode(&rev)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	kc := (&sarWebhook{Server: srv}).kubeconfig(t)
+	s := startServer(t, "--authorization-mode", "RBAC", "--authentication-token-webhook-config-file", kc)
+	asked := func() []authenticationv1beta1.TokenReview {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]authenticationv1beta1.TokenReview(nil), reviews...)
+	}
+
+	alice := tokenKubeconfig(t, s, "alice-token", "default")
+	out, errOut, err := s.kubectl("--kubeconfig", alice, "auth", "whoami", "-o", "jsonpath={.status.userInfo}")
+	if want := `{"extra":{"scopes":["a"]},"groups":["devs","system:authenticated"],"uid":"u1","username":"alice"}`; err != nil || out != want {
+		t.Errorf("whoami with the webhook's token: %q %v %s, want %s", out, err, errOut, want)
+	}
+	if rs := asked(); len(rs) == 0 || rs[0].APIVersion != "authentication.k8s.io/v1beta1" || rs[0].Spec.Token != "alice-token" || len(rs[0].Spec.Audiences) != 1 {
+		t.Errorf("the webhook got %+v", rs)
+	}
+	_, errOut, err = s.kubectl("--kubeconfig", alice, "get", "secrets")
+	if want := `Error from server (Forbidden): secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default"`; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("RBAC for the webhook's user: %v %q", err, errOut)
+	}
+	for _, token := range []string{"unknown-token", "revoked-token"} {
+		_, errOut, err := s.kubectl("--kubeconfig", tokenKubeconfig(t, s, token, "default"), "get", "--raw", "/version")
+		if err == nil || !strings.Contains(errOut, "Unauthorized") {
+			t.Errorf("%s: %v %q", token, err, errOut)
+		}
+	}
+
+	// kplane's own tokens are not sent.
+	s.mustKubectl(t, "create", "serviceaccount", "robot")
+	before := len(asked())
+	robot := tokenKubeconfig(t, s, strings.TrimSpace(s.mustKubectl(t, "create", "token", "robot")), "default")
+	if _, errOut, err := s.kubectl("--kubeconfig", robot, "auth", "whoami"); err != nil {
+		t.Errorf("a service account token: %v %s", err, errOut)
+	}
+	if n := len(asked()) - before; n != 0 {
+		t.Errorf("a service account token was sent to the webhook %d times", n)
+	}
+
+	// A TokenReview answers by both.
+	admin := kubernetes.NewForConfigOrDie(s.config())
+	for token, want := range map[string]string{
+		"alice-token":   `{"authenticated":true,"user":{"username":"alice","uid":"u1","groups":["devs","system:authenticated"],"extra":{"scopes":["a"]}},"audiences":["https://kubernetes.default.svc.cluster.local"]}`,
+		"unknown-token": `{"user":{},"error":"invalid bearer token"}`,
+		"revoked-token": `{"user":{},"error":"[invalid bearer token, token revoked]"}`,
+	} {
+		tr, err := admin.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		got, _ := json.Marshal(tr.Status)
+		if err != nil || string(got) != want {
+			t.Errorf("TokenReview of %s: %s %v, want %s", token, got, err, want)
 		}
 	}
 }

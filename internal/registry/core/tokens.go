@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -78,6 +79,10 @@ type Tokens struct {
 	// MaxExpiration, if not zero, shortens a token's lifetime to at most
 	// this, with a warning, as --service-account-max-token-expiration.
 	MaxExpiration time.Duration
+	// Webhook, if set, is asked about a token that is not a valid
+	// service account token (--authentication-token-webhook-config-file),
+	// as upstream's chain of token authenticators asks it after its own.
+	Webhook TokenWebhook
 
 	key atomic.Pointer[jwsKeys]
 	// now is the clock (nil: time.Now), for tests.
@@ -377,6 +382,42 @@ var ErrNotServiceAccountToken = errors.New("not a service account token of this 
 // the secret it is bound to) exist with the uids it names, or are being
 // deleted for less than a minute. The errors are kube-apiserver's.
 func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []string) (registry.User, []string, error) {
+	u, valid, err := t.authenticateServiceAccount(ctx, token, wanted)
+	if err == nil || t.Webhook == nil {
+		return u, valid, err
+	}
+	if len(wanted) == 0 {
+		wanted = t.apiAudiences()
+	}
+	u, valid, ok, werr := t.Webhook.AuthenticateToken(ctx, token, wanted, t.apiAudiences())
+	if ok {
+		return u, valid, nil
+	}
+	// Both refused: their reasons, as upstream's union gives them (a
+	// token that is not one of kplane's has none from it).
+	var errs []error
+	if !errors.Is(err, ErrNotServiceAccountToken) {
+		errs = append(errs, err)
+	}
+	if werr != nil {
+		errs = append(errs, werr)
+	}
+	if len(errs) == 0 {
+		return registry.User{}, nil, ErrNotServiceAccountToken
+	}
+	return registry.User{}, nil, utilerrors.NewAggregate(errs)
+}
+
+// TokenWebhook authenticates the tokens kplane's own authenticators do
+// not (webhook.TokenWebhook): ok false with no error is a token it does
+// not know.
+type TokenWebhook interface {
+	AuthenticateToken(ctx context.Context, token string, wanted, implicit []string) (u registry.User, audiences []string, ok bool, err error)
+}
+
+// authenticateServiceAccount is AuthenticateToken for kplane's own
+// service account tokens.
+func (t *Tokens) authenticateServiceAccount(ctx context.Context, token string, wanted []string) (registry.User, []string, error) {
 	t.mu.Lock()
 	c := t.mu.verified[token]
 	t.mu.Unlock()
@@ -578,7 +619,8 @@ func (t *Tokens) review(ctx context.Context, _ string, obj *unstructured.Unstruc
 	case errors.Is(err, ErrNotServiceAccountToken):
 		status["error"] = "invalid bearer token"
 	case err != nil:
-		status["error"] = "[invalid bearer token, " + err.Error() + "]"
+		// Upstream's aggregate, flattened: "[invalid bearer token, <why>, ...]".
+		status["error"] = utilerrors.NewAggregate([]error{errors.New("invalid bearer token"), err}).Error()
 	default:
 		status["authenticated"] = true
 		status["user"] = userInfo(u)

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -73,9 +71,7 @@ type AuthorizationWebhookConfig struct {
 // AuthorizationWebhook is an authorizer that asks a webhook.
 type AuthorizationWebhook struct {
 	cfg     AuthorizationWebhookConfig
-	target  string
-	client  *http.Client
-	creds   *Credentials
+	client  *reviewClient
 	answers *cache.LRUExpireCache
 }
 
@@ -94,32 +90,11 @@ func NewAuthorizationWebhook(cfg AuthorizationWebhookConfig) (*AuthorizationWebh
 	default:
 		return nil, fmt.Errorf("unsupported webhook authorizer version %q, supported versions are %q, %q", cfg.Version, "v1", "v1beta1")
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	if cfg.Backoff.Steps == 0 {
-		cfg.Backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
-	}
-	server, caBundle, serverName, creds, err := loadCluster(cfg.KubeConfigFile)
+	client, err := newReviewClient(cfg.KubeConfigFile, cfg.Timeout, cfg.Backoff, "kplane-authorization")
 	if err != nil {
 		return nil, err
 	}
-	var clients clientCache
-	client, err := clients.get(caBundle, serverName, creds)
-	if err != nil {
-		return nil, err
-	}
-	client.Timeout = cfg.Timeout
-	// As upstream's REST client, the call asks the webhook to answer
-	// within the timeout.
-	target, _ := url.Parse(server)
-	q := target.Query()
-	q.Set("timeout", cfg.Timeout.String())
-	target.RawQuery = q.Encode()
-	return &AuthorizationWebhook{
-		cfg: cfg, target: target.String(), client: client, creds: creds,
-		answers: cache.NewLRUExpireCache(8192),
-	}, nil
+	return &AuthorizationWebhook{cfg: cfg, client: client, answers: cache.NewLRUExpireCache(8192)}, nil
 }
 
 // loadCluster reads the current context of the kubeconfig at path: its
@@ -328,69 +303,22 @@ func (w *AuthorizationWebhook) ask(ctx context.Context, spec authorizationv1.Sub
 	if err != nil {
 		return authorizationv1.SubjectAccessReviewStatus{}, err
 	}
-	body = append(body, '\n')
 	var status authorizationv1.SubjectAccessReviewStatus
-	var callErr error
 	var result string // the last call's, for the metrics
-	waitErr := wait.ExponentialBackoffWithContext(ctx, w.cfg.Backoff, func(ctx context.Context) (bool, error) {
-		start := time.Now()
-		var data []byte
-		var contentType string
-		data, contentType, callErr = postRaw(ctx, w.client, w.target, "kplane-authorization", w.creds, body)
-		if callErr == nil {
-			status, callErr = w.answer(data, contentType)
+	err = w.client.post(ctx, body, func(data []byte, contentType string) error {
+		var review struct {
+			Status authorizationv1.SubjectAccessReviewStatus `json:"status"`
 		}
-		result = w.cfg.Metrics.call(ctx, w.cfg.Name, time.Since(start), callErr)
-		switch {
-		case callErr == nil:
-			return true, nil
-		case retryable(callErr):
-			return false, nil
-		}
-		return false, callErr
+		err := decodeReview(data, contentType, "authorization.k8s.io", w.cfg.Version, "SubjectAccessReview", &review)
+		status = review.Status
+		return err
+	}, func(d time.Duration, err error) {
+		result = w.cfg.Metrics.call(ctx, w.cfg.Name, d, err)
 	})
-	err = callErr
-	if err == nil && waitErr != nil {
-		err = fmt.Errorf("webhook call failed: %s", waitErr.Error())
-	}
 	if err != nil && !w.cfg.FailurePolicyDeny && ctx.Err() == nil {
 		w.cfg.Metrics.failedOpen(w.cfg.Name, result)
 	}
 	return status, err
-}
-
-// answer reads the webhook's SubjectAccessReview, as upstream's REST
-// client decodes it, with its errors: one of another kind or version is
-// refused; one without apiVersion and kind is taken as of the version
-// sent.
-func (w *AuthorizationWebhook) answer(data []byte, contentType string) (authorizationv1.SubjectAccessReviewStatus, error) {
-	var none authorizationv1.SubjectAccessReviewStatus
-	if len(data) == 0 {
-		return none, fmt.Errorf("0-length response with status code: 200 and content type: %s", contentType)
-	}
-	var typ struct {
-		APIVersion string `json:"apiVersion,omitempty"`
-		Kind       string `json:"kind,omitempty"`
-	}
-	if err := json.Unmarshal(data, &typ); err != nil {
-		return none, fmt.Errorf("couldn't get version/kind; json parse error: %w", err)
-	}
-	sent := "authorization.k8s.io/" + w.cfg.Version
-	if typ.APIVersion != "" || typ.Kind != "" {
-		switch other := strings.TrimPrefix(typ.APIVersion, "authorization.k8s.io/"); {
-		case typ.Kind == "SubjectAccessReview" && typ.APIVersion != sent && (other == "v1" || other == "v1beta1"):
-			return none, fmt.Errorf("converting (%s.SubjectAccessReview) to (%s.SubjectAccessReview): unknown conversion", other, w.cfg.Version)
-		case typ.Kind != "SubjectAccessReview" || typ.APIVersion != sent:
-			return none, fmt.Errorf("no kind %q is registered for version %q in scheme \"pkg/runtime/scheme.go:111\"", typ.Kind, typ.APIVersion)
-		}
-	}
-	var review struct {
-		Status authorizationv1.SubjectAccessReviewStatus `json:"status"`
-	}
-	if err := json.Unmarshal(data, &review); err != nil {
-		return none, err
-	}
-	return review.Status, nil
 }
 
 // retryable reports whether a failed call is worth trying again, as

@@ -1,0 +1,117 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// reviewClient posts reviews (SubjectAccessReviews, TokenReviews) to
+// the webhook a kubeconfig names, as upstream's generic webhook client:
+// to its cluster's server URL with ?timeout=, the user's credentials,
+// retried with backoff.
+type reviewClient struct {
+	target    string
+	client    *http.Client
+	creds     *Credentials
+	backoff   wait.Backoff
+	userAgent string
+}
+
+// defaultBackoff is upstream's webhooks' retry backoff: up to five calls,
+// 500 ms apart and then 1.5 times longer each time, with jitter.
+var defaultBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+
+// newReviewClient reads the kubeconfig at path; calls are bounded by
+// timeout (0: 30 s) and retried by backoff (zero: defaultBackoff).
+func newReviewClient(path string, timeout time.Duration, backoff wait.Backoff, userAgent string) (*reviewClient, error) {
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	if backoff.Steps == 0 {
+		backoff = defaultBackoff
+	}
+	server, caBundle, serverName, creds, err := loadCluster(path)
+	if err != nil {
+		return nil, err
+	}
+	var clients clientCache
+	client, err := clients.get(caBundle, serverName, creds)
+	if err != nil {
+		return nil, err
+	}
+	client.Timeout = timeout
+	// As upstream's REST client, the call asks the webhook to answer
+	// within the timeout.
+	target, _ := url.Parse(server)
+	q := target.Query()
+	q.Set("timeout", timeout.String())
+	target.RawQuery = q.Encode()
+	return &reviewClient{target: target.String(), client: client, creds: creds, backoff: backoff, userAgent: userAgent}, nil
+}
+
+// post sends body (and a newline, as upstream's encoder ends it) and
+// hands each 2xx answer to decode; a call that fails in a way worth
+// retrying (retryable) is made again as the backoff allows. called, if
+// set, is told of each call: how long it took and how it ended. The
+// error is the last call's.
+func (c *reviewClient) post(ctx context.Context, body []byte, decode func(data []byte, contentType string) error, called func(time.Duration, error)) error {
+	body = append(body, '\n')
+	var callErr error
+	waitErr := wait.ExponentialBackoffWithContext(ctx, c.backoff, func(ctx context.Context) (bool, error) {
+		start := time.Now()
+		var data []byte
+		var contentType string
+		data, contentType, callErr = postRaw(ctx, c.client, c.target, c.userAgent, c.creds, body)
+		if callErr == nil {
+			callErr = decode(data, contentType)
+		}
+		if called != nil {
+			called(time.Since(start), callErr)
+		}
+		switch {
+		case callErr == nil:
+			return true, nil
+		case retryable(callErr):
+			return false, nil
+		}
+		return false, callErr
+	})
+	if callErr == nil && waitErr != nil {
+		return fmt.Errorf("webhook call failed: %s", waitErr.Error())
+	}
+	return callErr
+}
+
+// decodeReview reads a webhook's answer of the kind sent, as upstream's
+// REST client decodes it, with its errors: one of another kind or
+// version is refused; one without apiVersion and kind is taken as of the
+// version sent (group/version). into receives it.
+func decodeReview(data []byte, contentType, group, version, kind string, into any) error {
+	if len(data) == 0 {
+		return fmt.Errorf("0-length response with status code: 200 and content type: %s", contentType)
+	}
+	var typ struct {
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind,omitempty"`
+	}
+	if err := json.Unmarshal(data, &typ); err != nil {
+		return fmt.Errorf("couldn't get version/kind; json parse error: %w", err)
+	}
+	sent := group + "/" + version
+	if typ.APIVersion != "" || typ.Kind != "" {
+		switch other := strings.TrimPrefix(typ.APIVersion, group+"/"); {
+		case typ.Kind == kind && typ.APIVersion != sent && (other == "v1" || other == "v1beta1"):
+			return fmt.Errorf("converting (%s.%s) to (%s.%s): unknown conversion", other, kind, version, kind)
+		case typ.Kind != kind || typ.APIVersion != sent:
+			return fmt.Errorf("no kind %q is registered for version %q in scheme \"pkg/runtime/scheme.go:111\"", typ.Kind, typ.APIVersion)
+		}
+	}
+	return json.Unmarshal(data, into)
+}
