@@ -3,13 +3,19 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 )
 
 // reviewClient posts reviews (SubjectAccessReviews, TokenReviews) to
@@ -114,4 +120,82 @@ func decodeReview(data []byte, contentType, group, version, kind string, into an
 		}
 	}
 	return json.Unmarshal(data, into)
+}
+
+// loadCluster reads the current context of the kubeconfig at path: its
+// cluster's server, certificate authority and TLS server name, and its
+// user's credentials.
+func loadCluster(path string) (server string, caBundle []byte, serverName string, creds *Credentials, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return "", nil, "", nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, "", nil, err
+	}
+	var kc kubeconfig
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return "", nil, "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	file := relativeTo(filepath.Dir(path))
+	if kc.CurrentContext == "" {
+		// client-go's words for a kubeconfig that names no cluster to use.
+		return "", nil, "", nil, errors.New("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER environment variable")
+	}
+	var clusterName, userName string
+	found := false
+	for _, c := range kc.Contexts {
+		if c.Name == kc.CurrentContext {
+			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
+		}
+	}
+	if !found {
+		return "", nil, "", nil, fmt.Errorf("%s: current-context %q is not among its contexts", path, kc.CurrentContext)
+	}
+	var cluster *kubeconfCluster
+	for i := range kc.Clusters {
+		if kc.Clusters[i].Name == clusterName {
+			cluster = &kc.Clusters[i].Cluster
+		}
+	}
+	if cluster == nil {
+		return "", nil, "", nil, fmt.Errorf("%s: context %q names cluster %q, which it does not hold", path, kc.CurrentContext, clusterName)
+	}
+	u, err := url.Parse(cluster.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: server %q must be an https URL", path, clusterName, cluster.Server)
+	}
+	if cluster.InsecureSkipTLSVerify {
+		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: insecure-skip-tls-verify is not supported: give the webhook's certificate authority", path, clusterName)
+	}
+	caBundle = cluster.CertificateAuthorityData
+	if len(caBundle) == 0 && cluster.CertificateAuthority != "" {
+		if caBundle, err = os.ReadFile(file(cluster.CertificateAuthority)); err != nil {
+			return "", nil, "", nil, err
+		}
+	}
+	serverName = cluster.TLSServerName
+	if serverName == "" {
+		serverName = u.Hostname()
+	}
+	for _, user := range kc.Users {
+		if user.Name == userName && userName != "" {
+			if creds, err = credentials(user.Name, user.User, file); err != nil {
+				return "", nil, "", nil, fmt.Errorf("%s: user %q: %w", path, user.Name, err)
+			}
+		}
+	}
+	return cluster.Server, caBundle, serverName, creds, nil
+}
+
+// retryable reports whether a failed call is worth trying again, as
+// upstream's webhooks judge: the connection was reset or lost, or the
+// webhook answered 500, 504 or 429, or asked to be called again later.
+func retryable(err error) bool {
+	if utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, later := apierrors.SuggestsClientDelay(err)
+	return later
 }
