@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,6 +26,7 @@ import (
 // user: it may do everything.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRecord) *http.Request {
 	if s.cfg.Authorizer == nil {
+		s.auth.authorized(registry.Allow, nil, 0)
 		rec.authorized(true, "")
 		return r
 	}
@@ -32,6 +34,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRec
 	if !hasUser {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 &&
 			slices.Contains(r.TLS.VerifiedChains[0][0].Subject.Organization, "system:masters") {
+			s.auth.authorized(registry.Allow, nil, 0)
 			rec.authorized(true, "")
 			return r
 		}
@@ -43,7 +46,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rec *auditRec
 	if rec != nil {
 		authz = s.explaining // the audit log says why
 	}
+	start := time.Now()
 	d, reason, err := authz.Authorize(r.Context(), attrs)
+	s.auth.authorized(d, err, time.Since(start))
 	switch {
 	case d == registry.Allow:
 		// An authorizer may allow despite another's error.

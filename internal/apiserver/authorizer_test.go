@@ -127,3 +127,51 @@ func canonicalJSON(t *testing.T, v any) string {
 	}
 	return string(data)
 }
+
+// Each request's authentication and authorization are counted under
+// kube-apiserver's metric names and labels: successes by user name
+// folded (the admin certificate's kplane-admin and a service account
+// are "other"), a token that is not valid as an error, a request
+// without credentials refused as a failure; authorizations by result.
+func TestAuthMetrics(t *testing.T) {
+	h, admin, token := tokenServerAuthorizing(t, true)
+	send := func(path string, auth func(*http.Request)) {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		auth(r)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	withToken := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	// Before: the admin's writes of tokenServerAuthorizing.
+	send("/api/v1/namespaces/default/configmaps", withToken(token)) // no-opinion (RBAC: not bound)
+	send("/version", withToken(token))                              // allowed (system:public-info-viewer)
+	send("/version", withToken("not-a-token"))                      // error
+	send("/api/v1/namespaces", admin)                               // allowed, system:masters
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	admin(r)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	metrics := w.Body.String()
+	for _, want := range []string{
+		`apiserver_authentication_attempts{result="error"} 1` + "\n",
+		`apiserver_authentication_attempts{result="success"} `,
+		`apiserver_authenticated_user_requests{username="other"} `,
+		`apiserver_authorization_attempts_total{result="no-opinion"} 1` + "\n",
+		`apiserver_authorization_attempts_total{result="allowed"} `,
+		`apiserver_authentication_duration_seconds_bucket{result="error",le="0.001"} `,
+		`apiserver_authorization_duration_seconds_count{result="no-opinion"} 1` + "\n",
+		"# TYPE apiserver_authorization_attempts_total counter\n",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %q in the metrics", want)
+		}
+	}
+	if t.Failed() {
+		for _, l := range strings.Split(metrics, "\n") {
+			if strings.Contains(l, "authenticat") || strings.Contains(l, "authoriz") {
+				t.Log(l)
+			}
+		}
+	}
+}

@@ -35,6 +35,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeProcessMetrics(&b)
 	writeGoMetrics(&b)
 	s.requests.write(&b)
+	s.auth.write(&b)
 	s.inflight.write(&b, time.Now())
 	s.watchEvents.write(&b)
 	s.writeCacheMetrics(&b)

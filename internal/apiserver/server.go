@@ -103,6 +103,7 @@ type Server struct {
 	slis          healthSLIs // the health checks' results, for /metrics/slis
 	impersonation impersonation
 	auditIDs      auditIDs
+	auth          authMetrics
 	// explaining is Config.Authorizer saying why it allows, for the
 	// audit log (Config.Authorizer if it cannot).
 	explaining registry.Authorizer
@@ -235,18 +236,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !ok:
 			// A token that is not valid fails every request, even one
 			// anyone may send, as upstream's.
+			s.auth.authenticated("error", registry.User{}, time.Since(start))
 			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		case authed != nil:
 			r = authed
+			u, _ := registry.UserFrom(r.Context())
+			s.auth.authenticated("success", u, time.Since(start))
 		case s.cfg.Anonymous:
 			// Let in as is (tests over plain HTTP).
+			s.auth.authenticated("success", registry.User{Name: "system:anonymous"}, time.Since(start))
 		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path):
+			s.auth.authenticated("failure", registry.User{}, time.Since(start))
 			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
 			return
+		default:
+			s.auth.authenticated("success", registry.User{Name: "system:anonymous"}, time.Since(start))
 		}
+	} else {
+		// The TLS handshake checked the certificate.
+		s.auth.authenticated("success", registry.User{Name: r.TLS.VerifiedChains[0][0].Subject.CommonName}, 0)
 	}
 	rec := s.startAudit(r, auditID, start)
 	if rec != nil {

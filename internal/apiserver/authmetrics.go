@@ -1,0 +1,158 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// The metrics of kube-apiserver's authentication and authorization
+// filters (k8s.io/apiserver's endpoints/filters/metrics.go, read for the
+// behaviour):
+//   - apiserver_authentication_attempts{result} and
+//     apiserver_authentication_duration_seconds{result}: each request's
+//     authentication, "success" (a client certificate, a token, or no
+//     credential let in as system:anonymous), "failure" (no credential,
+//     and none let in) or "error" (a credential that is not valid);
+//   - apiserver_authenticated_user_requests{username}: the successes by
+//     user, the names folded as upstream folds them ("admin", "email_id",
+//     "other", ...) so that the series stay few and name no one;
+//   - apiserver_authorization_attempts_total{result} and
+//     apiserver_authorization_duration_seconds{result}: each
+//     authenticated request's authorization, "allowed", "denied",
+//     "no-opinion" or "error".
+
+// authBuckets are upstream's buckets of both durations: 1 ms doubling 15
+// times.
+var authBuckets = func() [15]float64 {
+	var b [15]float64
+	for i := range b {
+		b[i] = 0.001 * float64(int(1)<<i)
+	}
+	return b
+}()
+
+// The results, as upstream labels them.
+var (
+	authnResults = [...]string{"error", "failure", "success"}
+	authzResults = [...]string{"allowed", "denied", "error", "no-opinion"}
+	// usernames are the folded user names (compressUsername).
+	usernames = [...]string{"admin", "client", "email_id", "kube_proxy", "kubelet", "other", "system:serviceaccount:kube-system:default"}
+)
+
+// authSeries is the histogram of one result.
+type authSeries struct {
+	buckets [len(authBuckets) + 1]atomic.Uint64
+	nanos   atomic.Int64
+}
+
+func (s *authSeries) observe(d time.Duration) {
+	s.buckets[sort.SearchFloat64s(authBuckets[:], d.Seconds())].Add(1)
+	s.nanos.Add(int64(d))
+}
+
+// authMetrics are a server's authentication and authorization figures:
+// a request costs a few atomic adds.
+type authMetrics struct {
+	authn [len(authnResults)]authSeries
+	authz [len(authzResults)]authSeries
+	users [len(usernames)]atomic.Uint64
+}
+
+// authenticated records a request's authentication: result is one of
+// authnResults; u is the user of a success.
+func (m *authMetrics) authenticated(result string, u registry.User, d time.Duration) {
+	m.authn[indexOf(authnResults[:], result)].observe(d)
+	if result == "success" {
+		m.users[indexOf(usernames[:], compressUsername(u.Name))].Add(1)
+	}
+}
+
+// authorized records a request's authorization.
+func (m *authMetrics) authorized(d registry.Decision, err error, took time.Duration) {
+	result := "no-opinion"
+	switch {
+	case d == registry.Allow:
+		result = "allowed"
+	case err != nil:
+		result = "error"
+	case d == registry.Deny:
+		result = "denied"
+	}
+	m.authz[indexOf(authzResults[:], result)].observe(took)
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	panic("apiserver: no metric label " + s)
+}
+
+// compressUsername folds a user name as upstream does: a few well-known
+// names as they are, one with an @ as email_id, any other as other.
+func compressUsername(name string) string {
+	switch {
+	case name == "admin" || name == "client" || name == "kube_proxy" || name == "kubelet" ||
+		name == "system:serviceaccount:kube-system:default":
+		return name
+	case strings.Contains(name, "@"):
+		return "email_id"
+	}
+	return "other"
+}
+
+// write appends the metrics in the Prometheus text format, the series
+// seen so far in label order.
+func (m *authMetrics) write(b *bytes.Buffer) {
+	var users bytes.Buffer
+	for i, name := range usernames {
+		if n := m.users[i].Load(); n > 0 {
+			fmt.Fprintf(&users, "apiserver_authenticated_user_requests{username=%q} %d\n", name, n)
+		}
+	}
+	if users.Len() > 0 {
+		b.WriteString("# HELP apiserver_authenticated_user_requests Authenticated requests, by user name folded into a few kinds.\n# TYPE apiserver_authenticated_user_requests counter\n")
+		b.Write(users.Bytes())
+	}
+	writeAuthSeries(b, "apiserver_authentication", "Authentications", authnResults[:], m.authn[:])
+	writeAuthSeries(b, "apiserver_authorization", "Authorizations", authzResults[:], m.authz[:])
+}
+
+// writeAuthSeries writes <prefix>_attempts (authentication) or
+// <prefix>_attempts_total (authorization) and <prefix>_duration_seconds.
+func writeAuthSeries(b *bytes.Buffer, prefix, what string, results []string, series []authSeries) {
+	attempts := prefix + "_attempts"
+	if prefix == "apiserver_authorization" {
+		attempts += "_total"
+	}
+	var counts, durations bytes.Buffer
+	for i, result := range results {
+		var c [len(authBuckets) + 1]uint64
+		loadCounts(c[:], series[i].buckets[:])
+		var n uint64
+		for _, x := range c {
+			n += x
+		}
+		if n == 0 {
+			continue
+		}
+		labels := fmt.Sprintf("result=%q", result)
+		fmt.Fprintf(&counts, "%s{%s} %d\n", attempts, labels, n)
+		writeHistogram(&durations, prefix+"_duration_seconds", labels, authBuckets[:], c[:], seconds(series[i].nanos.Load()))
+	}
+	if counts.Len() == 0 {
+		return
+	}
+	fmt.Fprintf(b, "# HELP %s %s of requests, by result.\n# TYPE %s counter\n", attempts, what, attempts)
+	b.Write(counts.Bytes())
+	fmt.Fprintf(b, "# HELP %s_duration_seconds How long the %s of requests took in seconds, by result.\n# TYPE %s_duration_seconds histogram\n", prefix, strings.ToLower(what), prefix)
+	b.Write(durations.Bytes())
+}
