@@ -298,7 +298,7 @@ func TestAuthorizationWebhookKubeconfigRefused(t *testing.T) {
 		{`{clusters: [{name: a, cluster: {server: "https://x/"}}], current-context: c}`, `current-context "c" is not among its contexts`},
 		{`{clusters: [{name: a, cluster: {server: "https://x/"}}], contexts: [{name: c, context: {cluster: b}}], current-context: c}`, `context "c" names cluster "b", which it does not hold`},
 		{withContext(`{server: "http://x/"}`), `cluster "a": server "http://x/" must be an https URL`},
-		{withContext(`{server: "https://x/", insecure-skip-tls-verify: true}`), "insecure-skip-tls-verify is not supported"},
+		{withContext(`{server: "https://x/", insecure-skip-tls-verify: true, certificate-authority-data: eA==}`), "specifying a root certificates file with the insecure flag is not allowed"},
 		{withContext(`{server: "https://x/", certificate-authority: missing.crt}`), "missing.crt: no such file or directory"},
 		{withContext(`{server: "https://x/", certificate-authority-data: ` + base64.StdEncoding.EncodeToString([]byte("junk")) + `}`), "unable to load root certificates"},
 	} {
@@ -477,5 +477,17 @@ func TestAuthorizationWebhookMetrics(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
 		}
+	}
+}
+
+// A kubeconfig with insecure-skip-tls-verify calls the webhook without
+// checking its certificate, as client-go does.
+func TestAuthorizationWebhookInsecure(t *testing.T) {
+	srv := newSARServer(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	writeKubeconfig(t, kc, `{clusters: [{name: a, cluster: {server: "`+srv.URL+`/authorize", insecure-skip-tls-verify: true}}], contexts: [{name: c, context: {cluster: a}}], current-context: c}`)
+	a := newAuthorizationWebhook(t, webhook.AuthorizationWebhookConfig{KubeConfigFile: kc})
+	if d, _, err := a.Authorize(context.Background(), registry.Attributes{User: alice, Verb: "get", Path: "/x"}); d != registry.Allow || err != nil {
+		t.Errorf("%v %v", d, err)
 	}
 }

@@ -43,7 +43,7 @@ func newReviewClient(path string, timeout time.Duration, backoff wait.Backoff, u
 	if backoff.Steps == 0 {
 		backoff = defaultBackoff
 	}
-	server, caBundle, serverName, creds, err := loadCluster(path)
+	server, caBundle, serverName, creds, insecure, err := loadCluster(path)
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +51,13 @@ func newReviewClient(path string, timeout time.Duration, backoff wait.Backoff, u
 	client, err := clients.get(caBundle, serverName, creds)
 	if err != nil {
 		return nil, err
+	}
+	if insecure {
+		t := client.Transport
+		if et, ok := t.(*execTransport); ok {
+			t = et.base
+		}
+		t.(*http.Transport).TLSClientConfig.InsecureSkipVerify = true
 	}
 	client.Timeout = timeout
 	// As upstream's REST client, the call asks the webhook to answer
@@ -124,23 +131,24 @@ func decodeReview(data []byte, contentType, group, version, kind string, into an
 
 // loadCluster reads the current context of the kubeconfig at path: its
 // cluster's server, certificate authority and TLS server name, and its
-// user's credentials.
-func loadCluster(path string) (server string, caBundle []byte, serverName string, creds *Credentials, err error) {
+// user's credentials; insecure: its insecure-skip-tls-verify (the
+// server's certificate not checked).
+func loadCluster(path string) (server string, caBundle []byte, serverName string, creds *Credentials, insecure bool, err error) {
 	if _, err := os.Stat(path); err != nil {
-		return "", nil, "", nil, err
+		return "", nil, "", nil, false, err
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", nil, "", nil, err
+		return "", nil, "", nil, false, err
 	}
 	var kc kubeconfig
 	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return "", nil, "", nil, fmt.Errorf("%s: %w", path, err)
+		return "", nil, "", nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	file := relativeTo(filepath.Dir(path))
 	if kc.CurrentContext == "" {
 		// client-go's words for a kubeconfig that names no cluster to use.
-		return "", nil, "", nil, errors.New("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER environment variable")
+		return "", nil, "", nil, false, errors.New("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER environment variable")
 	}
 	var clusterName, userName string
 	found := false
@@ -150,7 +158,7 @@ func loadCluster(path string) (server string, caBundle []byte, serverName string
 		}
 	}
 	if !found {
-		return "", nil, "", nil, fmt.Errorf("%s: current-context %q is not among its contexts", path, kc.CurrentContext)
+		return "", nil, "", nil, false, fmt.Errorf("%s: current-context %q is not among its contexts", path, kc.CurrentContext)
 	}
 	var cluster *kubeconfCluster
 	for i := range kc.Clusters {
@@ -159,20 +167,21 @@ func loadCluster(path string) (server string, caBundle []byte, serverName string
 		}
 	}
 	if cluster == nil {
-		return "", nil, "", nil, fmt.Errorf("%s: context %q names cluster %q, which it does not hold", path, kc.CurrentContext, clusterName)
+		return "", nil, "", nil, false, fmt.Errorf("%s: context %q names cluster %q, which it does not hold", path, kc.CurrentContext, clusterName)
 	}
 	u, err := url.Parse(cluster.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: server %q must be an https URL", path, clusterName, cluster.Server)
-	}
-	if cluster.InsecureSkipTLSVerify {
-		return "", nil, "", nil, fmt.Errorf("%s: cluster %q: insecure-skip-tls-verify is not supported: give the webhook's certificate authority", path, clusterName)
+		return "", nil, "", nil, false, fmt.Errorf("%s: cluster %q: server %q must be an https URL", path, clusterName, cluster.Server)
 	}
 	caBundle = cluster.CertificateAuthorityData
 	if len(caBundle) == 0 && cluster.CertificateAuthority != "" {
 		if caBundle, err = os.ReadFile(file(cluster.CertificateAuthority)); err != nil {
-			return "", nil, "", nil, err
+			return "", nil, "", nil, false, err
 		}
+	}
+	if cluster.InsecureSkipTLSVerify && (len(caBundle) > 0 || cluster.CertificateAuthority != "") {
+		// client-go's words.
+		return "", nil, "", nil, false, errors.New("specifying a root certificates file with the insecure flag is not allowed")
 	}
 	serverName = cluster.TLSServerName
 	if serverName == "" {
@@ -181,11 +190,11 @@ func loadCluster(path string) (server string, caBundle []byte, serverName string
 	for _, user := range kc.Users {
 		if user.Name == userName && userName != "" {
 			if creds, err = credentials(user.Name, user.User, file); err != nil {
-				return "", nil, "", nil, fmt.Errorf("%s: user %q: %w", path, user.Name, err)
+				return "", nil, "", nil, false, fmt.Errorf("%s: user %q: %w", path, user.Name, err)
 			}
 		}
 	}
-	return cluster.Server, caBundle, serverName, creds, nil
+	return cluster.Server, caBundle, serverName, creds, cluster.InsecureSkipTLSVerify, nil
 }
 
 // retryable reports whether a failed call is worth trying again, as
