@@ -62,6 +62,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.AuditLogMaxSize, "audit-log-maxsize", 0, "megabytes the audit log reaches before it is rotated (0: 100)")
 	fs.IntVar(&cfg.AuditLogMaxBackups, "audit-log-maxbackup", 0, "rotated audit logs kept (0: all)")
 	fs.IntVar(&cfg.AuditLogMaxAge, "audit-log-maxage", 0, "days a rotated audit log is kept (0: no limit)")
+	fs.StringVar(&cfg.AuditLogMode, "audit-log-mode", "blocking", "how audit events are written, as kube-apiserver's: blocking (each before the request goes on), blocking-strict (a request whose first event cannot be written is refused) or batch (queued and written by a goroutine; an event that finds the queue full is lost and counted)")
+	fs.IntVar(&cfg.AuditLogBatch.BufferSize, "audit-log-batch-buffer-size", 10000, "events the queue holds (batch mode)")
+	fs.IntVar(&cfg.AuditLogBatch.MaxBatchSize, "audit-log-batch-max-size", 1, "most events written at once (batch mode)")
+	fs.DurationVar(&cfg.AuditLogBatch.MaxBatchWait, "audit-log-batch-max-wait", 0, "how long a batch waits to fill before it is written (batch mode; 0: what is queued is written at once)")
+	fs.BoolVar(&cfg.AuditLogBatch.ThrottleEnable, "audit-log-batch-throttle-enable", false, "bound the batches written per second (batch mode)")
+	fs.Float64Var(&cfg.AuditLogBatch.ThrottleQPS, "audit-log-batch-throttle-qps", 10, "batches written per second, on average, with the throttle (batch mode)")
+	fs.IntVar(&cfg.AuditLogBatch.ThrottleBurst, "audit-log-batch-throttle-burst", 15, "batches written at once after a pause, with the throttle (batch mode)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
 	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC or Webhook authorized as any user, as kube-apiserver; with AlwaysAllow alone only to /version and the health checks. =false answers them all 401", func(v string) error {
 		on, err := strconv.ParseBool(v)

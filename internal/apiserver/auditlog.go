@@ -150,14 +150,15 @@ func (rec *auditRecord) bodyJSON(data []byte) json.RawMessage {
 }
 
 // startAudit begins r's audit record, if the policy logs it, and writes
-// its RequestReceived event; nil if r is not audited.
-func (s *Server) startAudit(r *http.Request, auditID string, received time.Time) *auditRecord {
+// its RequestReceived event; nil if r is not audited. The error is that
+// event's write's.
+func (s *Server) startAudit(r *http.Request, auditID string, received time.Time) (*auditRecord, error) {
 	if s.cfg.AuditLog == nil {
-		return nil
+		return nil, nil
 	}
 	rec := s.newAuditRecord(r, requestUser(r), auditID, received)
 	if rec == nil {
-		return nil
+		return nil, nil
 	}
 	// The body of a patch or delete is logged as sent, at level Request
 	// and up (a create's or update's object as decoded:
@@ -166,8 +167,7 @@ func (s *Server) startAudit(r *http.Request, auditID string, received time.Time)
 		rec.body = &bytes.Buffer{}
 		r.Body = teeBody{r.Body, rec.body}
 	}
-	rec.write(audit.StageRequestReceived, received)
-	return rec
+	return rec, rec.write(audit.StageRequestReceived, received)
 }
 
 // auditFailedAuthentication writes the one event of a request refused
@@ -213,13 +213,13 @@ func (s *Server) newAuditRecord(r *http.Request, u registry.User, auditID string
 }
 
 // write writes the event at stage, unless the policy omits it.
-func (rec *auditRecord) write(stage audit.Stage, at time.Time) {
+func (rec *auditRecord) write(stage audit.Stage, at time.Time) error {
 	if slices.Contains(rec.omit, stage) {
-		return
+		return nil
 	}
 	ev := rec.ev
 	ev.Stage, ev.StageTimestamp = stage, audit.MicroTime(at)
-	_ = rec.log.Write(&ev)
+	return rec.log.Write(&ev)
 }
 
 // authorized records the authorization decision.

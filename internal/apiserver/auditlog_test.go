@@ -150,3 +150,45 @@ rules:
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+// With --audit-log-mode=blocking-strict a request whose first event
+// cannot be written (a full disk: /dev/full) is refused with upstream's
+// 500; in blocking mode it is served, and the lost events are counted.
+func TestAuditLogStrict(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None, nonResourceURLs: [/metrics]}, {level: Metadata}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := audit.ReadPolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, strict := range []bool{false, true} {
+		w, err := audit.NewWriter("/dev/full", 0, 0, 0)
+		if err != nil {
+			t.Skip("no /dev/full:", err)
+		}
+		h := newInProcess(t, func(c *apiserver.Config) { c.AuditPolicy, c.AuditLog, c.AuditStrict = p, w, strict })
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?limit=1", nil))
+		want, body := http.StatusOK, ""
+		if strict {
+			want, body = http.StatusInternalServerError, `Internal Server Error: "/api/v1/namespaces/default/configmaps?limit=1": failed to store audit event`+"\n"
+		}
+		if rec.Code != want || body != "" && rec.Body.String() != body {
+			t.Errorf("strict %v: %d %s", strict, rec.Code, rec.Body)
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		rejected := "0"
+		if strict {
+			rejected = "1"
+		}
+		for _, line := range []string{"apiserver_audit_requests_rejected_total " + rejected + "\n", `apiserver_audit_error_total{plugin="log"} `} {
+			if !strings.Contains(rec.Body.String(), line) {
+				t.Errorf("strict %v: no %q in the metrics", strict, line)
+			}
+		}
+		w.Close()
+	}
+}

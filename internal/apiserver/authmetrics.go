@@ -156,3 +156,19 @@ func writeAuthSeries(b *bytes.Buffer, prefix, what string, results []string, ser
 	fmt.Fprintf(b, "# HELP %s_duration_seconds How long the %s of requests took in seconds, by result.\n# TYPE %s_duration_seconds histogram\n", prefix, strings.ToLower(what), prefix)
 	b.Write(durations.Bytes())
 }
+
+// writeAuditMetrics appends kube-apiserver's audit metrics, with the
+// audit log on: apiserver_audit_event_total (the events sent to the
+// log), apiserver_audit_error_total{plugin} (those lost: "log", a write
+// that failed; "buffered", a full batch queue) and
+// apiserver_audit_requests_rejected_total (requests refused for an event
+// not written, --audit-log-mode=blocking-strict).
+func (s *Server) writeAuditMetrics(b *bytes.Buffer) {
+	if s.cfg.AuditLog == nil {
+		return
+	}
+	events, writeErrors, dropped := s.cfg.AuditLog.Figures()
+	fmt.Fprintf(b, "# HELP apiserver_audit_event_total Audit events sent to the audit log.\n# TYPE apiserver_audit_event_total counter\napiserver_audit_event_total %d\n", events)
+	fmt.Fprintf(b, "# HELP apiserver_audit_error_total Audit events lost, by the stage that lost them: log (a write that failed) or buffered (a full queue in batch mode).\n# TYPE apiserver_audit_error_total counter\napiserver_audit_error_total{plugin=\"buffered\"} %d\napiserver_audit_error_total{plugin=\"log\"} %d\n", dropped, writeErrors)
+	fmt.Fprintf(b, "# HELP apiserver_audit_requests_rejected_total Requests refused because their first audit event could not be written (blocking-strict).\n# TYPE apiserver_audit_requests_rejected_total counter\napiserver_audit_requests_rejected_total %d\n", s.auditRejected.Load())
+}

@@ -39,10 +39,18 @@ import (
 func BenchmarkCreate(b *testing.B) { benchCreate(b, newInProcess(b)) }
 
 // BenchmarkCreateAudited is BenchmarkCreate with the audit log on, every
-// request at the level given, written to a file.
+// request at the level given, written to a file: blocking, and in
+// batch mode (--audit-log-mode=batch with upstream's log defaults).
 func BenchmarkCreateAudited(b *testing.B) {
-	for _, level := range []string{"Metadata", "RequestResponse"} {
-		b.Run(level, func(b *testing.B) {
+	for _, run := range []struct {
+		level string
+		batch bool
+	}{{"Metadata", false}, {"RequestResponse", false}, {"Metadata", true}, {"RequestResponse", true}} {
+		level, name := run.level, run.level
+		if run.batch {
+			name += "-batch"
+		}
+		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
 			policyFile := filepath.Join(dir, "policy.yaml")
 			if err := os.WriteFile(policyFile, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: "+level+"}]\n"), 0o600); err != nil {
@@ -55,6 +63,9 @@ func BenchmarkCreateAudited(b *testing.B) {
 			w, err := audit.NewWriter(filepath.Join(dir, "audit.log"), 0, 0, 0)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if run.batch {
+				w.Batch(audit.BatchOptions{BufferSize: 10000, MaxBatchSize: 1})
 			}
 			defer w.Close()
 			benchCreate(b, newInProcess(b, func(c *apiserver.Config) { c.AuditPolicy, c.AuditLog = policy, w }))

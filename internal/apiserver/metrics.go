@@ -36,6 +36,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	writeGoMetrics(&b)
 	s.requests.write(&b)
 	s.auth.write(&b)
+	s.writeAuditMetrics(&b)
 	s.inflight.write(&b, time.Now())
 	s.watchEvents.write(&b)
 	s.writeCacheMetrics(&b)

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -72,9 +73,11 @@ type Config struct {
 	Authorizer registry.Authorizer
 	// AuditPolicy and AuditLog, if AuditLog is set, write the audit log
 	// (auditlog.go): the events of each request at the level the policy
-	// gives it.
+	// gives it. AuditStrict (--audit-log-mode=blocking-strict) refuses a
+	// request whose first event cannot be written.
 	AuditPolicy *audit.Policy
 	AuditLog    *audit.Writer
+	AuditStrict bool
 }
 
 // Tokens checks bearer tokens: core.Tokens.
@@ -104,6 +107,7 @@ type Server struct {
 	impersonation impersonation
 	auditIDs      auditIDs
 	auth          authMetrics
+	auditRejected atomic.Uint64 // requests refused for an event not written
 	// explaining is Config.Authorizer saying why it allows, for the
 	// audit log (Config.Authorizer if it cannot).
 	explaining registry.Authorizer
@@ -259,7 +263,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The TLS handshake checked the certificate.
 		s.auth.authenticated("success", registry.User{Name: r.TLS.VerifiedChains[0][0].Subject.CommonName}, 0)
 	}
-	rec := s.startAudit(r, auditID, start)
+	rec, err := s.startAudit(r, auditID, start)
+	if err != nil && s.cfg.AuditStrict {
+		// --audit-log-mode=blocking-strict: a request whose first event
+		// is not written is not served, as upstream's.
+		s.auditRejected.Add(1)
+		internalError(w, r, errors.New("failed to store audit event"))
+		return
+	}
 	if rec != nil {
 		aw := &auditWriter{ResponseWriter: w, rec: rec, watch: isWatch(r)}
 		aw.keep = rec.ev.Level == audit.LevelRequestResponse && !aw.watch

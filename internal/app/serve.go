@@ -88,6 +88,12 @@ type Config struct {
 	// --audit-log-maxsize, --audit-log-maxbackup and --audit-log-maxage.
 	AuditPolicyFile, AuditLogPath                       string
 	AuditLogMaxSize, AuditLogMaxBackups, AuditLogMaxAge int
+	// AuditLogMode is --audit-log-mode: blocking (the default: each event
+	// written before the request goes on), blocking-strict (a request
+	// whose first event is not written is refused) or batch (events
+	// queued and written in batches, AuditLogBatch's, by a goroutine).
+	AuditLogMode  string
+	AuditLogBatch audit.BatchOptions
 	// ServiceAccountIssuers, as kube-apiserver's --service-account-issuer
 	// (repeated): the first is the issuer ("iss") of the tokens kplane
 	// signs and the one OpenID discovery publishes; all are accepted.
@@ -164,6 +170,11 @@ func (c Config) Validate() error {
 	}
 	if v := c.TokenWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
 		return fmt.Errorf("--authentication-token-webhook-version: unsupported authentication webhook version %q, supported versions are %q, %q", v, "v1", "v1beta1")
+	}
+	if c.AuditLogMode != "" {
+		if err := audit.CheckMode(c.AuditLogMode, c.AuditLogBatch); err != nil {
+			return fmt.Errorf("--audit-log-mode: %w", err)
+		}
 	}
 	if c.TokenWebhook.CacheTTL < 0 {
 		return fmt.Errorf("--authentication-token-webhook-cache-ttl %v must not be negative", c.TokenWebhook.CacheTTL)
@@ -409,6 +420,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Authorizer:   authorizer,
 		AuditPolicy:  auditPolicy,
 		AuditLog:     auditLog,
+		AuditStrict:  cfg.AuditLogMode == audit.ModeBlockingStrict,
 
 		RefuseAnonymous:       cfg.RefuseAnonymous,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
@@ -539,6 +551,9 @@ func openAudit(cfg Config, log *slog.Logger) (*audit.Policy, *audit.Writer, erro
 	w, err := audit.NewWriter(cfg.AuditLogPath, cfg.AuditLogMaxSize, cfg.AuditLogMaxBackups, cfg.AuditLogMaxAge)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--audit-log-path: %w", err)
+	}
+	if cfg.AuditLogMode == audit.ModeBatch {
+		w.Batch(cfg.AuditLogBatch)
 	}
 	return policy, w, nil
 }

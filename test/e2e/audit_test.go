@@ -12,8 +12,20 @@ import (
 // kplane serve with --audit-policy-file and --audit-log-path writes
 // kubectl's requests to the audit log as kube-apiserver does: who, what,
 // the decision, the object a create sent even as protobuf, and an
-// admission policy's audit annotations.
+// admission policy's audit annotations; in blocking mode (the default)
+// and in batch mode, whose queued events are all written by the time
+// kplane has stopped.
 func TestAuditLog(t *testing.T) {
+	for _, mode := range [][]string{nil, {"--audit-log-mode", "batch", "--audit-log-batch-max-size", "10", "--audit-log-batch-max-wait", "50ms"}} {
+		name := "blocking"
+		if mode != nil {
+			name = "batch"
+		}
+		t.Run(name, func(t *testing.T) { testAuditLog(t, mode) })
+	}
+}
+
+func testAuditLog(t *testing.T, mode []string) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte(`
@@ -49,10 +61,15 @@ spec: {policyName: audit-keys, validationActions: [Audit]}
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "audit.log")
-	s := startServer(t, "--audit-policy-file", policy, "--audit-log-path", logPath)
+	s := startServer(t, append([]string{"--audit-policy-file", policy, "--audit-log-path", logPath}, mode...)...)
 	s.mustKubectl(t, "apply", "-f", vap)
 	s.mustKubectl(t, "create", "configmap", "audited", "--from-literal=k=v", "--from-literal=j=w")
 	s.mustKubectl(t, "get", "namespaces") // not in the policy: no events
+	if mode != nil {
+		if err := s.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	f, err := os.Open(logPath)
 	if err != nil {
