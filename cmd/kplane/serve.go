@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/app"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 )
@@ -69,6 +70,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&cfg.AuditLogBatch.ThrottleEnable, "audit-log-batch-throttle-enable", false, "bound the batches written per second (batch mode)")
 	fs.Float64Var(&cfg.AuditLogBatch.ThrottleQPS, "audit-log-batch-throttle-qps", 10, "batches written per second, on average, with the throttle (batch mode)")
 	fs.IntVar(&cfg.AuditLogBatch.ThrottleBurst, "audit-log-batch-throttle-burst", 15, "batches written at once after a pause, with the throttle (batch mode)")
+	fs.StringVar(&cfg.AuditWebhookConfigFile, "audit-webhook-config-file", "", "kubeconfig of a webhook the audit events are sent to, as audit.k8s.io/v1 EventLists, as kube-apiserver's; needs --audit-policy-file")
+	fs.DurationVar(&cfg.AuditWebhookInitialBackoff, "audit-webhook-initial-backoff", 10*time.Second, "how long a list the audit webhook did not take waits before it is sent again (then 1.5 times longer, five sends in all)")
+	fs.StringVar(&cfg.AuditWebhookMode, "audit-webhook-mode", audit.ModeBatch, "how audit events are sent to the webhook: batch (queued, sent in lists by goroutines), blocking or blocking-strict (each event before the request goes on)")
+	fs.IntVar(&cfg.AuditWebhookBatch.BufferSize, "audit-webhook-batch-buffer-size", audit.WebhookBatchDefaults.BufferSize, "events the audit webhook's queue holds (batch mode)")
+	fs.IntVar(&cfg.AuditWebhookBatch.MaxBatchSize, "audit-webhook-batch-max-size", audit.WebhookBatchDefaults.MaxBatchSize, "most events in one list sent to the audit webhook (batch mode)")
+	fs.DurationVar(&cfg.AuditWebhookBatch.MaxBatchWait, "audit-webhook-batch-max-wait", audit.WebhookBatchDefaults.MaxBatchWait, "how long a list waits to fill before it is sent to the audit webhook (batch mode)")
+	fs.BoolVar(&cfg.AuditWebhookBatch.ThrottleEnable, "audit-webhook-batch-throttle-enable", audit.WebhookBatchDefaults.ThrottleEnable, "bound the lists sent to the audit webhook per second (batch mode)")
+	fs.Float64Var(&cfg.AuditWebhookBatch.ThrottleQPS, "audit-webhook-batch-throttle-qps", audit.WebhookBatchDefaults.ThrottleQPS, "lists sent to the audit webhook per second, on average, with the throttle (batch mode)")
+	fs.IntVar(&cfg.AuditWebhookBatch.ThrottleBurst, "audit-webhook-batch-throttle-burst", audit.WebhookBatchDefaults.ThrottleBurst, "lists sent to the audit webhook at once after a pause, with the throttle (batch mode)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
 	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC or Webhook authorized as any user, as kube-apiserver; with AlwaysAllow alone only to /version and the health checks. =false answers them all 401", func(v string) error {
 		on, err := strconv.ParseBool(v)

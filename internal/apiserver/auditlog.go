@@ -44,7 +44,7 @@ import (
 
 // auditRecord is one request's event being built.
 type auditRecord struct {
-	log  *audit.Writer
+	log  audit.Backend
 	ev   audit.Event
 	omit []audit.Stage
 	// noManagedFields: the objects logged leave out metadata.managedFields
@@ -195,6 +195,7 @@ func (s *Server) newAuditRecord(r *http.Request, u registry.User, auditID string
 		APIGroup: attrs.APIGroup, Resource: attrs.Resource, Subresource: attrs.Subresource,
 		Namespace: attrs.Namespace, Name: attrs.Name, Path: attrs.Path,
 	})
+	s.countAuditLevel(level)
 	if level == audit.LevelNone {
 		return nil
 	}

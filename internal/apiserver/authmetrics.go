@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
@@ -159,16 +160,45 @@ func writeAuthSeries(b *bytes.Buffer, prefix, what string, results []string, ser
 
 // writeAuditMetrics appends kube-apiserver's audit metrics, with the
 // audit log on: apiserver_audit_event_total (the events sent to the
-// log), apiserver_audit_error_total{plugin} (those lost: "log", a write
-// that failed; "buffered", a full batch queue) and
+// backends), apiserver_audit_error_total{plugin} (those lost: "log", a
+// write that failed; "webhook", a list not taken; "buffered", a full
+// batch queue) and
 // apiserver_audit_requests_rejected_total (requests refused for an event
 // not written, --audit-log-mode=blocking-strict).
 func (s *Server) writeAuditMetrics(b *bytes.Buffer) {
 	if s.cfg.AuditLog == nil {
 		return
 	}
-	events, writeErrors, dropped := s.cfg.AuditLog.Figures()
-	fmt.Fprintf(b, "# HELP apiserver_audit_event_total Audit events sent to the audit log.\n# TYPE apiserver_audit_event_total counter\napiserver_audit_event_total %d\n", events)
-	fmt.Fprintf(b, "# HELP apiserver_audit_error_total Audit events lost, by the stage that lost them: log (a write that failed) or buffered (a full queue in batch mode).\n# TYPE apiserver_audit_error_total counter\napiserver_audit_error_total{plugin=\"buffered\"} %d\napiserver_audit_error_total{plugin=\"log\"} %d\n", dropped, writeErrors)
+	f := s.cfg.AuditLog.Figures()
+	fmt.Fprintf(b, "# HELP apiserver_audit_event_total Audit events sent to the audit backends.\n# TYPE apiserver_audit_event_total counter\napiserver_audit_event_total %d\n", f.Events)
+	b.WriteString("# HELP apiserver_audit_error_total Audit events lost, by the stage that lost them: log (a write that failed), webhook (a list the webhook did not take) or buffered (a full queue in batch mode).\n# TYPE apiserver_audit_error_total counter\n")
+	for _, plugin := range f.Plugins() {
+		fmt.Fprintf(b, "apiserver_audit_error_total{plugin=%q} %d\n", plugin, f.Errors[plugin])
+	}
+	var levels bytes.Buffer
+	for i, level := range auditLevelNames {
+		if n := s.auditLevels[i].Load(); n > 0 {
+			fmt.Fprintf(&levels, "apiserver_audit_level_total{level=%q} %d\n", level, n)
+		}
+	}
+	if levels.Len() > 0 {
+		b.WriteString("# HELP apiserver_audit_level_total The levels the audit policy gave requests, one per request.\n# TYPE apiserver_audit_level_total counter\n")
+		b.Write(levels.Bytes())
+	}
 	fmt.Fprintf(b, "# HELP apiserver_audit_requests_rejected_total Requests refused because their first audit event could not be written (blocking-strict).\n# TYPE apiserver_audit_requests_rejected_total counter\napiserver_audit_requests_rejected_total %d\n", s.auditRejected.Load())
+}
+
+// auditLevelNames are the audit levels, in the order their counts are
+// kept.
+var auditLevelNames = [...]audit.Level{audit.LevelMetadata, audit.LevelNone, audit.LevelRequest, audit.LevelRequestResponse}
+
+// countAuditLevel counts the level the policy gave a request, for
+// apiserver_audit_level_total.
+func (s *Server) countAuditLevel(level audit.Level) {
+	for i, l := range auditLevelNames {
+		if l == level {
+			s.auditLevels[i].Add(1)
+			return
+		}
+	}
 }

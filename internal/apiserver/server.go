@@ -76,7 +76,7 @@ type Config struct {
 	// gives it. AuditStrict (--audit-log-mode=blocking-strict) refuses a
 	// request whose first event cannot be written.
 	AuditPolicy *audit.Policy
-	AuditLog    *audit.Writer
+	AuditLog    audit.Backend
 	AuditStrict bool
 }
 
@@ -108,6 +108,7 @@ type Server struct {
 	auditIDs      auditIDs
 	auth          authMetrics
 	auditRejected atomic.Uint64 // requests refused for an event not written
+	auditLevels   [len(auditLevelNames)]atomic.Uint64
 	// explaining is Config.Authorizer saying why it allows, for the
 	// audit log (Config.Authorizer if it cannot).
 	explaining registry.Authorizer

@@ -94,6 +94,14 @@ type Config struct {
 	// queued and written in batches, AuditLogBatch's, by a goroutine).
 	AuditLogMode  string
 	AuditLogBatch audit.BatchOptions
+	// AuditWebhookConfigFile is --audit-webhook-config-file: a kubeconfig
+	// naming a webhook the events are sent to as EventLists, in
+	// AuditWebhookMode (batch by default, AuditWebhookBatch's), each
+	// list retried after AuditWebhookInitialBackoff.
+	AuditWebhookConfigFile     string
+	AuditWebhookInitialBackoff time.Duration
+	AuditWebhookMode           string
+	AuditWebhookBatch          audit.BatchOptions
 	// ServiceAccountIssuers, as kube-apiserver's --service-account-issuer
 	// (repeated): the first is the issuer ("iss") of the tokens kplane
 	// signs and the one OpenID discovery publishes; all are accepted.
@@ -172,8 +180,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--authentication-token-webhook-version: unsupported authentication webhook version %q, supported versions are %q, %q", v, "v1", "v1beta1")
 	}
 	if c.AuditLogMode != "" {
-		if err := audit.CheckMode(c.AuditLogMode, c.AuditLogBatch); err != nil {
+		if err := audit.CheckMode("log", c.AuditLogMode, c.AuditLogBatch); err != nil {
 			return fmt.Errorf("--audit-log-mode: %w", err)
+		}
+	}
+	if c.AuditWebhookMode != "" {
+		if err := audit.CheckMode("webhook", c.AuditWebhookMode, c.AuditWebhookBatch); err != nil {
+			return fmt.Errorf("--audit-webhook-mode: %w", err)
 		}
 	}
 	if c.TokenWebhook.CacheTTL < 0 {
@@ -420,7 +433,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Authorizer:   authorizer,
 		AuditPolicy:  auditPolicy,
 		AuditLog:     auditLog,
-		AuditStrict:  cfg.AuditLogMode == audit.ModeBlockingStrict,
+		AuditStrict:  cfg.AuditLogMode == audit.ModeBlockingStrict || cfg.AuditWebhookMode == audit.ModeBlockingStrict,
 
 		RefuseAnonymous:       cfg.RefuseAnonymous,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
@@ -531,29 +544,61 @@ func portOf(a net.Addr) string {
 	return port
 }
 
-// openAudit reads --audit-policy-file and opens --audit-log-path: both
-// are needed for an audit log, as kube-apiserver needs them.
-func openAudit(cfg Config, log *slog.Logger) (*audit.Policy, *audit.Writer, error) {
+// openAudit reads --audit-policy-file and opens the backends: the log
+// (--audit-log-path) and the webhook (--audit-webhook-config-file). The
+// policy and a backend are both needed for audit events, as
+// kube-apiserver needs them; the backend is nil without.
+func openAudit(cfg Config, log *slog.Logger) (*audit.Policy, audit.Backend, error) {
+	hasBackend := cfg.AuditLogPath != "" || cfg.AuditWebhookConfigFile != ""
 	switch {
-	case cfg.AuditPolicyFile == "" && cfg.AuditLogPath == "":
+	case cfg.AuditPolicyFile == "" && !hasBackend:
 		return nil, nil, nil
 	case cfg.AuditPolicyFile == "":
-		log.Warn("--audit-log-path without --audit-policy-file: no audit events are written")
+		log.Warn("--audit-log-path or --audit-webhook-config-file without --audit-policy-file: no audit events are written")
 		return nil, nil, nil
-	case cfg.AuditLogPath == "":
-		log.Warn("--audit-policy-file without --audit-log-path: no audit events are written")
+	case !hasBackend:
+		log.Warn("--audit-policy-file without --audit-log-path or --audit-webhook-config-file: no audit events are written")
 		return nil, nil, nil
 	}
 	policy, err := audit.ReadPolicy(cfg.AuditPolicyFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--audit-policy-file: %w", err)
 	}
-	w, err := audit.NewWriter(cfg.AuditLogPath, cfg.AuditLogMaxSize, cfg.AuditLogMaxBackups, cfg.AuditLogMaxAge)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--audit-log-path: %w", err)
+	var backends audit.Backends
+	if cfg.AuditLogPath != "" {
+		w, err := audit.NewWriter(cfg.AuditLogPath, cfg.AuditLogMaxSize, cfg.AuditLogMaxBackups, cfg.AuditLogMaxAge)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--audit-log-path: %w", err)
+		}
+		if cfg.AuditLogMode == audit.ModeBatch {
+			b := cfg.AuditLogBatch
+			if b == (audit.BatchOptions{}) {
+				b = audit.BatchOptions{BufferSize: 10000, MaxBatchSize: 1} // upstream's log defaults
+			}
+			w.Batch(b)
+		}
+		backends = append(backends, w)
 	}
-	if cfg.AuditLogMode == audit.ModeBatch {
-		w.Batch(cfg.AuditLogBatch)
+	if f := cfg.AuditWebhookConfigFile; f != "" {
+		wh, err := webhook.NewAuditWebhook(f, cfg.AuditWebhookInitialBackoff)
+		if err != nil {
+			backends.Close()
+			return nil, nil, fmt.Errorf("--audit-webhook-config-file: %w", err)
+		}
+		var batch *audit.BatchOptions
+		if cfg.AuditWebhookMode == "" || cfg.AuditWebhookMode == audit.ModeBatch {
+			b := cfg.AuditWebhookBatch
+			if b == (audit.BatchOptions{}) {
+				b = audit.WebhookBatchDefaults
+			}
+			batch = &b
+		}
+		backends = append(backends, audit.NewWebhookBackend(wh.Send, batch, func(err error, events int) {
+			log.Error("sending audit events to the webhook; they are lost", "events", events, "err", err)
+		}))
 	}
-	return policy, w, nil
+	if len(backends) == 1 {
+		return policy, backends[0], nil
+	}
+	return policy, backends, nil
 }

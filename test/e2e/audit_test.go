@@ -3,10 +3,16 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // kplane serve with --audit-policy-file and --audit-log-path writes
@@ -105,3 +111,73 @@ spec: {policyName: audit-keys, validationActions: [Audit]}
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+// kplane serve with --audit-webhook-config-file sends the events to the
+// webhook as audit.k8s.io/v1 EventLists, with the kubeconfig's
+// credentials, beside the log file; a list the webhook refuses is sent
+// again.
+func TestAuditWebhook(t *testing.T) {
+	var mu sync.Mutex
+	var events []map[string]any
+	refusals := 1 // the first list is refused once
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var list struct {
+			Kind, APIVersion string
+			Items            []map[string]any
+		}
+		if err := json.NewDecoder(r.Body).Decode(&list); err != nil || list.Kind != "EventList" || list.APIVersion != "audit.k8s.io/v1" ||
+			r.Header.Get("Authorization") != "Bearer kplane-to-authz" || r.URL.Path != "/authorize" {
+			http.Error(w, "not an event list", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals > 0 {
+			refusals--
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		events = append(events, list.Items...)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Metadata, resources: [{group: \"\", resources: [configmaps]}]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "audit.log")
+	s := startServer(t, "--audit-policy-file", policy, "--audit-log-path", logPath,
+		"--audit-webhook-config-file", (&sarWebhook{Server: srv}).kubeconfig(t),
+		"--audit-webhook-batch-max-wait", "100ms", "--audit-webhook-initial-backoff", "100ms")
+	s.mustKubectl(t, "create", "configmap", "sent", "--from-literal=k=v")
+	eventually(t, 30*time.Second, "the create's events at the webhook", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		var stages []string
+		for _, e := range events {
+			if ref, _ := e["objectRef"].(map[string]any); ref["resource"] == "configmaps" && e["verb"] == "create" {
+				stages = append(stages, str(e["stage"])+" "+str(e["verb"]))
+			}
+		}
+		got := strings.Join(stages, ", ")
+		return got == "RequestReceived create, ResponseComplete create" && refusals == 0, got
+	})
+	data, err := os.ReadFile(logPath)
+	if err != nil || strings.Count(string(data), `"stage":`) != 2 {
+		t.Errorf("the log beside the webhook: %v\n%s", err, data)
+	}
+	mu.Lock()
+	for _, e := range events {
+		if _, ok := e["kind"]; ok {
+			t.Errorf("a list's item has a kind of its own, as upstream's do not: %v", e)
+		}
+	}
+	mu.Unlock()
+	metrics := s.mustKubectl(t, "get", "--raw", "/metrics")
+	if !strings.Contains(metrics, "apiserver_audit_event_total 2\n") || !strings.Contains(metrics, `apiserver_audit_level_total{level="Metadata"} 1`+"\n") ||
+		!strings.Contains(metrics, `apiserver_audit_level_total{level="None"} `) {
+		t.Errorf("the audit metrics:\n%s", grepLines(metrics, "apiserver_audit"))
+	}
+}

@@ -1,8 +1,8 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -92,11 +92,9 @@ type Writer struct {
 	file *os.File
 	size int64
 
-	// With Batch: the lines wait in queue for the goroutine that writes
-	// them (done once it has written the last).
-	batch *BatchOptions
-	queue chan []byte
-	done  chan struct{}
+	// With Batch: the lines wait in its queue for the goroutine that
+	// writes them.
+	batcher *batcher
 
 	// The figures of /metrics: events sent to the log, and those lost
 	// (a write that failed: "log"; a full queue: "buffered").
@@ -162,25 +160,25 @@ type BatchOptions struct {
 	ThrottleBurst            int
 }
 
-// CheckMode checks an --audit-log-mode and its batch options, with
-// kube-apiserver's words.
-func CheckMode(mode string, b BatchOptions) error {
+// CheckMode checks --audit-<plugin>-mode (plugin log or webhook) and its
+// batch options, with kube-apiserver's words.
+func CheckMode(plugin, mode string, b BatchOptions) error {
 	switch mode {
 	case ModeBlocking, ModeBlockingStrict:
 		return nil
 	case ModeBatch:
 	default:
-		return fmt.Errorf("invalid audit log mode %s, allowed modes are %q", mode, "batch,blocking,blocking-strict")
+		return fmt.Errorf("invalid audit %s mode %s, allowed modes are %q", plugin, mode, "batch,blocking,blocking-strict")
 	}
 	switch {
 	case b.BufferSize <= 0:
-		return fmt.Errorf("invalid audit batch log buffer size %v, must be a positive number", b.BufferSize)
+		return fmt.Errorf("invalid audit batch %s buffer size %v, must be a positive number", plugin, b.BufferSize)
 	case b.MaxBatchSize <= 0:
-		return fmt.Errorf("invalid audit batch log max batch size %v, must be a positive number", b.MaxBatchSize)
+		return fmt.Errorf("invalid audit batch %s max batch size %v, must be a positive number", plugin, b.MaxBatchSize)
 	case b.ThrottleEnable && b.ThrottleQPS <= 0:
-		return fmt.Errorf("invalid audit batch log throttle QPS %v, must be a positive number", b.ThrottleQPS)
+		return fmt.Errorf("invalid audit batch %s throttle QPS %v, must be a positive number", plugin, b.ThrottleQPS)
 	case b.ThrottleEnable && b.ThrottleBurst <= 0:
-		return fmt.Errorf("invalid audit batch log throttle burst %v, must be a positive number", b.ThrottleBurst)
+		return fmt.Errorf("invalid audit batch %s throttle burst %v, must be a positive number", plugin, b.ThrottleBurst)
 	}
 	return nil
 }
@@ -188,82 +186,12 @@ func CheckMode(mode string, b BatchOptions) error {
 // Batch makes w queue its events and write them in batches from now on,
 // until Close (which writes what is queued first).
 func (w *Writer) Batch(b BatchOptions) {
-	w.batch = &b
-	w.queue = make(chan []byte, b.BufferSize)
-	w.done = make(chan struct{})
-	go w.writeBatches()
+	w.batcher = newBatcher(b, false, &w.dropped, func(lines [][]byte) {
+		if err := w.writeLine(bytes.Join(lines, nil)); err != nil {
+			w.writeErrors.Add(uint64(len(lines)))
+		}
+	})
 }
-
-// writeBatches writes the queued lines: a batch is written once it holds
-// MaxBatchSize lines, once MaxBatchWait has passed since its first, or
-// when the queue is closed; with ThrottleEnable, at most ThrottleQPS
-// batches a second (ThrottleBurst at once).
-func (w *Writer) writeBatches() {
-	defer close(w.done)
-	b := w.batch
-	tokens, last := float64(b.ThrottleBurst), time.Now()
-	var batch []byte
-	for {
-		line, ok := <-w.queue
-		if !ok {
-			return
-		}
-		batch = append(batch[:0], line...)
-		n, closed := 1, false
-		var wait <-chan time.Time
-		var timer *time.Timer
-		if b.MaxBatchWait > 0 {
-			timer = time.NewTimer(b.MaxBatchWait)
-			wait = timer.C
-		}
-		for n < b.MaxBatchSize && !closed {
-			if wait == nil {
-				// No wait: what is queued now joins the batch.
-				select {
-				case line, ok := <-w.queue:
-					if closed = !ok; ok {
-						batch, n = append(batch, line...), n+1
-					}
-					continue
-				default:
-				}
-				break
-			}
-			select {
-			case line, ok := <-w.queue:
-				if closed = !ok; ok {
-					batch, n = append(batch, line...), n+1
-				}
-				continue
-			case <-wait:
-			}
-			break
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if b.ThrottleEnable {
-			now := time.Now()
-			tokens = min(float64(b.ThrottleBurst), tokens+now.Sub(last).Seconds()*b.ThrottleQPS)
-			last = now
-			if tokens < 1 {
-				time.Sleep(time.Duration((1 - tokens) / b.ThrottleQPS * float64(time.Second)))
-				tokens, last = 1, time.Now()
-			}
-			tokens--
-		}
-		if err := w.writeLine(batch); err != nil {
-			w.writeErrors.Add(uint64(n))
-		}
-		if closed {
-			return
-		}
-	}
-}
-
-// ErrQueueFull is Write's error for an event a full queue lost (batch
-// mode), in upstream's words.
-var ErrQueueFull = errors.New("audit buffer queue blocked")
 
 // Write writes e as one line or, in batch mode, queues it. The error is
 // a failed write, or (batch) a full queue.
@@ -274,8 +202,8 @@ func (w *Writer) Write(e *Event) error {
 	}
 	line = append(line, '\n')
 	w.events.Add(1)
-	if w.queue != nil {
-		return w.enqueue(line)
+	if w.batcher != nil {
+		return w.batcher.enqueue(line)
 	}
 	if err := w.writeLine(line); err != nil {
 		w.writeErrors.Add(1)
@@ -284,28 +212,10 @@ func (w *Writer) Write(e *Event) error {
 	return nil
 }
 
-// enqueue queues line for the batch writer, or loses it if the queue is
-// full (or closed: an event after Close).
-func (w *Writer) enqueue(line []byte) (err error) {
-	defer func() {
-		if recover() != nil {
-			w.dropped.Add(1)
-			err = errors.New("audit backend shut down")
-		}
-	}()
-	select {
-	case w.queue <- line:
-		return nil
-	default:
-		w.dropped.Add(1)
-		return ErrQueueFull
-	}
-}
-
-// Figures returns the events sent to the log, those whose write failed,
-// and those a full queue lost.
-func (w *Writer) Figures() (events, writeErrors, dropped uint64) {
-	return w.events.Load(), w.writeErrors.Load(), w.dropped.Load()
+// Figures returns the events sent to the log, and those lost: "log",
+// a write that failed; "buffered", a full queue (batch mode).
+func (w *Writer) Figures() Figures {
+	return Figures{Events: w.events.Load(), Errors: map[string]uint64{"log": w.writeErrors.Load(), "buffered": w.dropped.Load()}}
 }
 
 // writeLine writes lines (one or more events' JSON lines) to the file,
@@ -358,9 +268,8 @@ func (w *Writer) rotate() error {
 
 // Close writes what is queued and closes the log. No Write may follow.
 func (w *Writer) Close() error {
-	if w.queue != nil {
-		close(w.queue)
-		<-w.done
+	if w.batcher != nil {
+		w.batcher.close()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -110,7 +110,8 @@ func TestWriterBatches(t *testing.T) {
 				t.Fatalf("%+v: line %d: %s (%v)", b, i, l, err)
 			}
 		}
-		if events, failed, dropped := w.Figures(); len(lines) != 50 || events != 50 || failed != 0 || dropped != 0 {
+		f := w.Figures()
+		if events, failed, dropped := f.Events, f.Errors["log"], f.Errors["buffered"]; len(lines) != 50 || events != 50 || failed != 0 || dropped != 0 {
 			t.Errorf("%+v: %d lines; %d events, %d failed, %d dropped", b, len(lines), events, failed, dropped)
 		}
 	}
@@ -131,7 +132,8 @@ func TestWriterBatches(t *testing.T) {
 	}
 	w.Close()
 	data, _ := os.ReadFile(path)
-	events, _, dropped := w.Figures()
+	f := w.Figures()
+	events, dropped := f.Events, f.Errors["buffered"]
 	if written := strings.Count(string(data), "\n"); lost == 0 || int(dropped) != lost || written+lost != 20 || events != 20 {
 		t.Errorf("throttled: %d written, %d lost (%d counted) of %d", written, lost, dropped, events)
 	}
@@ -156,7 +158,7 @@ func TestCheckMode(t *testing.T) {
 		{ModeBatch, BatchOptions{BufferSize: 1}, "invalid audit batch log max batch size 0, must be a positive number"},
 		{ModeBatch, BatchOptions{BufferSize: 1, MaxBatchSize: 1, ThrottleEnable: true, ThrottleBurst: 1}, "invalid audit batch log throttle QPS 0, must be a positive number"},
 	} {
-		err := CheckMode(c.mode, c.b)
+		err := CheckMode("log", c.mode, c.b)
 		if (err == nil) != (c.err == "") || err != nil && err.Error() != c.err {
 			t.Errorf("%s %+v: %v, want %q", c.mode, c.b, err, c.err)
 		}

@@ -28,6 +28,8 @@ type reviewClient struct {
 	creds     *Credentials
 	backoff   wait.Backoff
 	userAgent string
+	// retry says whether a failed call is made again (nil: retryable).
+	retry func(error) bool
 }
 
 // defaultBackoff is upstream's webhooks' retry backoff: up to five calls,
@@ -88,10 +90,14 @@ func (c *reviewClient) post(ctx context.Context, body []byte, decode func(data [
 		if called != nil {
 			called(time.Since(start), callErr)
 		}
+		retry := c.retry
+		if retry == nil {
+			retry = retryable
+		}
 		switch {
 		case callErr == nil:
 			return true, nil
-		case retryable(callErr):
+		case retry(callErr):
 			return false, nil
 		}
 		return false, callErr
