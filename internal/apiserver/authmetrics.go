@@ -119,10 +119,7 @@ func (m *authMetrics) write(b *bytes.Buffer) {
 			fmt.Fprintf(&users, "apiserver_authenticated_user_requests{username=%q} %d\n", name, n)
 		}
 	}
-	if users.Len() > 0 {
-		b.WriteString("# HELP apiserver_authenticated_user_requests Authenticated requests, by user name folded into a few kinds.\n# TYPE apiserver_authenticated_user_requests counter\n")
-		b.Write(users.Bytes())
-	}
+	writeCounter(b, "apiserver_authenticated_user_requests", "Authenticated requests, by user name folded into a few kinds.", &users)
 	writeAuthSeries(b, "apiserver_authentication", "Authentications", authnResults[:], m.authn[:])
 	writeAuthSeries(b, "apiserver_authorization", "Authorizations", authzResults[:], m.authz[:])
 }
@@ -181,10 +178,7 @@ func (s *Server) writeAuditMetrics(b *bytes.Buffer) {
 			fmt.Fprintf(&levels, "apiserver_audit_level_total{level=%q} %d\n", level, n)
 		}
 	}
-	if levels.Len() > 0 {
-		b.WriteString("# HELP apiserver_audit_level_total The levels the audit policy gave requests, one per request.\n# TYPE apiserver_audit_level_total counter\n")
-		b.Write(levels.Bytes())
-	}
+	writeCounter(b, "apiserver_audit_level_total", "The levels the audit policy gave requests, one per request.", &levels)
 	fmt.Fprintf(b, "# HELP apiserver_audit_requests_rejected_total Requests refused because their first audit event could not be written (blocking-strict).\n# TYPE apiserver_audit_requests_rejected_total counter\napiserver_audit_requests_rejected_total %d\n", s.auditRejected.Load())
 }
 
@@ -201,4 +195,14 @@ func (s *Server) countAuditLevel(level audit.Level) {
 			return
 		}
 	}
+}
+
+// writeCounter writes a counter's HELP and TYPE and its series, if it
+// has any.
+func writeCounter(b *bytes.Buffer, name, help string, series *bytes.Buffer) {
+	if series.Len() == 0 {
+		return
+	}
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+	b.Write(series.Bytes())
 }
