@@ -168,10 +168,13 @@ func (s *Server) writeAuditMetrics(b *bytes.Buffer) {
 	}
 	f := s.cfg.AuditLog.Figures()
 	fmt.Fprintf(b, "# HELP apiserver_audit_event_total Audit events sent to the audit backends.\n# TYPE apiserver_audit_event_total counter\napiserver_audit_event_total %d\n", f.Events)
-	b.WriteString("# HELP apiserver_audit_error_total Audit events lost, by the stage that lost them: log (a write that failed), webhook (a list the webhook did not take) or buffered (a full queue in batch mode).\n# TYPE apiserver_audit_error_total counter\n")
+	var lost bytes.Buffer
 	for _, plugin := range f.Plugins() {
-		fmt.Fprintf(b, "apiserver_audit_error_total{plugin=%q} %d\n", plugin, f.Errors[plugin])
+		if n := f.Errors[plugin]; n > 0 { // a series from its first loss, as upstream's
+			fmt.Fprintf(&lost, "apiserver_audit_error_total{plugin=%q} %d\n", plugin, n)
+		}
 	}
+	writeCounter(b, "apiserver_audit_error_total", "Audit events lost, by the stage that lost them: log (a write that failed), webhook (a list the webhook did not take) or buffered (a full queue in batch mode).", &lost)
 	var levels bytes.Buffer
 	for i, level := range auditLevelNames {
 		if n := s.auditLevels[i].Load(); n > 0 {
