@@ -237,21 +237,37 @@ func SelectorAttributes(fieldSelector, labelSelector string) ([]metav1.FieldSele
 	var fieldReqs []metav1.FieldSelectorRequirement
 	var labelReqs []metav1.LabelSelectorRequirement
 	if fieldSelector != "" {
-		if sel, err := fields.ParseSelector(fieldSelector); err == nil {
-			fieldReqs = FieldRequirements(sel.Requirements())
-		}
+		fieldReqs, _ = ParseFieldSelector(fieldSelector)
 	}
 	if labelSelector != "" {
-		if sel, err := labels.Parse(labelSelector); err == nil {
-			reqs, _ := sel.Requirements()
-			labelReqs = LabelRequirements(reqs)
-		}
+		labelReqs, _ = ParseLabelSelector(labelSelector)
 	}
 	return fieldReqs, labelReqs
 }
 
-// FieldRequirements is reqs in the authorization API's words.
-func FieldRequirements(reqs fields.Requirements) []metav1.FieldSelectorRequirement {
+// ParseFieldSelector parses a field selector into the authorization
+// API's requirements (fieldRequirements).
+func ParseFieldSelector(selector string) ([]metav1.FieldSelectorRequirement, error) {
+	sel, err := fields.ParseSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	return fieldRequirements(sel.Requirements()), nil
+}
+
+// ParseLabelSelector parses a label selector into the authorization
+// API's requirements (LabelRequirements).
+func ParseLabelSelector(selector string) ([]metav1.LabelSelectorRequirement, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, err
+	}
+	reqs, _ := sel.Requirements()
+	return LabelRequirements(reqs), nil
+}
+
+// fieldRequirements is reqs in the authorization API's words.
+func fieldRequirements(reqs fields.Requirements) []metav1.FieldSelectorRequirement {
 	var out []metav1.FieldSelectorRequirement
 	for _, r := range reqs {
 		var op metav1.FieldSelectorOperator

@@ -135,6 +135,8 @@ func (w *WebhookBackend) post(events [][]byte) { _ = w.postErr(events) }
 func (w *WebhookBackend) postErr(events [][]byte) error {
 	body := append([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[`), joinJSON(events)...)
 	body = append(body, "]}"...)
+	// A bound past the client's own (five calls of at most 30 s, and
+	// the backoff between them), so that a list never hangs a goroutine.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	err := w.send(ctx, body)

@@ -7,4 +7,11 @@
 // Attributes: the first rule that matches gives the level, the stages to
 // leave out and whether to drop managedFields; a request no rule matches
 // is not logged (LevelNone).
+//
+// The events go to a Backend: Writer, the log file (--audit-log-path),
+// rotated as lumberjack does; WebhookBackend, a webhook that takes
+// EventLists (--audit-webhook-config-file; the sending is the caller's,
+// registry/webhook's AuditWebhook); or Backends, both. Each writes before
+// the request goes on (blocking modes) or queues the events for a
+// goroutine that sends them in batches (batch.go, --audit-*-mode=batch).
 package audit

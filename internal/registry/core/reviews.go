@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -165,7 +164,7 @@ func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessRev
 		var fieldErr, labelErr error
 		if sel := r.FieldSelector; sel != nil {
 			if sel.RawSelector != "" {
-				a.FieldSelector, _, fieldErr = parsedSelectors(sel.RawSelector, "")
+				a.FieldSelector, fieldErr = registry.ParseFieldSelector(sel.RawSelector)
 			}
 			if len(sel.Requirements) > 0 {
 				a.FieldSelector, fieldErr = validFieldRequirements(sel.Requirements)
@@ -173,7 +172,7 @@ func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessRev
 		}
 		if sel := r.LabelSelector; sel != nil {
 			if sel.RawSelector != "" {
-				_, a.LabelSelector, labelErr = parsedSelectors("", sel.RawSelector)
+				a.LabelSelector, labelErr = registry.ParseLabelSelector(sel.RawSelector)
 			}
 			if len(sel.Requirements) > 0 {
 				a.LabelSelector, labelErr = validLabelRequirements(sel.Requirements)
@@ -196,23 +195,6 @@ func reviewAttributes(user registry.User, spec *authorizationv1.SubjectAccessRev
 		a.Verb, a.Path = n.Verb, n.Path
 	}
 	return a, ignored
-}
-
-// parsedSelectors parses a review's raw selectors (one of them set).
-func parsedSelectors(fieldSelector, labelSelector string) ([]metav1.FieldSelectorRequirement, []metav1.LabelSelectorRequirement, error) {
-	if fieldSelector != "" {
-		sel, err := fields.ParseSelector(fieldSelector)
-		if err != nil {
-			return nil, nil, err
-		}
-		return registry.FieldRequirements(sel.Requirements()), nil, nil
-	}
-	sel, err := labels.Parse(labelSelector)
-	if err != nil {
-		return nil, nil, err
-	}
-	reqs, _ := sel.Requirements()
-	return nil, registry.LabelRequirements(reqs), nil
 }
 
 // validFieldRequirements is reqs without those a field selector cannot

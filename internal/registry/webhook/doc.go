@@ -93,6 +93,11 @@
 // opinion; answers are kept for their TTLs; a failed call is retried as
 // upstream's (500, 504, 429, a reset connection) and is otherwise no
 // opinion with the error, in the REST client's words.
+// ParseAuthorizationConfig (authzconfig.go) reads --authorization-config.
+// TokenWebhook (authenticator.go) asks a webhook whose a bearer token is,
+// by TokenReview; AuditWebhook (auditsink.go) posts audit EventLists.
+// All three go through reviewClient (reviewclient.go): a kubeconfig's
+// current context, ?timeout=, upstream's retries and answer decoding.
 //
 // Not done: a webhook
 // whose stored matchConditions do not compile counts no evaluation
