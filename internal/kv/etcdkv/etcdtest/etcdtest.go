@@ -115,21 +115,28 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
-	s.client = "http://" + freeAddr(t)
-	s.peer = "http://" + freeAddr(t)
+	addrs := freeAddrs(t, 2)
+	s.client, s.peer = "http://"+addrs[0], "http://"+addrs[1]
 	s.logFile = filepath.Join(s.dir, "etcd.log")
 	s.start()
 	t.Cleanup(s.Kill)
 	return s
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// freeAddrs returns n distinct free addresses: their listeners are held
+// until all are chosen, so that a port freed by one cannot be the next's
+// (the client and peer URLs once got the same port, and etcd exited).
+func freeAddrs(t testing.TB, n int) []string {
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 func (s *Server) start() {
