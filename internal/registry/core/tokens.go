@@ -502,28 +502,28 @@ func (t *Tokens) authenticateServiceAccount(ctx context.Context, token string, w
 // verify checks that token is one kplane signed and returns its claims,
 // remembering them (mu.verified).
 func (t *Tokens) verify(token string) (*tokenClaims, error) {
-	payload, parts, err := splitJWS(token)
+	tok, err := splitJWS(token)
 	if err != nil {
 		return nil, ErrNotServiceAccountToken
 	}
 	var unverified struct {
 		Issuer string `json:"iss"`
 	}
-	if err := json.Unmarshal(payload, &unverified); err != nil || (!slices.Contains(t.issuers(), unverified.Issuer) && unverified.Issuer != LegacyIssuer) {
+	if err := json.Unmarshal(tok.Payload, &unverified); err != nil || (!slices.Contains(t.issuers(), unverified.Issuer) && unverified.Issuer != LegacyIssuer) {
 		return nil, ErrNotServiceAccountToken
 	}
 	key := t.key.Load()
 	if key == nil {
 		return nil, errors.New("invalid signature, no keys found")
 	}
-	if err := key.verify(parts); err != nil {
+	if err := key.verify(tok); err != nil {
 		if errors.Is(err, errNotJWS) {
 			err = ErrNotServiceAccountToken
 		}
 		return nil, err
 	}
 	c := &tokenClaims{}
-	if err := json.Unmarshal(payload, c); err != nil {
+	if err := json.Unmarshal(tok.Payload, c); err != nil {
 		return nil, fmt.Errorf("service account token claims could not be read: %w", err)
 	}
 	t.mu.Lock()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/kv/mvcc"
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/jws"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -394,7 +395,7 @@ func TestTokenKeys(t *testing.T) {
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	p521, _ := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
 	alg := func(tok string) string {
-		var h jwsHeader
+		var h jws.Header
 		raw, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
 		json.Unmarshal(raw, &h)
 		return h.Alg
