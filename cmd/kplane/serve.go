@@ -80,9 +80,41 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&cfg.AuditWebhookBatch.ThrottleQPS, "audit-webhook-batch-throttle-qps", audit.WebhookBatchDefaults.ThrottleQPS, "lists sent to the audit webhook per second, on average, with the throttle (batch mode)")
 	fs.IntVar(&cfg.AuditWebhookBatch.ThrottleBurst, "audit-webhook-batch-throttle-burst", audit.WebhookBatchDefaults.ThrottleBurst, "lists sent to the audit webhook at once after a pause, with the throttle (batch mode)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
+	fs.StringVar(&cfg.AuthenticationConfigFile, "authentication-config", "", "an AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT authenticators for the bearer tokens of external OpenID Connect issuers (claim mappings and validation rules in CEL) and who may be anonymous, read again when it changes, as kube-apiserver's; not with the --oidc-* flags, nor --anonymous-auth if it has an anonymous section")
+	oidcFlag := func(name, usage string, set func(string) error) {
+		fs.Func(name, usage, func(v string) error {
+			cfg.OIDC.Set = true
+			return set(v)
+		})
+	}
+	oidcString := func(name, usage string, p *string) {
+		oidcFlag(name, usage, func(v string) error { *p = v; return nil })
+	}
+	oidcString("oidc-issuer-url", "the issuer (an https URL) whose OpenID Connect ID tokens are taken as bearer tokens, as kube-apiserver's legacy flag (with --oidc-client-id)", &cfg.OIDC.IssuerURL)
+	oidcString("oidc-client-id", "the audience an OpenID Connect ID token must be for (with --oidc-issuer-url)", &cfg.OIDC.ClientID)
+	oidcString("oidc-ca-file", "PEM file of the certificate authorities the issuer's certificate is checked with (default: the system's)", &cfg.OIDC.CAFile)
+	oidcString("oidc-username-claim", "the ID token claim that is the username (default sub)", &cfg.OIDC.UsernameClaim)
+	oidcString("oidc-username-prefix", "prefixed to the username: by default the issuer URL and \"#\" unless the claim is email; \"-\" for none", &cfg.OIDC.UsernamePrefix)
+	oidcString("oidc-groups-claim", "the ID token claim that holds the user's groups (a string or a list)", &cfg.OIDC.GroupsClaim)
+	oidcString("oidc-groups-prefix", "prefixed to each group from the groups claim", &cfg.OIDC.GroupsPrefix)
+	oidcFlag("oidc-signing-algs", "comma-separated algorithms an ID token may be signed with (default RS256)", func(v string) error {
+		cfg.OIDC.SigningAlgs = append(cfg.OIDC.SigningAlgs, strings.Split(v, ",")...)
+		return nil
+	})
+	oidcFlag("oidc-required-claim", "key=value: a claim the ID token must hold with that value; may be repeated", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("malformed pair, expect string=string")
+		}
+		if cfg.OIDC.RequiredClaims == nil {
+			cfg.OIDC.RequiredClaims = map[string]string{}
+		}
+		cfg.OIDC.RequiredClaims[k] = val
+		return nil
+	})
 	fs.BoolFunc("anonymous-auth", "let requests without credentials in as system:anonymous (default true): with --authorization-mode RBAC or Webhook authorized as any user, as kube-apiserver; with AlwaysAllow alone only to /version and the health checks. =false answers them all 401", func(v string) error {
 		on, err := strconv.ParseBool(v)
-		cfg.RefuseAnonymous = !on
+		cfg.RefuseAnonymous, cfg.AnonymousAuthSet = !on, true
 		return err
 	})
 	fs.Func("tls-san", "comma-separated DNS names or IP addresses the serving certificate names besides localhost, 127.0.0.1, ::1 and the --listen host (a load balancer's name, this machine's names); may be repeated", func(v string) error {

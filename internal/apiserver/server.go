@@ -39,6 +39,10 @@ type Config struct {
 	// to /version and the health checks (upstream's AlwaysAllow would let
 	// it do everything).
 	RefuseAnonymous bool
+	// AnonymousPaths, if not nil, are the only paths a request without
+	// credentials may be let in to (the anonymous conditions of
+	// --authentication-config): elsewhere it is 401, as upstream's.
+	AnonymousPaths []string
 	// MaxBodyBytes bounds request bodies (413 beyond). Default 3 MiB, as
 	// kube-apiserver.
 	MaxBodyBytes int64
@@ -252,7 +256,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case s.cfg.Anonymous:
 			// Let in as is (tests over plain HTTP).
 			s.auth.authenticated("success", registry.User{Name: "system:anonymous"}, time.Since(start))
-		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path):
+		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path),
+			s.cfg.AnonymousPaths != nil && !slices.Contains(s.cfg.AnonymousPaths, r.URL.Path):
 			s.auth.authenticated("failure", registry.User{}, time.Since(start))
 			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))

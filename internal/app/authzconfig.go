@@ -233,13 +233,22 @@ func authorizationConfigMetrics(c *configAuthorizer, idHash string) []apiserver.
 	if c == nil {
 		return nil
 	}
-	const prefix = "apiserver_authorization_config_controller_"
+	return reloadConfigMetrics("apiserver_authorization_config_controller_", "--authorization-config", true, &c.reloads, idHash)
+}
+
+// reloadConfigMetrics are upstream's metrics of a configuration file's
+// reloads (under prefix; flag names the file in their help): how many,
+// when, and the file in force (if there is one).
+func reloadConfigMetrics(prefix, flag string, hasFile bool, reloads *reloadMetrics, idHash string) []apiserver.Metric {
+	if !hasFile {
+		return nil
+	}
 	series := func(value func(status string) float64) []apiserver.Sample {
-		c.reloads.mu.Lock()
-		defer c.reloads.mu.Unlock()
+		reloads.mu.Lock()
+		defer reloads.mu.Unlock()
 		var out []apiserver.Sample
 		for _, status := range []string{"failure", "success"} {
-			if _, ok := c.reloads.counts[status]; ok {
+			if _, ok := reloads.counts[status]; ok {
 				out = append(out, apiserver.Sample{Labels: []string{"apiserver_id_hash", idHash, "status", status}, Value: value(status)})
 			}
 		}
@@ -248,28 +257,28 @@ func authorizationConfigMetrics(c *configAuthorizer, idHash string) []apiserver.
 	return []apiserver.Metric{
 		{
 			Name: prefix + "automatic_reloads_total", Type: "counter",
-			Help: "Reloads of the --authorization-config file that found it changed, or failed, by status and apiserver identity.",
+			Help: "Reloads of the " + flag + " file that found it changed, or failed, by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
-				return series(func(s string) float64 { return float64(c.reloads.counts[s]) })
+				return series(func(s string) float64 { return float64(reloads.counts[s]) })
 			},
 		},
 		{
 			Name: prefix + "automatic_reload_last_timestamp_seconds", Type: "gauge",
-			Help: "When the last reload of the --authorization-config file of each status happened (Unix seconds), by status and apiserver identity.",
+			Help: "When the last reload of the " + flag + " file of each status happened (Unix seconds), by status and apiserver identity.",
 			Read: func() []apiserver.Sample {
-				return series(func(s string) float64 { return float64(c.reloads.last[s].UnixNano()) / 1e9 })
+				return series(func(s string) float64 { return float64(reloads.last[s].UnixNano()) / 1e9 })
 			},
 		},
 		{
 			Name: prefix + "last_config_info", Type: "gauge",
-			Help: "The --authorization-config file in force: 1, with the SHA-256 of its bytes, by apiserver identity.",
+			Help: "The " + flag + " file in force: 1, with the SHA-256 of its bytes, by apiserver identity.",
 			Read: func() []apiserver.Sample {
-				c.reloads.mu.Lock()
-				defer c.reloads.mu.Unlock()
+				reloads.mu.Lock()
+				defer reloads.mu.Unlock()
 				if idHash == "" {
 					return nil
 				}
-				return []apiserver.Sample{{Labels: []string{"apiserver_id_hash", idHash, "hash", c.reloads.hash}, Value: 1}}
+				return []apiserver.Sample{{Labels: []string{"apiserver_id_hash", idHash, "hash", reloads.hash}, Value: 1}}
 			},
 		},
 	}

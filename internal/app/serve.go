@@ -25,6 +25,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
 	"github.com/kplane-dev/kplane/internal/registry/gc"
+	"github.com/kplane-dev/kplane/internal/registry/jwt"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 	"github.com/kplane-dev/kplane/internal/storage/watchcache"
@@ -70,6 +71,15 @@ type Config struct {
 	// set: AuthorizationFlagsSet), read again when it changes.
 	AuthorizationConfigFile string
 	AuthorizationFlagsSet   bool
+	// AuthenticationConfigFile is --authentication-config: an
+	// AuthenticationConfiguration whose JWT authenticators take the
+	// bearer tokens of external OpenID Connect issuers, read again when
+	// it changes, and whose anonymous section (not with --anonymous-auth:
+	// AnonymousAuthSet) says who may send requests without credentials.
+	AuthenticationConfigFile string
+	// OIDC are the legacy --oidc-* flags: one JWT authenticator (not
+	// with AuthenticationConfigFile).
+	OIDC OIDCFlags
 	// TokenWebhook is --authentication-token-webhook-config-file and
 	// its flags: a webhook asked about the bearer tokens that are not
 	// kplane's service account tokens.
@@ -135,6 +145,8 @@ type Config struct {
 	// default policy lets it read /version and the health checks), with
 	// AlwaysAllow let only to those.
 	RefuseAnonymous bool
+	// AnonymousAuthSet: --anonymous-auth was given.
+	AnonymousAuthSet bool
 	// TLSSANs are names (DNS names or IP addresses) the serving
 	// certificate covers besides localhost, the loopback addresses and the
 	// listen host: a load balancer's name, the machine's names for a
@@ -175,6 +187,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.authorizationModes(); err != nil {
 		return err
+	}
+	switch {
+	case c.AuthenticationConfigFile != "" && c.OIDC.Set:
+		return errors.New("authentication-config file and oidc-* flags are mutually exclusive")
+	case c.AuthenticationConfigFile == "" && c.OIDC.Set && (c.OIDC.IssuerURL == "" || c.OIDC.ClientID == ""):
+		return errors.New("oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set")
 	}
 	if v := c.TokenWebhook.Version; v != "" && v != "v1" && v != "v1beta1" {
 		return fmt.Errorf("--authentication-token-webhook-version: unsupported authentication webhook version %q, supported versions are %q, %q", v, "v1", "v1beta1")
@@ -321,6 +339,27 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		tokens.Webhook = tw
 	}
+	// The JWT authenticators' discovery and key fetches run until kplane
+	// stops.
+	authnCtx, stopAuthn := context.WithCancel(context.Background())
+	defer stopAuthn()
+	jwtMetrics := &jwt.Metrics{}
+	var authnFile *configAuthenticator
+	anonymousPaths := []string(nil)
+	refuseAnonymous := cfg.RefuseAnonymous
+	if cfg.AuthenticationConfigFile != "" || cfg.OIDC.Set {
+		authnFile, err = newConfigAuthenticator(authnCtx, cfg.AuthenticationConfigFile, &cfg.OIDC, cfg.AnonymousAuthSet, tokens.AllIssuers(), jwtMetrics, log)
+		if err != nil {
+			return err
+		}
+		tokens.JWT = authnFile
+		if a := authnFile.anonymous; a != nil {
+			refuseAnonymous = !a.Enabled
+			if a.Enabled && len(a.Conditions) > 0 {
+				anonymousPaths = a.Paths()
+			}
+		}
+	}
 	builtin := append(tokens.Install(core.Kinds()), crdKind)
 	authz, err := newAuthorizers(&cfg, reg, log)
 	if err != nil {
@@ -398,6 +437,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if authz.file != nil {
 		goRun("authorization-config", authz.file.run)
 	}
+	if authnFile != nil {
+		goRun("authentication-config", func(ctx context.Context) error {
+			authnFile.watch(ctx)
+			return nil
+		})
+	}
 	rbacSynced := closedChan
 	if authz.rbac != nil {
 		goRun("rbac", authz.rbac.Run)
@@ -427,7 +472,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger:    log,
 		Profiling: cfg.Profiling,
 		Metrics: slices.Concat(storeMetrics(cfg.Storage, kvs, compactor), conversionMetrics(conversions), admissionMetrics(webhooks), policyMetrics(webhooks), manifestMetrics(webhooks),
-			authorizationMetrics(authz.metrics), authorizationConfigMetrics(authz.file, webhook.IDHash(webhooks.APIServerID))),
+			authorizationMetrics(authz.metrics), authorizationConfigMetrics(authz.file, webhook.IDHash(webhooks.APIServerID)),
+			authenticationConfigMetrics(authnFile, jwtMetrics, webhook.IDHash(webhooks.APIServerID))),
 		HealthChecks: storeHealthChecks(cfg.Storage, kvs),
 		Tokens:       tokens,
 		Authorizer:   authorizer,
@@ -435,7 +481,8 @@ func Run(ctx context.Context, cfg Config) error {
 		AuditLog:     auditLog,
 		AuditStrict:  cfg.AuditLogMode == audit.ModeBlockingStrict || cfg.AuditWebhookMode == audit.ModeBlockingStrict,
 
-		RefuseAnonymous:       cfg.RefuseAnonymous,
+		RefuseAnonymous:       refuseAnonymous,
+		AnonymousPaths:        anonymousPaths,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
 	})
 	pr := <-pkiDone

@@ -79,10 +79,14 @@ type Tokens struct {
 	// MaxExpiration, if not zero, shortens a token's lifetime to at most
 	// this, with a warning, as --service-account-max-token-expiration.
 	MaxExpiration time.Duration
-	// Webhook, if set, is asked about a token that is not a valid
-	// service account token (--authentication-token-webhook-config-file),
-	// as upstream's chain of token authenticators asks it after its own.
-	Webhook TokenWebhook
+	// JWT, if set, is asked about a token that is not a valid service
+	// account token: the JWT authenticators of external issuers
+	// (--authentication-config, --oidc-*).
+	JWT TokenAuthenticator
+	// Webhook, if set, is asked about a token neither they nor JWT
+	// know (--authentication-token-webhook-config-file), as upstream's
+	// chain of token authenticators asks it last.
+	Webhook TokenAuthenticator
 
 	key atomic.Pointer[jwsKeys]
 	// now is the clock (nil: time.Now), for tests.
@@ -130,6 +134,10 @@ func (t *Tokens) JWKS() ([]byte, error) {
 	}
 	return k.jwks()
 }
+
+// AllIssuers are the issuers of the service account tokens accepted:
+// an external issuer may not be one of them.
+func (t *Tokens) AllIssuers() []string { return t.issuers() }
 
 // Issuer is the issuer of the tokens kplane signs.
 func (t *Tokens) Issuer() string { return t.issuers()[0] }
@@ -383,24 +391,31 @@ var ErrNotServiceAccountToken = errors.New("not a service account token of this 
 // deleted for less than a minute. The errors are kube-apiserver's.
 func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []string) (registry.User, []string, error) {
 	u, valid, err := t.authenticateServiceAccount(ctx, token, wanted)
-	if err == nil || t.Webhook == nil {
+	if err == nil || (t.JWT == nil && t.Webhook == nil) {
 		return u, valid, err
 	}
 	if len(wanted) == 0 {
 		wanted = t.apiAudiences()
 	}
-	u, valid, ok, werr := t.Webhook.AuthenticateToken(ctx, token, wanted, t.apiAudiences())
-	if ok {
-		return u, valid, nil
-	}
-	// Both refused: their reasons, as upstream's union gives them (a
-	// token that is not one of kplane's has none from it).
+	// The others in upstream's order: the JWT authenticators, then the
+	// webhook. The first to know the token decides; if none does, their
+	// reasons, as upstream's union gives them (a token that is not one
+	// of kplane's has none from it).
 	var errs []error
 	if !errors.Is(err, ErrNotServiceAccountToken) {
 		errs = append(errs, err)
 	}
-	if werr != nil {
-		errs = append(errs, werr)
+	for _, other := range []TokenAuthenticator{t.JWT, t.Webhook} {
+		if other == nil {
+			continue
+		}
+		u, valid, ok, oerr := other.AuthenticateToken(ctx, token, wanted, t.apiAudiences())
+		if ok {
+			return u, valid, nil
+		}
+		if oerr != nil {
+			errs = append(errs, oerr)
+		}
 	}
 	if len(errs) == 0 {
 		return registry.User{}, nil, ErrNotServiceAccountToken
@@ -408,10 +423,12 @@ func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []s
 	return registry.User{}, nil, utilerrors.NewAggregate(errs)
 }
 
-// TokenWebhook authenticates the tokens kplane's own authenticators do
-// not (webhook.TokenWebhook): ok false with no error is a token it does
-// not know.
-type TokenWebhook interface {
+// TokenAuthenticator authenticates the tokens kplane's service account
+// authenticator does not (jwt's authenticators, webhook.TokenWebhook):
+// ok false with no error is a token it does not know. wanted are the
+// audiences asked (a TokenReview's, or implicit), implicit the API
+// server's.
+type TokenAuthenticator interface {
 	AuthenticateToken(ctx context.Context, token string, wanted, implicit []string) (u registry.User, audiences []string, ok bool, err error)
 }
 

@@ -65,11 +65,6 @@ func New(ctx context.Context, c *Configuration, disallowed []string, opts Option
 	if len(algs) == 0 {
 		algs = AllSigningAlgs
 	}
-	for _, a := range algs {
-		if !slices.Contains(AllSigningAlgs, a) {
-			return nil, fmt.Errorf("oidc: unsupported signing alg: %q", a)
-		}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,6 +82,16 @@ func New(ctx context.Context, c *Configuration, disallowed []string, opts Option
 		if err := errs.ToAggregate(); err != nil {
 			cancel()
 			return nil, err
+		}
+		for _, a := range algs {
+			if !slices.Contains(AllSigningAlgs, a) {
+				cancel()
+				return nil, fmt.Errorf("oidc: unsupported signing alg: %q", a)
+			}
+		}
+		if t := cfg.Issuer.EgressSelectorType; t != "" {
+			cancel()
+			return nil, fmt.Errorf("oidc: egress lookup required with egress selector type %q", t)
 		}
 		client := opts.Client
 		if client == nil {

@@ -115,54 +115,64 @@ type UserValidationRule struct {
 	Message    string `json:"message,omitempty"`
 }
 
-// configPrefix begins every error of a file that does not decode, as
-// kube-apiserver's.
-const configPrefix = "failed to load AuthenticationConfiguration from file: "
-
 // ParseConfiguration reads an AuthenticationConfiguration, strictly, as
 // kube-apiserver v1.37 reads its --authentication-config's, with its
 // errors. It is not checked: see Validate.
 func ParseConfiguration(data []byte) (*Configuration, error) {
-	c := &Configuration{}
-	if len(data) == 0 {
-		return c, nil
-	}
 	var typ struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
 	if err := yaml.Unmarshal(data, &typ); err != nil {
-		return nil, errors.New(configPrefix + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
 	switch {
 	case typ.Kind == "":
-		return nil, fmt.Errorf(configPrefix+"Object 'Kind' is missing in '%s'", data)
-	case typ.Kind != "AuthenticationConfiguration" || !slices.Contains([]string{"apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1alpha1"}, typ.APIVersion):
-		return nil, fmt.Errorf(configPrefix+"no kind %q is registered for version %q in scheme \"pkg/runtime/scheme.go:111\"", typ.Kind, typ.APIVersion)
+		//lint:ignore ST1005 upstream's words
+		return nil, fmt.Errorf("Object 'Kind' is missing in '%s'", data)
+	case typ.APIVersion == "":
+		//lint:ignore ST1005 upstream's words
+		return nil, fmt.Errorf("Object 'apiVersion' is missing in '%s'", data)
+	case !slices.Contains([]string{"apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1beta1", "apiserver.config.k8s.io/v1alpha1"}, typ.APIVersion),
+		typ.Kind != "AuthenticationConfiguration" && !slices.Contains(otherKinds, typ.Kind):
+		return nil, fmt.Errorf("no kind %q is registered for version %q in scheme \"pkg/runtime/scheme.go:111\"", typ.Kind, typ.APIVersion)
+	case typ.Kind != "AuthenticationConfiguration":
+		return nil, fmt.Errorf("expected AuthenticationConfiguration, got *apiserver.%s", typ.Kind)
 	}
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, errors.New(configPrefix + err.Error())
+		return nil, err
 	}
 	var doc struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Configuration
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		JWT        []Authenticator `json:"jwt"`
+		Anonymous  *Anonymous      `json:"anonymous,omitempty"`
 	}
 	strict, err := sigsjson.UnmarshalStrict(j, &doc)
 	if err != nil {
-		return nil, errors.New(configPrefix + err.Error())
+		return nil, err
+	}
+	// Keys repeated in the YAML, which its conversion to JSON hid.
+	var dup map[string]any
+	if yerr := yaml.UnmarshalStrict(data, &dup); yerr != nil && strings.Contains(yerr.Error(), "already set in map") {
+		msg := strings.TrimPrefix(yerr.Error(), "error unmarshaling JSON: while decoding JSON: ")
+		msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+		strict = append([]error{errors.New(msg)}, strict...)
 	}
 	if len(strict) > 0 {
 		msgs := make([]string, len(strict))
 		for i, e := range strict {
 			msgs[i] = e.Error()
 		}
-		return nil, errors.New(configPrefix + "strict decoding error: " + strings.Join(msgs, ", "))
+		return nil, errors.New("strict decoding error: " + strings.Join(msgs, ", "))
 	}
-	*c = doc.Configuration
-	return c, nil
+	return &Configuration{JWT: doc.JWT, Anonymous: doc.Anonymous}, nil
 }
+
+// otherKinds are the other kinds of apiserver.config.k8s.io, which
+// upstream's decoder knows and then finds not to be this one.
+var otherKinds = []string{"AdmissionConfiguration", "AuthorizationConfiguration", "EgressSelectorConfiguration", "EncryptionConfiguration", "TracingConfiguration"}
 
 // Validate checks c as kube-apiserver does, with its errors at their
 // fields: no issuer may be one of disallowed (the service account token
@@ -191,7 +201,12 @@ func (c *Configuration) Validate(disallowed []string) field.ErrorList {
 		}
 	}
 	if c.Anonymous != nil && !c.Anonymous.Enabled && len(c.Anonymous.Conditions) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("anonymous", "conditions"), c.Anonymous.Conditions, "enabled should be set to true when conditions are defined"))
+		// Shown as upstream's internal type shows.
+		shown := make([]struct{ Path string }, len(c.Anonymous.Conditions))
+		for i, cond := range c.Anonymous.Conditions {
+			shown[i].Path = cond.Path
+		}
+		errs = append(errs, field.Invalid(field.NewPath("anonymous", "conditions"), shown, "enabled should be set to true when conditions are defined"))
 	}
 	return errs
 }
@@ -435,9 +450,13 @@ func validateIssuer(is *Issuer, p *field.Path, disallowed []string) field.ErrorL
 			errs = append(errs, field.Invalid(p.Child("certificateAuthority"), "<omitted>", err.Error()))
 		}
 	}
-	if t := is.EgressSelectorType; t != "" {
-		// kplane has no egress selector: the issuer is dialed directly.
-		errs = append(errs, field.Invalid(p.Child("egressSelectorType"), t, "egress selector is not supported by kplane: it has no egress selector configuration"))
+	switch t := is.EgressSelectorType; t {
+	case "", "controlplane", "cluster":
+		// The two types pass, and New refuses them as upstream does
+		// without an egress selector configuration, which kplane has
+		// not: it dials issuers directly.
+	default:
+		errs = append(errs, field.Invalid(p.Child("egressSelectorType"), t, "egress selector must be either controlplane or cluster"))
 	}
 	return errs
 }
