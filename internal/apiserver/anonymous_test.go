@@ -77,6 +77,15 @@ func TestAnonymousRequests(t *testing.T) {
 			}
 		}
 	}
+	// The anonymous section's conditions (--authentication-config): only
+	// the paths named let anonymous requests in, to be authorized.
+	paths := newInProcessAuthorizing(t, true, func(c *apiserver.Config) { c.Anonymous, c.AnonymousPaths = false, []string{"/livez", "/apis"} })
+	paths.(*apiserver.Server).MarkStarted()
+	for path, code := range map[string]int{"/livez": 200, "/apis": 403, "/readyz": 401, "/version": 401, "/livez/": 401, "/api/v1/namespaces": 401} {
+		if w := send(paths, "GET", path, ""); w.Code != code {
+			t.Errorf("anonymous conditions: GET %s: %d %s, want %d", path, w.Code, w.Body, code)
+		}
+	}
 	// A binding opens the OpenID documents to anyone, for relying parties
 	// that check kplane's tokens from outside.
 	rbac := servers["RBAC"]

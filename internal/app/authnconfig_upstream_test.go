@@ -94,3 +94,79 @@ func TestAuthenticationConfigUpstream(t *testing.T) {
 		t.Errorf("only %d cases played", played)
 	}
 }
+
+// The legacy --oidc-* flags kube-apiserver v1.37.2 refused at start-up
+// are refused by kplane with the same words, alone or with an
+// --authentication-config, and those it started with start kplane's.
+func TestOIDCFlagsUpstream(t *testing.T) {
+	data, err := os.ReadFile("../registry/jwt/testdata/authentication-config-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []upstreamAuthnCase
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	played := 0
+	for _, c := range cases {
+		var o OIDCFlags
+		ok := len(c.Flags) > 0
+		for _, f := range c.Flags {
+			name, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+			o.Set = o.Set || strings.HasPrefix(name, "oidc-")
+			switch name {
+			case "oidc-issuer-url":
+				o.IssuerURL = v
+			case "oidc-client-id":
+				o.ClientID = v
+			case "oidc-username-claim":
+				o.UsernameClaim = v
+			case "oidc-signing-algs":
+				o.SigningAlgs = strings.Split(v, ",")
+			case "oidc-ca-file":
+				o.CAFile = v
+			case "oidc-required-claim":
+				k, val, pair := strings.Cut(v, "=")
+				if !pair {
+					ok = false // a flag parse error: cmd/kplane's
+				}
+				o.RequiredClaims = map[string]string{k: val}
+			default:
+				ok = false // --authorization-mode, --authentication-config, ...
+			}
+		}
+		if !ok {
+			continue
+		}
+		played++
+		cfg := Config{StoreConfig: StoreConfig{DataDir: dir}, OIDC: o}
+		if c.Config != nil {
+			cfg.AuthenticationConfigFile = filepath.Join(dir, c.Name+".yaml")
+			os.WriteFile(cfg.AuthenticationConfigFile, []byte(*c.Config), 0o600)
+		}
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		} else {
+			ctx, cancel := context.WithCancel(context.Background())
+			a, err := newConfigAuthenticator(ctx, cfg.AuthenticationConfigFile, &o, false, []string{"https://kubernetes.default.svc"}, nil, slog.New(slog.DiscardHandler))
+			if err != nil {
+				got = err.Error()
+			} else {
+				a.current.Load().Stop()
+			}
+			cancel()
+		}
+		want := c.Error
+		if c.Starts {
+			want = ""
+		}
+		if got != want {
+			t.Errorf("%s %q:\n got %q\nwant %q", c.Name, c.Flags, got, want)
+		}
+	}
+	if played < 15 {
+		t.Errorf("only %d cases played", played)
+	}
+}
