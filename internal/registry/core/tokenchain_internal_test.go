@@ -37,7 +37,7 @@ func TestTokenChain(t *testing.T) {
 	f.tokens.Webhook = fakeTokens{name: "webhook", known: "w", refused: "bad", asked: &asked}
 	for _, c := range []struct {
 		token, wantUser, wantErr, wantAsked string
-		wanted                               []string
+		wanted                              []string
 	}{
 		{token: "j", wantUser: "jwt-user", wantAsked: "jwt:j:https://kubernetes.default.svc.cluster.local/https://kubernetes.default.svc.cluster.local"},
 		{token: "w", wantUser: "webhook-user", wantAsked: "jwt:w:https://kubernetes.default.svc.cluster.local/https://kubernetes.default.svc.cluster.local webhook:w:https://kubernetes.default.svc.cluster.local/https://kubernetes.default.svc.cluster.local"},
