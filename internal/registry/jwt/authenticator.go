@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -186,6 +187,9 @@ type authenticator struct {
 
 	keys   atomic.Pointer[keySet] // nil until discovery succeeds
 	health atomic.Pointer[error]
+
+	mu       sync.Mutex
+	verified map[string]*keySet // tokens whose signature checked out, with the set that checked it
 }
 
 func (a *authenticator) setHealth(err error) { a.health.Store(&err) }

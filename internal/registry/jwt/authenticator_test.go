@@ -177,3 +177,30 @@ func TestEmailVerified(t *testing.T) {
 		}
 	}
 }
+
+// A token whose signature was checked before is not checked again, but
+// its times and claims are, every time.
+func TestVerifiedTokenExpires(t *testing.T) {
+	is := newIssuer(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	as := authenticators(t, is.config(claimMappings), jwt.Options{Now: clock})
+	exp := now.Add(time.Minute).Unix()
+	tok := is.token("rsa", fmt.Sprintf(`{"sub":"a","exp":%d}`, exp))
+	for range 2 {
+		if got := check(as, tok); got != `{"Name":"oidc:a","UID":"a","Groups":["system:authenticated"]}` {
+			t.Fatalf("before expiry: %s", got)
+		}
+	}
+	now = now.Add(2 * time.Minute)
+	if got, want := check(as, tok), fmt.Sprintf("error: oidc: verify token: oidc: token is expired (Token Expiry: %v)", time.Unix(exp, 0)); got != want {
+		t.Errorf("after expiry:\n got %s\nwant %s", got, want)
+	}
+	// A token of the same claims with another signature is still checked.
+	parts := strings.Split(tok, ".")
+	now = now.Add(-2 * time.Minute)
+	forged := parts[0] + "." + parts[1] + "." + strings.Split(is.token("ec", `{}`), ".")[2]
+	if got := check(as, forged); got != "error: oidc: verify token: failed to verify signature: failed to verify id token signature" {
+		t.Errorf("another signature: %s", got)
+	}
+}

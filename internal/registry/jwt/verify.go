@@ -80,8 +80,11 @@ func (a *authenticator) verify(ctx context.Context, keys *keySet, token string) 
 	if !slices.Contains(a.algs, t.Header.Alg) {
 		return nil, fmt.Errorf("oidc: id token signed with unsupported algorithm, expected %q got %q", a.algs, t.Header.Alg)
 	}
-	if err := keys.verify(ctx, t); err != nil {
-		return nil, fmt.Errorf("failed to verify signature: %v", err)
+	if !a.signatureKnown(token, keys) {
+		if err := keys.verify(ctx, t); err != nil {
+			return nil, fmt.Errorf("failed to verify signature: %v", err)
+		}
+		a.rememberSignature(token, keys)
 	}
 	var c idToken
 	if err := json.Unmarshal(t.Payload, &c); err != nil {
@@ -123,6 +126,32 @@ func (a *authenticator) verify(ctx context.Context, keys *keySet, token string) 
 		return nil, fmt.Errorf("oidc: expected audience in %q got %q", sorted, []string(c.Audience))
 	}
 	return t.Payload, nil
+}
+
+// maxVerified bounds the tokens whose signatures an authenticator
+// remembers: when full, it starts over.
+const maxVerified = 4096
+
+// signatureKnown reports whether token's signature was checked with
+// keys before. A client sends the same token with every request, and
+// checking its signature costs as much as the rest of the request;
+// everything else (the times, the audiences, the mappings and rules) is
+// checked every time. A key the issuer stops publishing is still
+// trusted for the tokens it signed that were seen, as upstream's
+// library keeps trusting a key until a token fails to verify.
+func (a *authenticator) signatureKnown(token string, keys *keySet) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.verified[token] == keys
+}
+
+func (a *authenticator) rememberSignature(token string, keys *keySet) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verified == nil || len(a.verified) >= maxVerified {
+		a.verified = make(map[string]*keySet)
+	}
+	a.verified[token] = keys
 }
 
 // keysFresh is how long before a key set's expiry it is fetched again
