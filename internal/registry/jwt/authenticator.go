@@ -112,7 +112,7 @@ func New(ctx context.Context, c *Configuration, disallowed []string, opts Option
 			}
 		}
 		a := &authenticator{
-			cfg: cfg, progs: progs, algs: algs, client: client, opts: opts,
+			cfg: cfg, progs: progs, algs: algs, client: client, opts: opts, ctx: ctx,
 			issuerHash: hashOf(cfg.Issuer.URL),
 		}
 		for _, r := range cfg.ClaimValidationRules {
@@ -188,8 +188,11 @@ type authenticator struct {
 	keys   atomic.Pointer[keySet] // nil until discovery succeeds
 	health atomic.Pointer[error]
 
+	ctx context.Context // the authenticators' lifetime
+
 	mu       sync.Mutex
 	verified map[string]*keySet // tokens whose signature checked out, with the set that checked it
+	others   map[string]*keySet // other issuers' key sets, for distributed claims
 }
 
 func (a *authenticator) setHealth(err error) { a.health.Store(&err) }
@@ -197,27 +200,34 @@ func (a *authenticator) setHealth(err error) { a.health.Store(&err) }
 // hasIssuer reports whether token names a's issuer, read without
 // checking anything, as upstream's hasCorrectIssuer.
 func (a *authenticator) hasIssuer(token string) bool {
+	iss, err := untrustedIssuer(token)
+	return err == nil && iss == a.cfg.Issuer.URL
+}
+
+// untrustedIssuer is the issuer a token names, unchecked ("iss" of its
+// payload; accounts.google.com is Google's URL), with upstream's errors.
+func untrustedIssuer(token string) (string, error) {
 	if strings.HasPrefix(strings.TrimSpace(token), "{") {
-		return false
+		return "", errors.New("token is not compact JWT")
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return false
+		return "", errors.New("malformed token")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return false
+		return "", fmt.Errorf("error decoding token: %v", err)
 	}
 	var c struct {
 		Issuer string `json:"iss"`
 	}
-	if json.Unmarshal(payload, &c) != nil {
-		return false
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return "", fmt.Errorf("while unmarshaling token: %v", err)
 	}
 	if c.Issuer == "accounts.google.com" {
-		c.Issuer = "https://accounts.google.com"
+		return "https://accounts.google.com", nil
 	}
-	return c.Issuer == a.cfg.Issuer.URL
+	return c.Issuer, nil
 }
 
 // authenticate checks token and maps its claims to a user, as upstream's
@@ -227,7 +237,7 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 	if keys == nil {
 		return registry.User{}, errors.New("oidc: authenticator not initialized")
 	}
-	payload, err := a.verify(ctx, keys, token)
+	payload, _, err := a.verify(ctx, keys, a.cfg.Issuer.URL, token, true)
 	if err != nil {
 		return registry.User{}, fmt.Errorf("oidc: verify token: %v", err)
 	}
@@ -235,8 +245,20 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 	if err := json.Unmarshal(payload, &raw); err != nil {
 		return registry.User{}, fmt.Errorf("oidc: parse claims: %v", err)
 	}
+	expanded := false
+	if claim := a.cfg.ClaimMappings.Groups.Claim; claim != "" {
+		_, had := raw[claim]
+		if err := a.expand(ctx, raw, claim); err != nil {
+			return registry.User{}, fmt.Errorf("oidc: could not expand distributed claims: %v", err)
+		}
+		_, has := raw[claim]
+		expanded = has && !had
+	}
 	var claims map[string]any // as CEL sees them, decoded once
 	if a.progs.username != nil || a.progs.groups != nil || a.progs.uid != nil || a.progs.extra != nil || a.progs.claimRules != nil {
+		if expanded {
+			payload, _ = json.Marshal(raw)
+		}
 		if err := json.Unmarshal(payload, &claims); err != nil {
 			return registry.User{}, fmt.Errorf("oidc: parse claims: %v", err)
 		}
@@ -338,8 +360,6 @@ func (a *authenticator) groups(ctx context.Context, raw map[string]json.RawMessa
 	if claim := a.cfg.ClaimMappings.Groups.Claim; claim != "" {
 		v, ok := raw[claim]
 		if !ok {
-			// Upstream would look for it among distributed claims
-			// (_claim_names); kplane does not fetch them: no groups.
 			return nil, nil
 		}
 		var groups []string
@@ -398,7 +418,7 @@ func (a *authenticator) uid(ctx context.Context, raw map[string]json.RawMessage,
 func (a *authenticator) extra(ctx context.Context, raw map[string]json.RawMessage, claims map[string]any) (map[string][]string, error) {
 	extra := map[string][]string{}
 	var jti string
-	if unmarshalClaim(raw, "jti", &jti) == nil {
+	if unmarshalClaim(raw, "jti", &jti) == nil && jti != "" {
 		extra["authentication.kubernetes.io/credential-id"] = []string{"JTI=" + jti}
 	}
 	for _, x := range a.progs.extra {

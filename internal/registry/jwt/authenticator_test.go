@@ -49,7 +49,9 @@ func TestClaimMappings(t *testing.T) {
 		{`{"sub":"alice"}`, `{"Name":"oidc:alice","UID":"alice","Groups":["system:authenticated"]}`},
 		{`{"sub":"alice","groups":5}`, `error: oidc: parse groups claim "groups": json: cannot unmarshal number into Go value of type string`},
 		{`{"groups":["dev"]}`, `error: oidc: parse username claims "sub": claim not present`},
-		{`{"sub":7}`, `error: oidc: parse username claims "sub": json: cannot unmarshal number into Go value of type string`},
+		{`{"sub":7}`, `error: oidc: verify token: oidc: failed to unmarshal claims: json: cannot unmarshal number into Go struct field idToken.sub of type string`},
+		{`{"sub":"alice","jti":""}`, `{"Name":"oidc:alice","UID":"alice","Groups":["system:authenticated"]}`},
+		{`{"sub":"alice","jti":5}`, `{"Name":"oidc:alice","UID":"alice","Groups":["system:authenticated"]}`},
 		{`{"sub":""}`, `{"Name":"oidc:","Groups":["system:authenticated"]}`},
 	} {
 		for _, kid := range []string{"rsa", "ec"} {
@@ -80,6 +82,9 @@ func TestVerify(t *testing.T) {
 		{"signature", parts[0] + "." + parts[1] + "." + strings.Split(is.token("ec", `{}`), ".")[2], "error: oidc: verify token: failed to verify signature: failed to verify id token signature"},
 		{"none", hdr(`{"alg":"none"}`) + "." + parts[1] + ".", `error: oidc: verify token: oidc: id token signed with unsupported algorithm, expected ["ES256" "ES384" "ES512" "PS256" "PS384" "PS512" "RS256" "RS384" "RS512"] got "none"`},
 		{"HS256", hdr(`{"alg":"HS256"}`) + "." + parts[1] + "." + parts[2], `error: oidc: verify token: oidc: id token signed with unsupported algorithm, expected ["ES256" "ES384" "ES512" "PS256" "PS384" "PS512" "RS256" "RS384" "RS512"] got "HS256"`},
+		{"exp null", is.token("rsa", `{"sub":"a","exp":"NULL"}`), `error: oidc: verify token: oidc: failed to unmarshal claims: strconv.ParseFloat: parsing "": invalid syntax`},
+		{"exp a number in a string", is.token("rsa", fmt.Sprintf(`{"sub":"a","exp":"%d"}`, now.Add(time.Hour).Unix())), `{"Name":"oidc:a","UID":"a","Groups":["system:authenticated"]}`},
+		{"iat not checked", is.token("rsa", fmt.Sprintf(`{"sub":"a","iat":%d}`, now.Add(time.Hour).Unix())), `{"Name":"oidc:a","UID":"a","Groups":["system:authenticated"]}`},
 		{"exp a string", is.token("rsa", `{"sub":"a","exp":"soon"}`), `error: oidc: verify token: oidc: failed to unmarshal claims: json: invalid number literal, trying to unmarshal "\"soon\"" into Number`},
 	} {
 		if got := check(as, c.token); got != c.want {

@@ -19,7 +19,7 @@ import (
 // RetryInterval until it succeeds or ctx ends.
 func (a *authenticator) discover(ctx context.Context) {
 	for {
-		jwksURI, err := a.discovery(ctx)
+		jwksURI, err := a.discovery(ctx, a.cfg.Issuer.URL)
 		if err == nil {
 			ks := &keySet{url: jwksURI, client: a.client, ctx: ctx, now: a.opts.Now}
 			ks.fetched = func(body []byte, err error) { a.opts.Metrics.fetched(a.issuerHash, body, err) }
@@ -40,11 +40,12 @@ func (a *authenticator) discover(ctx context.Context) {
 	}
 }
 
-// discovery reads the discovery document and returns its jwks_uri, with
-// go-oidc's errors.
-func (a *authenticator) discovery(ctx context.Context) (string, error) {
-	u := strings.TrimSuffix(a.cfg.Issuer.URL, "/") + "/.well-known/openid-configuration"
-	if d := a.cfg.Issuer.DiscoveryURL; d != nil && *d != "" {
+// discovery reads the discovery document of issuer and returns its
+// jwks_uri, with go-oidc's errors. The configured issuer's is read from
+// discoveryURL, if set.
+func (a *authenticator) discovery(ctx context.Context, issuer string) (string, error) {
+	u := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
+	if d := a.cfg.Issuer.DiscoveryURL; d != nil && *d != "" && issuer == a.cfg.Issuer.URL {
 		u = *d
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -70,8 +71,8 @@ func (a *authenticator) discovery(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return "", fmt.Errorf("oidc: failed to decode provider discovery object: %v", contentTypeError(resp, err))
 	}
-	if doc.Issuer != a.cfg.Issuer.URL {
-		return "", fmt.Errorf("oidc: issuer did not match the issuer returned by provider, expected %q got %q", a.cfg.Issuer.URL, doc.Issuer)
+	if doc.Issuer != issuer {
+		return "", fmt.Errorf("oidc: issuer did not match the issuer returned by provider, expected %q got %q", issuer, doc.Issuer)
 	}
 	if doc.JWKSURI == "" {
 		return "", errors.New("provider did not return JWKS URL")

@@ -38,6 +38,9 @@ type issuer struct {
 	cacheControl string
 	// down answers every request 503.
 	down bool
+	// claims is the JWT /claims serves (distributed claims), and
+	// claimsAuth the Authorization header it was last asked with.
+	claims, claimsAuth string
 
 	discoveries, fetches atomic.Int32
 }
@@ -73,6 +76,14 @@ func (is *issuer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"issuer": iss, "jwks_uri": is.srv.URL + "/keys"})
+	case "/claims":
+		is.claimsAuth = r.Header.Get("Authorization")
+		if is.claims == "" {
+			http.Error(w, "no claims", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwt")
+		w.Write([]byte(is.claims))
 	case "/keys":
 		is.fetches.Add(1)
 		var keys []map[string]string
@@ -124,8 +135,11 @@ func (is *issuer) token(kid, claims string) string {
 		c["exp"] = time.Now().Add(time.Hour).Unix()
 	}
 	for k, v := range c {
-		if v == nil {
+		switch v {
+		case nil:
 			delete(c, k) // null: leave it out
+		case "NULL":
+			c[k] = nil // "NULL": null
 		}
 	}
 	payload, _ := json.Marshal(c)

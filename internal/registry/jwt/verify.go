@@ -18,18 +18,23 @@ import (
 )
 
 // idToken is the registered claims a token's check reads, decoded as
-// upstream's OpenID library decodes them: "aud" a string or a list, the
+// upstream's OpenID library (go-oidc) decodes them, so that a claim of
+// the wrong type fails with its words: "aud" a string or a list, the
 // times numbers (or strings holding numbers).
 type idToken struct {
-	Issuer       string               `json:"iss"`
-	Audience     audience             `json:"aud"`
-	Expiry       *json.Number         `json:"exp"`
-	NotBefore    *json.Number         `json:"nbf"`
-	ClaimNames   map[string]string    `json:"_claim_names"`
-	ClaimSources map[string]claimSrcs `json:"_claim_sources"`
+	Issuer       string                 `json:"iss"`
+	Subject      string                 `json:"sub"`
+	Audience     audience               `json:"aud"`
+	Expiry       jsonTime               `json:"exp"`
+	IssuedAt     jsonTime               `json:"iat"`
+	NotBefore    *jsonTime              `json:"nbf"`
+	Nonce        string                 `json:"nonce"`
+	AtHash       string                 `json:"at_hash"`
+	ClaimNames   map[string]string      `json:"_claim_names"`
+	ClaimSources map[string]claimSource `json:"_claim_sources"`
 }
 
-type claimSrcs struct {
+type claimSource struct {
 	Endpoint    string `json:"endpoint"`
 	AccessToken string `json:"access_token"`
 }
@@ -50,82 +55,85 @@ func (a *audience) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// unixTime reads a time claim: seconds since the epoch, an integer or a
-// decimal.
-func unixTime(n *json.Number) (time.Time, error) {
-	if n == nil {
-		return time.Time{}, nil
+// jsonTime is a time claim: seconds since the epoch, an integer or a
+// decimal (a string holding one too). null is not one.
+type jsonTime struct{ time.Time }
+
+func (j *jsonTime) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
 	}
+	var unix int64
 	if i, err := n.Int64(); err == nil {
-		return time.Unix(i, 0), nil
+		unix = i
+	} else {
+		f, err := n.Float64()
+		if err != nil {
+			return err
+		}
+		unix = int64(f)
 	}
-	f, err := n.Float64()
-	if err != nil {
-		return time.Time{}, err
-	}
-	return time.Unix(int64(f), 0), nil
+	j.Time = time.Unix(unix, 0)
+	return nil
 }
 
-// verify checks token's signature with the issuer's keys and its
+// verify checks token, of issuer, with keys (its signature) and its
 // registered claims, as upstream's OpenID library (go-oidc) with
-// Kubernetes' audience check, and returns its payload.
-func (a *authenticator) verify(ctx context.Context, keys *keySet, token string) ([]byte, error) {
+// Kubernetes' audience check, and returns its claims. With remember, a
+// signature that verified is remembered (the tokens of requests; not a
+// distributed claim's, fetched each time).
+func (a *authenticator) verify(ctx context.Context, keys *keySet, issuer, token string, remember bool) ([]byte, *idToken, error) {
 	if strings.Count(token, ".") > 2 {
-		return nil, errors.New("oidc: malformed jwt")
+		return nil, nil, errors.New("oidc: malformed jwt")
 	}
 	t, err := jws.Split(token)
 	if err != nil {
-		return nil, fmt.Errorf("oidc: malformed jwt: %v", err)
+		return nil, nil, fmt.Errorf("oidc: malformed jwt: %v", err)
 	}
 	if !slices.Contains(a.algs, t.Header.Alg) {
-		return nil, fmt.Errorf("oidc: id token signed with unsupported algorithm, expected %q got %q", a.algs, t.Header.Alg)
+		return nil, nil, fmt.Errorf("oidc: id token signed with unsupported algorithm, expected %q got %q", a.algs, t.Header.Alg)
 	}
-	if !a.signatureKnown(token, keys) {
+	if !remember || !a.signatureKnown(token, keys) {
 		if err := keys.verify(ctx, t); err != nil {
-			return nil, fmt.Errorf("failed to verify signature: %v", err)
+			return nil, nil, fmt.Errorf("failed to verify signature: %v", err)
 		}
-		a.rememberSignature(token, keys)
+		if remember {
+			a.rememberSignature(token, keys)
+		}
 	}
-	var c idToken
-	if err := json.Unmarshal(t.Payload, &c); err != nil {
-		return nil, fmt.Errorf("oidc: failed to unmarshal claims: %v", err)
-	}
-	expiry, err := unixTime(c.Expiry)
-	if err != nil {
-		return nil, fmt.Errorf("oidc: failed to unmarshal claims: %v", err)
-	}
-	notBefore, err := unixTime(c.NotBefore)
-	if err != nil {
-		return nil, fmt.Errorf("oidc: failed to unmarshal claims: %v", err)
+	c := &idToken{}
+	if err := json.Unmarshal(t.Payload, c); err != nil {
+		return nil, nil, fmt.Errorf("oidc: failed to unmarshal claims: %v", err)
 	}
 	for _, src := range c.ClaimNames {
 		if src == "" {
-			return nil, errors.New("oidc: failed to obtain source from claim name")
+			return nil, nil, errors.New("oidc: failed to obtain source from claim name")
 		}
 		if _, ok := c.ClaimSources[src]; !ok {
-			return nil, errors.New("oidc: source does not exist")
+			return nil, nil, errors.New("oidc: source does not exist")
 		}
 	}
-	if c.Issuer != a.cfg.Issuer.URL && !(a.cfg.Issuer.URL == "https://accounts.google.com" && c.Issuer == "accounts.google.com") {
-		return nil, fmt.Errorf("oidc: id token issued by a different provider, expected %q got %q", a.cfg.Issuer.URL, c.Issuer)
+	if c.Issuer != issuer && !(issuer == "https://accounts.google.com" && c.Issuer == "accounts.google.com") {
+		return nil, nil, fmt.Errorf("oidc: id token issued by a different provider, expected %q got %q", issuer, c.Issuer)
 	}
 	auds := a.cfg.Issuer.Audiences
 	if len(auds) == 1 && !slices.Contains(c.Audience, auds[0]) {
-		return nil, fmt.Errorf("oidc: expected audience %q got %q", auds[0], []string(c.Audience))
+		return nil, nil, fmt.Errorf("oidc: expected audience %q got %q", auds[0], []string(c.Audience))
 	}
 	now := a.opts.Now()
-	if expiry.Before(now) {
-		return nil, fmt.Errorf("oidc: token is expired (Token Expiry: %v)", expiry)
+	if c.Expiry.Before(now) {
+		return nil, nil, fmt.Errorf("oidc: token is expired (Token Expiry: %v)", c.Expiry.Time)
 	}
-	if c.NotBefore != nil && now.Add(time.Minute).Before(notBefore) {
-		return nil, fmt.Errorf("oidc: current time %v before the nbf (not before) time: %v", now, notBefore)
+	if c.NotBefore != nil && now.Add(time.Minute).Before(c.NotBefore.Time) {
+		return nil, nil, fmt.Errorf("oidc: current time %v before the nbf (not before) time: %v", now, c.NotBefore.Time)
 	}
 	if !slices.ContainsFunc(c.Audience, func(x string) bool { return slices.Contains(auds, x) }) {
 		sorted := slices.Clone(auds)
 		slices.Sort(sorted)
-		return nil, fmt.Errorf("oidc: expected audience in %q got %q", sorted, []string(c.Audience))
+		return nil, nil, fmt.Errorf("oidc: expected audience in %q got %q", sorted, []string(c.Audience))
 	}
-	return t.Payload, nil
+	return t.Payload, c, nil
 }
 
 // maxVerified bounds the tokens whose signatures an authenticator
