@@ -22,12 +22,9 @@ type upstreamAuthnCase struct {
 	Starts     bool     `json:"starts"`
 }
 
-// The configurations kube-apiserver v1.37.2 refused at start-up are
-// refused by kplane with the same words, and those it started with
-// start kplane's authenticators. Cases that need flags kplane's start
-// checks elsewhere (the legacy --oidc-* flags, --anonymous-auth) are
-// played with those flags' equivalents.
-func TestAuthenticationConfigUpstream(t *testing.T) {
+// upstreamAuthnCases are the recorded start-ups.
+func upstreamAuthnCases(t *testing.T) []upstreamAuthnCase {
+	t.Helper()
 	data, err := os.ReadFile("../registry/jwt/testdata/authentication-config-kube-apiserver-v1.37.2.json")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +33,16 @@ func TestAuthenticationConfigUpstream(t *testing.T) {
 	if err := json.Unmarshal(data, &cases); err != nil {
 		t.Fatal(err)
 	}
+	return cases
+}
+
+// The configurations kube-apiserver v1.37.2 refused at start-up are
+// refused by kplane with the same words, and those it started with
+// start kplane's authenticators. Cases that need flags kplane's start
+// checks elsewhere (the legacy --oidc-* flags, --anonymous-auth) are
+// played with those flags' equivalents.
+func TestAuthenticationConfigUpstream(t *testing.T) {
+	cases := upstreamAuthnCases(t)
 	dir := t.TempDir()
 	played := 0
 	for _, c := range cases {
@@ -99,14 +106,7 @@ func TestAuthenticationConfigUpstream(t *testing.T) {
 // are refused by kplane with the same words, alone or with an
 // --authentication-config, and those it started with start kplane's.
 func TestOIDCFlagsUpstream(t *testing.T) {
-	data, err := os.ReadFile("../registry/jwt/testdata/authentication-config-kube-apiserver-v1.37.2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []upstreamAuthnCase
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
+	cases := upstreamAuthnCases(t)
 	dir := t.TempDir()
 	played := 0
 	for _, c := range cases {
