@@ -71,6 +71,9 @@ type Config struct {
 	// set: AuthorizationFlagsSet), read again when it changes.
 	AuthorizationConfigFile string
 	AuthorizationFlagsSet   bool
+	// TokenAuthFile is --token-auth-file: a CSV file of static bearer
+	// tokens (token, user, uid, "groups"), read at start.
+	TokenAuthFile string
 	// AuthenticationConfigFile is --authentication-config: an
 	// AuthenticationConfiguration whose JWT authenticators take the
 	// bearer tokens of external OpenID Connect issuers, read again when
@@ -338,6 +341,13 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--authentication-token-webhook-config-file: %w", err)
 		}
 		tokens.Webhook = tw
+	}
+	if cfg.TokenAuthFile != "" {
+		tf, err := core.ReadTokenFile(cfg.TokenAuthFile, log)
+		if err != nil {
+			return err
+		}
+		tokens.File = tf
 	}
 	// The JWT authenticators' discovery and key fetches run until kplane
 	// stops.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
@@ -70,6 +71,18 @@ var KubeControllerManager = User{Name: "system:kube-controller-manager", Groups:
 // APIServerUser is the user kube-apiserver's own controllers act as
 // (its loopback client's): in system:masters, with a uid made at start.
 var APIServerUser = User{Name: "system:apiserver", UID: string(uuid.NewUUID()), Groups: []string{"system:authenticated", "system:masters"}}
+
+// Authenticated is u with the group system:authenticated, as upstream's
+// authenticated group adder gives it to every user an authenticator
+// names: not to system:anonymous, nor to a user already in it or in
+// system:unauthenticated.
+func Authenticated(u User) User {
+	if u.Name == "system:anonymous" || slices.Contains(u.Groups, "system:authenticated") || slices.Contains(u.Groups, "system:unauthenticated") {
+		return u
+	}
+	u.Groups = append(slices.Clone(u.Groups), "system:authenticated")
+	return u
+}
 
 // UserFrom returns the user ctx carries, and whether it carries one.
 func UserFrom(ctx context.Context) (User, bool) {

@@ -298,3 +298,25 @@ func TestOIDCFlags(t *testing.T) {
 		}
 	}
 }
+
+// --token-auth-file: static tokens name their users, groups included,
+// for kubectl and RBAC; a token not in the file is 401.
+func TestTokenAuthFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(path, []byte("ci-token-1,ci-bot,1001,\"deployers,ci\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--authorization-mode", "RBAC", "--token-auth-file", path)
+	kc := tokenKubeconfig(t, s, "ci-token-1", "default")
+	out, errOut, err := s.kubectl("--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo}")
+	if want := `{"groups":["deployers","ci","system:authenticated"],"uid":"1001","username":"ci-bot"}`; err != nil || out != want {
+		t.Errorf("whoami: %q %v %s\nwant %s", out, err, errOut, want)
+	}
+	s.mustKubectl(t, "create", "rolebinding", "deployers-edit", "--clusterrole", "edit", "--group", "deployers", "-n", "default")
+	if _, errOut, err := s.kubectl("--kubeconfig", kc, "create", "configmap", "from-ci"); err != nil {
+		t.Errorf("a write the group's binding allows: %v %s", err, errOut)
+	}
+	if _, errOut, err := s.kubectl("--kubeconfig", tokenKubeconfig(t, s, "ci-token-2", "default"), "get", "configmaps"); err == nil || !strings.Contains(errOut, "You must be logged in to the server") {
+		t.Errorf("a token not in the file: %v %s", err, errOut)
+	}
+}

@@ -60,4 +60,15 @@ func TestTokenChain(t *testing.T) {
 	if u, _, err := f.tokens.AuthenticateToken(context.Background(), f.token(`{}`), nil); err != nil || u.Name != "system:serviceaccount:ns:robot" || len(asked) != 0 {
 		t.Errorf("a service account token: %q %v, others asked %q", u.Name, err, asked)
 	}
+	// The static tokens are asked first: a token they know goes no
+	// further.
+	f.tokens.File = fakeTokens{name: "file", known: "f", asked: &asked}
+	asked = nil
+	if u, _, err := f.tokens.AuthenticateToken(context.Background(), "f", nil); err != nil || u.Name != "file-user" || len(asked) != 1 {
+		t.Errorf("a static token: %q %v, asked %q", u.Name, err, asked)
+	}
+	asked = nil
+	if u, _, err := f.tokens.AuthenticateToken(context.Background(), "w", nil); err != nil || u.Name != "webhook-user" || len(asked) != 3 || asked[0][:5] != "file:" {
+		t.Errorf("a token the file does not know: %q %v, asked %q", u.Name, err, asked)
+	}
 }

@@ -154,8 +154,8 @@ func (as *Authenticators) Issuers() []string {
 
 // AuthenticateToken returns the user of token if it is a token of one of
 // the issuers: ok is false with no error for a token that names none of
-// them. The user has system:authenticated among its groups, as every
-// authenticated user has upstream. The errors are kube-apiserver's.
+// them. The user has system:authenticated among its groups
+// (registry.Authenticated), as upstream's authenticated users. The errors are kube-apiserver's.
 func (as *Authenticators) AuthenticateToken(ctx context.Context, token string) (u registry.User, ok bool, err error) {
 	for _, a := range as.list {
 		if !a.hasIssuer(token) {
@@ -167,10 +167,7 @@ func (as *Authenticators) AuthenticateToken(ctx context.Context, token string) (
 		if err != nil {
 			return registry.User{}, false, err
 		}
-		if !slices.Contains(u.Groups, "system:authenticated") {
-			u.Groups = append(u.Groups, "system:authenticated")
-		}
-		return u, true, nil
+		return registry.Authenticated(u), true, nil
 	}
 	return registry.User{}, false, nil
 }

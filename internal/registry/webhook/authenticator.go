@@ -125,9 +125,7 @@ func (w *TokenWebhook) AuthenticateToken(ctx context.Context, token string, want
 				answer.user.Extra[k] = v
 			}
 		}
-		if u.Username != "system:anonymous" && !slices.Contains(u.Groups, "system:authenticated") && !slices.Contains(u.Groups, "system:unauthenticated") {
-			answer.user.Groups = append(answer.user.Groups, "system:authenticated")
-		}
+		answer.user = registry.Authenticated(answer.user)
 	}
 	if !answer.ok {
 		answer.audiences = nil
