@@ -189,6 +189,7 @@ type authenticator struct {
 
 	mu       sync.Mutex
 	verified map[string]*keySet // tokens whose signature checked out, with the set that checked it
+	users    map[string]knownUser // tokens that authenticated, with their users
 	others   map[string]*keySet // other issuers' key sets, for distributed claims
 }
 
@@ -234,7 +235,10 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 	if keys == nil {
 		return registry.User{}, errors.New("oidc: authenticator not initialized")
 	}
-	payload, _, err := a.verify(ctx, keys, a.cfg.Issuer.URL, token, true)
+	if u, ok := a.known(token, keys); ok {
+		return u, nil
+	}
+	payload, tok, err := a.verify(ctx, keys, a.cfg.Issuer.URL, token, true)
 	if err != nil {
 		return registry.User{}, fmt.Errorf("oidc: verify token: %v", err)
 	}
@@ -295,6 +299,9 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 		if err := checkRule(ctx, r, func() (ref.Val, error) { return r.prog.EvalUser(ctx, u.Name, u.UID, u.Groups, u.Extra) }); err != nil {
 			return registry.User{}, fmt.Errorf("oidc: error evaluating user info validation rule: %w", err)
 		}
+	}
+	if !expanded {
+		a.remember(token, keys, u, tok.Expiry.Time)
 	}
 	return u, nil
 }

@@ -37,6 +37,18 @@ func TestDistributedClaims(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 	}
+	// The source is asked on every request: a token's groups from it are
+	// not kept.
+	tok := is.token("rsa", `{"sub":"dave",`+sources+`}`)
+	for _, groups := range []string{"first", "second"} {
+		served := is.token("ec", `{"groups":["`+groups+`"]}`)
+		is.mu.Lock()
+		is.claims = served
+		is.mu.Unlock()
+		if got, want := check(as, tok), `{"Name":"oidc:dave","UID":"dave","Groups":["g:`+groups+`","system:authenticated"]}`; got != want {
+			t.Errorf("the source's answer changed:\n got %s\nwant %s", got, want)
+		}
+	}
 	// Signed by another issuer, found by its discovery (httptest's
 	// servers share a certificate, so the configured authority trusts
 	// both).

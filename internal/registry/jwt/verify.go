@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/jws"
 )
 
@@ -160,6 +161,51 @@ func (a *authenticator) rememberSignature(token string, keys *keySet) {
 		a.verified = make(map[string]*keySet)
 	}
 	a.verified[token] = keys
+}
+
+// knownUser is the user a token authenticated as, until it expires.
+type knownUser struct {
+	keys   *keySet
+	user   registry.User
+	expiry time.Time
+}
+
+// known returns the user token authenticated as before with keys, if it
+// has not expired since. The mappings and rules are functions of the
+// token's claims alone, so they give the same user again; the expiry
+// is checked every time (an expired token is checked anew, for the
+// error). A token whose groups came from a distributed source is not
+// kept: the source is asked every time. Bounded as the signatures are.
+func (a *authenticator) known(token string, keys *keySet) (registry.User, bool) {
+	a.mu.Lock()
+	k, ok := a.users[token]
+	a.mu.Unlock()
+	if !ok || k.keys != keys || k.expiry.Before(a.opts.Now()) {
+		return registry.User{}, false
+	}
+	return cloneUser(k.user), true
+}
+
+// cloneUser is a copy of u sharing nothing with it.
+func cloneUser(u registry.User) registry.User {
+	u.Groups = slices.Clone(u.Groups)
+	if u.Extra != nil {
+		extra := make(map[string][]string, len(u.Extra))
+		for k, v := range u.Extra {
+			extra[k] = slices.Clone(v)
+		}
+		u.Extra = extra
+	}
+	return u
+}
+
+func (a *authenticator) remember(token string, keys *keySet, u registry.User, expiry time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.users == nil || len(a.users) >= maxVerified {
+		a.users = make(map[string]knownUser)
+	}
+	a.users[token] = knownUser{keys: keys, user: cloneUser(u), expiry: expiry}
 }
 
 // keysFresh is how long before a key set's expiry it is fetched again
