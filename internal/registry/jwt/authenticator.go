@@ -188,9 +188,9 @@ type authenticator struct {
 	ctx context.Context // the authenticators' lifetime
 
 	mu       sync.Mutex
-	verified map[string]*keySet // tokens whose signature checked out, with the set that checked it
+	verified map[string]*keySet   // tokens whose signature checked out, with the set that checked it
 	users    map[string]knownUser // tokens that authenticated, with their users
-	others   map[string]*keySet // other issuers' key sets, for distributed claims
+	others   map[string]*keySet   // other issuers' key sets, for distributed claims
 }
 
 func (a *authenticator) setHealth(err error) { a.health.Store(&err) }
