@@ -80,6 +80,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&cfg.AuditWebhookBatch.ThrottleQPS, "audit-webhook-batch-throttle-qps", audit.WebhookBatchDefaults.ThrottleQPS, "lists sent to the audit webhook per second, on average, with the throttle (batch mode)")
 	fs.IntVar(&cfg.AuditWebhookBatch.ThrottleBurst, "audit-webhook-batch-throttle-burst", audit.WebhookBatchDefaults.ThrottleBurst, "lists sent to the audit webhook at once after a pause, with the throttle (batch mode)")
 	fs.StringVar(&cfg.AdmissionControlConfigFile, "admission-control-config-file", "", "an AdmissionConfiguration (apiserver.config.k8s.io/v1) whose MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins name a kubeconfig (kubeConfigFile, absolute) with the credentials to call admission webhooks with, by host, as kube-apiserver's")
+	fs.StringVar(&cfg.RequestHeader.ClientCAFile, "requestheader-client-ca-file", "", "PEM bundle of the authorities whose client certificates identify front proxies: a request with one names its user in the --requestheader-* headers, as kube-apiserver's")
+	listFlag := func(name, usage string, p *[]string) {
+		fs.Func(name, usage+" (comma-separated; may be repeated)", func(v string) error {
+			*p = append(*p, strings.Split(v, ",")...)
+			return nil
+		})
+	}
+	listFlag("requestheader-allowed-names", "common names a front proxy's certificate must have one of (none: any the authorities signed)", &cfg.RequestHeader.AllowedNames)
+	listFlag("requestheader-username-headers", "request headers a front proxy names the user in, the first set winning (X-Remote-User is common)", &cfg.RequestHeader.UsernameHeaders)
+	listFlag("requestheader-uid-headers", "request headers a front proxy names the user's uid in (X-Remote-Uid)", &cfg.RequestHeader.UIDHeaders)
+	listFlag("requestheader-group-headers", "request headers a front proxy names the user's groups in, every value (X-Remote-Group)", &cfg.RequestHeader.GroupHeaders)
+	listFlag("requestheader-extra-headers-prefix", "prefixes of the request headers a front proxy names the user's extra in: <prefix><key> (X-Remote-Extra-)", &cfg.RequestHeader.ExtraHeaderPrefixes)
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "CSV file of static bearer tokens, as kube-apiserver's: token,user,uid[,\"group1,group2\"] per line, read at start")
 	fs.StringVar(&cfg.AuthenticationConfigFile, "authentication-config", "", "an AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT authenticators for the bearer tokens of external OpenID Connect issuers (claim mappings and validation rules in CEL) and who may be anonymous, read again when it changes, as kube-apiserver's; not with the --oidc-* flags, nor --anonymous-auth if it has an anonymous section")
 	oidcFlag := func(name, usage string, set func(string) error) {

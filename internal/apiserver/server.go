@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -39,6 +40,11 @@ type Config struct {
 	// to /version and the health checks (upstream's AlwaysAllow would let
 	// it do everything).
 	RefuseAnonymous bool
+	// RequestHeader, if set, takes the users front proxies name
+	// (--requestheader-*); ClientCAs then verifies the other client
+	// certificates, which the TLS handshake verified against both.
+	RequestHeader *RequestHeader
+	ClientCAs     func() *x509.CertPool
 	// AnonymousPaths, if not nil, are the only paths a request without
 	// credentials may be let in to (the anonymous conditions of
 	// --authentication-config): elsewhere it is 401, as upstream's.
@@ -238,8 +244,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		auditID = s.auditIDs.new()
 	}
 	h["Audit-Id"] = []string{auditID}
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		// No client certificate: a bearer token, or no one.
+	// A front proxy's certificate names its user in headers
+	// (RequestHeader); any other certificate must be of kplane's own
+	// authority, which the handshake alone does not say when it also
+	// took the proxies' authority.
+	proxied, certFailed := false, false
+	if rh := s.cfg.RequestHeader; rh != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		u, ok, err := rh.authenticate(r)
+		switch {
+		case ok:
+			u = registry.Authenticated(u)
+			r = r.WithContext(registry.WithUser(r.Context(), u))
+			s.auth.authenticated("success", u, time.Since(start))
+			proxied = true
+		case verifyClient(r, s.cfg.ClientCAs()) != nil:
+			s.cfg.Logger.Debug("client certificate refused", "proxy", err)
+			certFailed = true
+		}
+	}
+	switch {
+	case proxied:
+	case r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || certFailed:
+		// No client certificate of kplane's: a bearer token, or no one.
 		authed, ok := s.authenticateToken(r)
 		switch {
 		case !ok:
@@ -256,8 +282,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case s.cfg.Anonymous:
 			// Let in as is (tests over plain HTTP).
 			s.auth.authenticated("success", registry.User{Name: "system:anonymous"}, time.Since(start))
-		case s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path),
+		case certFailed, s.cfg.RefuseAnonymous, s.cfg.Authorizer == nil && !public(r.URL.Path),
 			s.cfg.AnonymousPaths != nil && !slices.Contains(s.cfg.AnonymousPaths, r.URL.Path):
+			// A certificate that names no one fails as a bad token does.
 			s.auth.authenticated("failure", registry.User{}, time.Since(start))
 			s.auditFailedAuthentication(r, auditID, start)
 			refuse(w, r, apierrors.NewUnauthorized("Unauthorized"))
@@ -265,7 +292,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			s.auth.authenticated("success", registry.User{Name: "system:anonymous"}, time.Since(start))
 		}
-	} else {
+	default:
 		// The TLS handshake checked the certificate.
 		s.auth.authenticated("success", registry.User{Name: r.TLS.VerifiedChains[0][0].Subject.CommonName}, 0)
 	}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,9 @@ type Config struct {
 	// set: AuthorizationFlagsSet), read again when it changes.
 	AuthorizationConfigFile string
 	AuthorizationFlagsSet   bool
+	// RequestHeader are the --requestheader-* flags: front proxies
+	// that name the user in headers.
+	RequestHeader RequestHeaderFlags
 	// TokenAuthFile is --token-auth-file: a CSV file of static bearer
 	// tokens (token, user, uid, "groups"), read at start.
 	TokenAuthFile string
@@ -189,6 +193,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--compaction-max-history %d must not be negative", c.CompactionMaxHistory)
 	}
 	if _, err := c.authorizationModes(); err != nil {
+		return err
+	}
+	if _, err := c.RequestHeader.validate(); err != nil {
 		return err
 	}
 	switch {
@@ -342,6 +349,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		tokens.Webhook = tw
 	}
+	var proxies *proxyCAs
+	var requestHeader *apiserver.RequestHeader
+	if f := cfg.RequestHeader; f.ClientCAFile != "" {
+		warnings, _ := f.validate()
+		for _, w := range warnings {
+			log.Warn(w)
+		}
+		if proxies, err = newProxyCAs(f.ClientCAFile, log); err != nil {
+			return err
+		}
+		requestHeader = f.apiserver(proxies)
+	}
+	var clientCAs func() *x509.CertPool
+	if proxies != nil {
+		clientCAs = proxies.ownCAs
+	}
 	if cfg.TokenAuthFile != "" {
 		tf, err := core.ReadTokenFile(cfg.TokenAuthFile, log)
 		if err != nil {
@@ -491,6 +514,8 @@ func Run(ctx context.Context, cfg Config) error {
 		AuditLog:     auditLog,
 		AuditStrict:  cfg.AuditLogMode == audit.ModeBlockingStrict || cfg.AuditWebhookMode == audit.ModeBlockingStrict,
 
+		RequestHeader:         requestHeader,
+		ClientCAs:             clientCAs,
 		RefuseAnonymous:       refuseAnonymous,
 		AnonymousPaths:        anonymousPaths,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
@@ -507,9 +532,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	goRun("token-secrets", (&core.TokenSecrets{Registry: reg, Tokens: tokens, RootCA: bundle.CACertPEM, Logger: log}).Run)
+	tlsConfig := bundle.ServerTLSConfig()
+	if proxies != nil {
+		proxies.setOwn(bundle.CACertPEM, bundle.CAPool)
+		tlsConfig = proxies.tlsConfig(tlsConfig)
+		goRun("requestheader-client-ca", func(ctx context.Context) error {
+			proxies.watch(ctx)
+			return nil
+		})
+	}
 	srv := &http.Server{
 		Handler:           api,
-		TLSConfig:         bundle.ServerTLSConfig(),
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
