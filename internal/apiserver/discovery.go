@@ -228,6 +228,9 @@ func apiResources(k *registry.Kind) []metav1.APIResource {
 	if k.Review == nil { // a review is never stored
 		out[0].StorageVersionHash = storageVersionHash(k)
 	}
+	for _, sub := range k.UpdateSubresources { // before status, as upstream sorts them
+		out = append(out, metav1.APIResource{Name: k.Resource + "/" + sub, Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
+	}
 	if k.Status {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
 	}
@@ -273,6 +276,11 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 				rd := apidiscoveryv2.APIResourceDiscovery{
 					Resource: k.Resource, SingularResource: k.Singular, Scope: scope, Verbs: verbsOf(k),
 					ShortNames: k.ShortNames, Categories: k.Categories, ResponseKind: kind,
+				}
+				for _, sub := range k.UpdateSubresources {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: sub, Verbs: statusVerbs, ResponseKind: kind,
+					})
 				}
 				if k.Status {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -943,11 +944,16 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 			"parameters": pathParams(true),
 		}
 	}
+	subs := slices.Clone(k.UpdateSubresources)
 	if k.Status {
-		paths[root+k.Resource+"/{name}/status"] = map[string]any{
-			"get":        op("read", "get", "Status", nil, obj, []string{"200"}),
-			"put":        op("replace", "put", "Status", obj, obj, []string{"200", "201"}, write...),
-			"patch":      op("patch", "patch", "Status", patchBody, obj, []string{"200", "201"}, append(write, query("force", "boolean"))...),
+		subs = append(subs, "status")
+	}
+	for _, sub := range subs {
+		title := strings.ToUpper(sub[:1]) + sub[1:]
+		paths[root+k.Resource+"/{name}/"+sub] = map[string]any{
+			"get":        op("read", "get", title, nil, obj, []string{"200"}),
+			"put":        op("replace", "put", title, obj, obj, []string{"200", "201"}, write...),
+			"patch":      op("patch", "patch", title, patchBody, obj, []string{"200", "201"}, append(write, query("force", "boolean"))...),
 			"parameters": pathParams(true),
 		}
 	}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,7 +79,8 @@ func installed(ri requestInfo, k *registry.Kind) methods {
 			return 0
 		}
 		switch {
-		case ri.subresource == "status" && k.Status, ri.subresource == "scale" && k.Scale != nil:
+		case ri.subresource == "status" && k.Status, ri.subresource == "scale" && k.Scale != nil,
+			slices.Contains(k.UpdateSubresources, ri.subresource):
 			return mGet | mPut | mPatch
 		case ri.subresource == "finalize" && k.Finalize:
 			return mPut

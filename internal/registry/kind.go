@@ -125,6 +125,26 @@ type Kind struct {
 	MarkDeleting func(obj *unstructured.Unstructured)
 	Pending      func(obj *unstructured.Unstructured) bool
 	Finalize     bool
+	// UpdateSubresources are subresources besides status and scale that
+	// read the object (GET) and write a part of it (PUT, PATCH), such as
+	// a CertificateSigningRequest's approval: a write starts from the
+	// stored object and PrepareForSubresource takes from the request's
+	// what the subresource may change.
+	UpdateSubresources []string
+	// PrepareForSubresource makes next (a copy of the stored object cur)
+	// what a write through subresource (status, or one of
+	// UpdateSubresources) stores, from obj, the request's object; it
+	// runs after PrepareForUpdate. For status, next already has obj's
+	// status.
+	PrepareForSubresource func(subresource string, next, obj, cur *unstructured.Unstructured)
+	// ValidateSubresourceUpdate, if set, validates updates instead of
+	// ValidateUpdate, knowing the subresource written ("" for the
+	// object itself).
+	ValidateSubresourceUpdate func(subresource string, obj, old *unstructured.Unstructured) field.ErrorList
+	// AdmitUpdate, if set, is the kind's own validating admission of an
+	// update (upstream's built-in plugins), after validation and before
+	// the webhooks: obj is the object to be stored, old the stored one.
+	AdmitUpdate func(ctx context.Context, subresource string, obj, old *unstructured.Unstructured) error
 
 	// Fields returns the fields a field selector may use, beyond
 	// metadata.name and metadata.namespace.

@@ -119,9 +119,10 @@ func resetFields(k *Kind, subresource string) map[fieldpath.APIVersion]fieldpath
 		return nil
 	}
 	var set *fieldpath.Set
-	if subresource == "status" {
+	switch {
+	case subresource == "status", slices.Contains(k.UpdateSubresources, subresource):
 		set = fieldpath.NewSet(fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata"))
-	} else {
+	default:
 		set = fieldpath.NewSet(fieldpath.MakePathOrDie("status"))
 	}
 	out := make(map[fieldpath.APIVersion]fieldpath.Filter, len(k.Versions))

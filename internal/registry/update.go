@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -280,6 +281,9 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				}
 			}
 		}
+		if err == nil && k.AdmitUpdate != nil {
+			err = k.AdmitUpdate(ctx, opts.Subresource, next, base)
+		}
 		if err == nil && adm != nil {
 			a := &AdmissionAttributes{
 				Kind: k, Version: version, Subresource: opts.Subresource, Operation: OpUpdate, Namespace: ns, Name: name,
@@ -397,6 +401,11 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		} else {
 			delete(next.Object, "status")
 		}
+	case slices.Contains(k.UpdateSubresources, subresource):
+		// Another write-a-part subresource: the stored object, and what
+		// PrepareForSubresource takes from the request's (below).
+		next = cur.DeepCopy()
+		keepManagedFields(next, obj)
 	default:
 		next = obj
 		if k.Status {
@@ -426,6 +435,9 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	if k.PrepareForUpdate != nil && subresource != "finalize" {
 		k.PrepareForUpdate(next, cur)
 	}
+	if k.PrepareForSubresource != nil && (subresource == "status" || slices.Contains(k.UpdateSubresources, subresource)) {
+		k.PrepareForSubresource(subresource, next, obj, cur)
+	}
 	// Through /status, next is cur but for its status (and, with a hook,
 	// what the hook changed).
 	statusOnly := subresource == "status" && k.Status && k.PrepareForUpdate == nil
@@ -441,7 +453,9 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	if cur.GetDeletionTimestamp() != nil {
 		errs = append(errs, metavalidation.ValidateNoNewFinalizers(next.GetFinalizers(), cur.GetFinalizers(), path.Child("finalizers"))...)
 	}
-	if k.ValidateUpdate != nil {
+	if k.ValidateSubresourceUpdate != nil {
+		errs = append(errs, k.ValidateSubresourceUpdate(subresource, next, cur)...)
+	} else if k.ValidateUpdate != nil {
 		errs = append(errs, k.ValidateUpdate(next, cur)...)
 	} else if k.Validate != nil {
 		errs = append(errs, k.Validate(next)...)
