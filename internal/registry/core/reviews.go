@@ -50,6 +50,9 @@ func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*reg
 		if r, ok := answers[k.Resource]; ok && k.Group == r.Group && k.Review != nil {
 			k.Review = r.Review
 		}
+		if k.Group == csrResource.Group && k.Resource == csrResource.Resource {
+			k.AdmitUpdate = csrAdmitUpdate(authz)
+		}
 	}
 	return kinds
 }

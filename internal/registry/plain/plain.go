@@ -2,6 +2,7 @@ package plain
 
 import (
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"iter"
 	"maps"
@@ -50,6 +51,7 @@ const (
 	shapePointer
 	shapeTime   // metav1.Time, metav1.MicroTime
 	shapeFields // metav1.FieldsV1: JSON kept as it is
+	shapeBytes  // []byte: standard base64
 )
 
 var types sync.Map // reflect.Type → *Type
@@ -125,8 +127,10 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*Type) *Type {
 			s.kind, s.elem = shapeMap, buildShape(t.Elem(), seen)
 		}
 	case reflect.Slice:
-		if t.Elem().Kind() != reflect.Uint8 { // []byte is base64
+		if t.Elem().Kind() != reflect.Uint8 {
 			s.kind, s.elem = shapeSlice, buildShape(t.Elem(), seen)
+		} else if t.Elem() == reflect.TypeFor[byte]() {
+			s.kind = shapeBytes // base64
 		}
 	case reflect.Struct:
 		s.kind = shapeStruct
@@ -221,6 +225,14 @@ func (s *Type) value(v any, omitEmpty bool) bool {
 	case shapeBool:
 		x, ok := v.(bool)
 		return ok && !(omitEmpty && !x)
+	case shapeBytes:
+		// Written back as it came only in its one standard encoding.
+		x, ok := v.(string)
+		if !ok || omitEmpty && x == "" {
+			return false
+		}
+		b, err := base64.StdEncoding.DecodeString(x)
+		return err == nil && base64.StdEncoding.EncodeToString(b) == x
 	case shapeInt:
 		x, ok := v.(int64)
 		if !ok || omitEmpty && x == 0 {

@@ -1,6 +1,7 @@
 package plain
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"reflect"
@@ -35,6 +36,11 @@ func (s *Type) toJSON(v reflect.Value) (any, bool) {
 		return jsonString(v.String()), true
 	case shapeBool:
 		return v.Bool(), true
+	case shapeBytes:
+		if v.IsNil() {
+			return nil, false // null
+		}
+		return base64.StdEncoding.EncodeToString(v.Bytes()), true
 	case shapeInt:
 		if !s.unsigned {
 			return v.Int(), true
