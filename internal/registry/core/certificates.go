@@ -323,7 +323,9 @@ func validateCSRUpdate(subresource string, obj, old *unstructured.Unstructured) 
 		return slices.ContainsFunc(c.Spec.Usages, func(u certificatesv1.KeyUsage) bool { _, ok := slices.BinarySearch(validUsages, string(u)); return !ok })
 	})
 	allowDuplicateUsages := has(func(c *certificatesv1.CertificateSigningRequest) bool { return hasDuplicates(c.Spec.Usages) })
-	allowLegacySigner := has(func(c *certificatesv1.CertificateSigningRequest) bool { return c.Spec.SignerName == legacyUnknownSigner })
+	allowLegacySigner := has(func(c *certificatesv1.CertificateSigningRequest) bool {
+		return c.Spec.SignerName == legacyUnknownSigner
+	})
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if _, err := checkCSR(csr.Spec.Request); err != nil {
