@@ -92,6 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	listFlag("requestheader-uid-headers", "request headers a front proxy names the user's uid in (X-Remote-Uid)", &cfg.RequestHeader.UIDHeaders)
 	listFlag("requestheader-group-headers", "request headers a front proxy names the user's groups in, every value (X-Remote-Group)", &cfg.RequestHeader.GroupHeaders)
 	listFlag("requestheader-extra-headers-prefix", "prefixes of the request headers a front proxy names the user's extra in: <prefix><key> (X-Remote-Extra-)", &cfg.RequestHeader.ExtraHeaderPrefixes)
+	fs.DurationVar(&cfg.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "the longest a client certificate kplane issues for an approved CertificateSigningRequest (signer kubernetes.io/kube-apiserver-client) lasts, as kube-controller-manager's flag")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "CSV file of static bearer tokens, as kube-apiserver's: token,user,uid[,\"group1,group2\"] per line, read at start")
 	fs.StringVar(&cfg.AuthenticationConfigFile, "authentication-config", "", "an AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT authenticators for the bearer tokens of external OpenID Connect issuers (claim mappings and validation rules in CEL) and who may be anonymous, read again when it changes, as kube-apiserver's; not with the --oidc-* flags, nor --anonymous-auth if it has an anonymous section")
 	oidcFlag := func(name, usage string, set func(string) error) {

@@ -353,7 +353,7 @@ func (h *handler) warnings(ctx context.Context, w http.ResponseWriter) context.C
 }
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
@@ -394,7 +394,7 @@ func (h *handler) subreview(w http.ResponseWriter, r *http.Request, sk *registry
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	obj, wo, err := h.objectWrite(w, r)
@@ -450,7 +450,7 @@ func (h *handler) objectWrite(w http.ResponseWriter, r *http.Request) (*unstruct
 }
 
 func (h *handler) patch(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	body, po, err := h.patchRequest(w, r, registry.PatchTypes(h.kind))
@@ -527,7 +527,7 @@ func (h *handler) patchRequest(w http.ResponseWriter, r *http.Request, accepted 
 // scale serves the /scale subresource: GET, PUT and PATCH of an
 // autoscaling/v1 Scale.
 func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	var out any
 	var err error
@@ -592,7 +592,7 @@ func writeOptions(r *http.Request, kind string) (registry.WriteOptions, error) {
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	opts, err := h.s.decodeDeleteOptions(w, r)
@@ -620,7 +620,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.s.writeContext(r)
+	ctx, cancel := h.s.writeContext(r, h.kind.WritesByUser)
 	defer cancel()
 	ctx = h.warnings(ctx, w)
 	lo, err := listOptions(h.kind, h.ri.version, r.URL.Query())

@@ -461,11 +461,12 @@ func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 // writeContext is requestContext for a write. While admission webhooks
-// are configured, it also carries who sent the write
-// (registry.UserFrom), which their requests name.
-func (s *Server) writeContext(r *http.Request) (context.Context, context.CancelFunc) {
+// are configured, or for a kind whose writes record who sends them
+// (byUser: Kind.WritesByUser), it also carries who sent the write
+// (registry.UserFrom).
+func (s *Server) writeContext(r *http.Request, byUser bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := requestContext(r)
-	if !s.cfg.Registry.AdmissionActive() {
+	if !byUser && !s.cfg.Registry.AdmissionActive() {
 		return ctx, cancel
 	}
 	if _, ok := registry.UserFrom(r.Context()); !ok {

@@ -75,6 +75,10 @@ type Config struct {
 	// RequestHeader are the --requestheader-* flags: front proxies
 	// that name the user in headers.
 	RequestHeader RequestHeaderFlags
+	// ClusterSigningDuration is the longest a client certificate kplane
+	// issues for a CertificateSigningRequest lasts, as
+	// kube-controller-manager's --cluster-signing-duration (0: a year).
+	ClusterSigningDuration time.Duration
 	// TokenAuthFile is --token-auth-file: a CSV file of static bearer
 	// tokens (token, user, uid, "groups"), read at start.
 	TokenAuthFile string
@@ -532,6 +536,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	goRun("token-secrets", (&core.TokenSecrets{Registry: reg, Tokens: tokens, RootCA: bundle.CACertPEM, Logger: log}).Run)
+	goRun("certificate-signer", (&core.CSRSigner{Registry: reg, CA: bundle.CACert, Key: bundle.CAKey, Duration: cfg.ClusterSigningDuration, Logger: log}).Run)
 	tlsConfig := bundle.ServerTLSConfig()
 	if proxies != nil {
 		proxies.setOwn(bundle.CACertPEM, bundle.CAPool)

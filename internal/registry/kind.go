@@ -125,6 +125,10 @@ type Kind struct {
 	MarkDeleting func(obj *unstructured.Unstructured)
 	Pending      func(obj *unstructured.Unstructured) bool
 	Finalize     bool
+	// WritesByUser: the kind's writes depend on who sends them (a
+	// CertificateSigningRequest records its requester), so the user is
+	// always given to them (UserFrom).
+	WritesByUser bool
 	// UpdateSubresources are subresources besides status and scale that
 	// read the object (GET) and write a part of it (PUT, PATCH), such as
 	// a CertificateSigningRequest's approval: a write starts from the

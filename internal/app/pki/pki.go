@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/tls"
@@ -17,7 +18,11 @@ import (
 type Bundle struct {
 	CACertPEM []byte
 	CAPool    *x509.CertPool
-	Serving   tls.Certificate
+	// CACert and CAKey are the authority itself, which signs the client
+	// certificates kplane issues (CertificateSigningRequests).
+	CACert  *x509.Certificate
+	CAKey   crypto.Signer
+	Serving tls.Certificate
 
 	AdminCertPEM, AdminKeyPEM []byte
 
@@ -77,6 +82,8 @@ func Ensure(dir string, hosts []string) (*Bundle, error) {
 		ServiceAccountKey: saKey,
 		CACertPEM:         ca.certPEM,
 		CAPool:            pool,
+		CACert:            ca.cert,
+		CAKey:             ca.key,
 		Serving:           serving,
 		AdminCertPEM:      adminCert,
 		AdminKeyPEM:       adminKey,

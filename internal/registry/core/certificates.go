@@ -52,7 +52,7 @@ func CertificateSigningRequests(authz registry.Authorizer) *registry.Kind {
 	return &registry.Kind{
 		Group: certificatesv1.GroupName, Versions: []string{"v1"}, Kind: "CertificateSigningRequest", ListKind: "CertificateSigningRequestList",
 		Resource: "certificatesigningrequests", Singular: "certificatesigningrequest", ShortNames: []string{"csr"},
-		Status: true, UnconditionalUpdate: true, UpdateSubresources: []string{"approval"},
+		Status: true, UnconditionalUpdate: true, UpdateSubresources: []string{"approval"}, WritesByUser: true,
 		Typed: func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
 		Admit: admitCSRCreate,
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
