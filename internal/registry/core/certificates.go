@@ -158,21 +158,11 @@ func admitCSRCreate(ctx context.Context, obj, old *unstructured.Unstructured) er
 		delete(spec, f)
 	}
 	if u, ok := registry.UserFrom(ctx); ok {
-		if u.Name != "" {
-			spec["username"] = u.Name
-		}
-		if u.UID != "" {
-			spec["uid"] = u.UID
-		}
-		if len(u.Groups) > 0 {
-			spec["groups"] = toAnySlice(u.Groups)
-		}
-		if len(u.Extra) > 0 {
-			extra := map[string]any{}
-			for k, v := range u.Extra {
-				extra[k] = toAnySlice(v)
+		// The fields of a UserInfo, as a TokenReview gives them.
+		for k, v := range userInfo(u) {
+			if k != "username" || u.Name != "" {
+				spec[k] = v
 			}
-			spec["extra"] = extra
 		}
 	}
 	if s, _ := spec["signerName"].(string); s != KubeAPIServerClientSigner {
@@ -191,14 +181,6 @@ func admitCSRCreate(ctx context.Context, obj, old *unstructured.Unstructured) er
 		return forbidden(fmt.Errorf("use of %s signer with system:masters group is not allowed", KubeAPIServerClientSigner))
 	}
 	return nil
-}
-
-func toAnySlice(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // parseCSR reads a PEM certificate request, as upstream's ParseCSR.
