@@ -152,6 +152,21 @@ rules:
 	if _, errOut, err := s.kubectl("certificate", "approve", "carol", "--as", "bob"); err != nil {
 		t.Errorf("approve with the signer's domain: %v %s", err, errOut)
 	}
+	// Names any path takes, as upstream's.
+	if out, err := apply(csrManifest("Alice_UPPER:colon@x", other, "client auth", "")); err != nil {
+		t.Errorf("an unusual name: %v %s", err, out)
+	}
+	// Discovery, as kube-apiserver v1.37.2 lists the kind (it also
+	// serves ClusterTrustBundles and PodCertificateRequests there).
+	disc := s.mustKubectl(t, "get", "--raw", "/apis/certificates.k8s.io/v1")
+	for _, want := range []string{
+		`{"name":"certificatesigningrequests","singularName":"certificatesigningrequest","namespaced":false,"kind":"CertificateSigningRequest","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["csr"],"storageVersionHash":"95fRKMXA+00="}`,
+		`{"name":"certificatesigningrequests/approval","singularName":"","namespaced":false,"kind":"CertificateSigningRequest","verbs":["get","patch","update"]},{"name":"certificatesigningrequests/status","singularName":"","namespaced":false,"kind":"CertificateSigningRequest","verbs":["get","patch","update"]}`,
+	} {
+		if !strings.Contains(disc, want) {
+			t.Errorf("discovery lacks %s:\n%s", want, disc)
+		}
+	}
 	// client-go sees the same objects.
 	cs := kubernetes.NewForConfigOrDie(s.config())
 	got, err := cs.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "carol", metav1.GetOptions{})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,13 +49,18 @@ var csrResource = schema.GroupResource{Group: certificatesv1.GroupName, Resource
 // upstream's CertificateApproval and CertificateSigning admission
 // plugins; nil lets everyone, as an authorizer that allows all would.
 func CertificateSigningRequests(authz registry.Authorizer) *registry.Kind {
-	doc := certificatesv1.CertificateSigningRequestSpec{}.SwaggerDoc()
+	// Upstream's printer describes the columns with v1beta1's
+	// documentation, the Requestor with the request's.
+	doc := certificatesv1beta1.CertificateSigningRequestSpec{}.SwaggerDoc()
 	return &registry.Kind{
 		Group: certificatesv1.GroupName, Versions: []string{"v1"}, Kind: "CertificateSigningRequest", ListKind: "CertificateSigningRequestList",
 		Resource: "certificatesigningrequests", Singular: "certificatesigningrequest", ShortNames: []string{"csr"},
 		Status: true, UnconditionalUpdate: true, UpdateSubresources: []string{"approval"}, WritesByUser: true,
 		Typed: func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
-		Admit: admitCSRCreate,
+		// Any name a path can carry, as upstream (its name check accepts
+		// all; the path's refuses "..").
+		ValidateName: pathSegmentName,
+		Admit:        admitCSRCreate,
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			obj.Object["status"] = map[string]any{}
 		},
@@ -92,7 +98,7 @@ func CertificateSigningRequests(authz registry.Authorizer) *registry.Kind {
 				}
 				return "<none>"
 			}, Reads: []string{"spec"}},
-			{Name: "Condition", Type: "string", Description: certificatesv1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], Value: csrCondition, Reads: []string{"status"}},
+			{Name: "Condition", Type: "string", Description: certificatesv1beta1.CertificateSigningRequestStatus{}.SwaggerDoc()["conditions"], Value: csrCondition, Reads: []string{"status"}},
 		},
 	}
 }
@@ -197,6 +203,12 @@ func parseCSR(pemBytes []byte) (*x509.CertificateRequest, error) {
 // as many are sent); through /approval only the conditions change. New
 // conditions get the time of the write.
 func prepareCSRSubresource(subresource string, next, obj, cur *unstructured.Unstructured) {
+	// The metadata a client may change comes from the request, as
+	// upstream's strategies keep the new object's.
+	next.SetLabels(obj.GetLabels())
+	next.SetAnnotations(obj.GetAnnotations())
+	next.SetFinalizers(obj.GetFinalizers())
+	next.SetOwnerReferences(obj.GetOwnerReferences())
 	sent, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	stored, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 	switch subresource {
@@ -425,19 +437,11 @@ func validateCSRConditions(csr, old *certificatesv1.CertificateSigningRequest) f
 		case !slices.Contains(allowed, string(c.Status)):
 			errs = append(errs, field.NotSupported(path.Index(i).Child("status"), c.Status, allowed))
 		}
-		if !bothAllowed {
-			switch c.Type {
-			case certificatesv1.CertificateApproved:
-				approved = true
-				if denied {
-					errs = append(errs, field.Invalid(path, c.Type, "Approved and Denied conditions are mutually exclusive"))
-				}
-			case certificatesv1.CertificateDenied:
-				denied = true
-				if approved {
-					errs = append(errs, field.Invalid(path, c.Type, "Approved and Denied conditions are mutually exclusive"))
-				}
-			}
+		switch c.Type {
+		case certificatesv1.CertificateApproved:
+			approved = true
+		case certificatesv1.CertificateDenied:
+			denied = true
 		}
 		if !duplicatesAllowed {
 			if seen[c.Type] {
@@ -445,6 +449,11 @@ func validateCSRConditions(csr, old *certificatesv1.CertificateSigningRequest) f
 			}
 			seen[c.Type] = true
 		}
+	}
+	if approved && denied && !bothAllowed {
+		// Upstream's declarative validation words it.
+		errs = append(errs, field.Invalid(path, `{conditions[{"type": "Approved"}], conditions[{"type": "Denied"}]}`,
+			"must specify at most one of: `conditions[{\"type\": \"Approved\"}]`, `conditions[{\"type\": \"Denied\"}]`"))
 	}
 	return errs
 }

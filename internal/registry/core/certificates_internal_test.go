@@ -86,7 +86,7 @@ func TestCSRWrites(t *testing.T) {
 		// /status may not approve, nor set a certificate that is not one.
 		{"status", approved, `CertificateSigningRequest.certificates.k8s.io "a" is invalid: status.conditions: Forbidden: updates may not add a condition of type "Approved"`},
 		{"status", `{"status":{"certificate":"` + base64.StdEncoding.EncodeToString([]byte("junk")) + `"}}`, `CertificateSigningRequest.certificates.k8s.io "a" is invalid: status.certificate: Invalid value: "<certificate data>": must contain at least one CERTIFICATE PEM block`},
-		{"approval", `{"status":{"conditions":[{"type":"Approved","status":"True"},{"type":"Denied","status":"True"}]}}`, `CertificateSigningRequest.certificates.k8s.io "a" is invalid: status.conditions: Invalid value: "Denied": Approved and Denied conditions are mutually exclusive`},
+		{"approval", `{"status":{"conditions":[{"type":"Approved","status":"True"},{"type":"Denied","status":"True"}]}}`, "CertificateSigningRequest.certificates.k8s.io \"a\" is invalid: status.conditions: Invalid value: \"{conditions[{\\\"type\\\": \\\"Approved\\\"}], conditions[{\\\"type\\\": \\\"Denied\\\"}]}\": must specify at most one of: `conditions[{\"type\": \"Approved\"}]`, `conditions[{\"type\": \"Denied\"}]`"},
 		{"approval", `{"status":{"conditions":[{"type":"Approved","status":"False"}]}}`, `CertificateSigningRequest.certificates.k8s.io "a" is invalid: status.conditions[0].status: Unsupported value: "False": supported values: "True"`},
 		{"approval", approved, ""},
 		// An approval stays.
@@ -97,7 +97,15 @@ func TestCSRWrites(t *testing.T) {
 			t.Errorf("%s %s:\n got %s\nwant %s", c.sub, c.body, got, c.err)
 		}
 	}
+	// Labels come with an approval, as upstream's strategy keeps the
+	// request's metadata.
+	if _, err := f.write("approval", "a", `{"metadata":{"name":"a","labels":{"team":"blue"}},"status":{"conditions":[{"type":"Approved","status":"True","reason":"R","message":"ok"}]}}`); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := f.csrs.Get(f.ctx, "v1", "", "a", metav1.GetOptions{})
+	if got.GetLabels()["team"] != "blue" {
+		t.Errorf("labels through /approval: %v", got.GetLabels())
+	}
 	csr, _ := typedCSR(got)
 	if csr.Spec.SignerName != "example.com/s" || len(csr.Status.Certificate) > 0 || len(csr.Status.Conditions) != 1 ||
 		csr.Status.Conditions[0].Message != "ok" || csr.Status.Conditions[0].LastUpdateTime.IsZero() || csr.Status.Conditions[0].LastTransitionTime.IsZero() {
