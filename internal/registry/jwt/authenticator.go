@@ -157,8 +157,12 @@ func (as *Authenticators) Issuers() []string {
 // them. The user has system:authenticated among its groups
 // (registry.Authenticated), as upstream's authenticated users. The errors are kube-apiserver's.
 func (as *Authenticators) AuthenticateToken(ctx context.Context, token string) (u registry.User, ok bool, err error) {
+	iss, err := untrustedIssuer(token) // read once for all of them
+	if err != nil {
+		return registry.User{}, false, nil
+	}
 	for _, a := range as.list {
-		if !a.hasIssuer(token) {
+		if iss != a.cfg.Issuer.URL {
 			continue
 		}
 		start := time.Now()
@@ -194,13 +198,6 @@ type authenticator struct {
 }
 
 func (a *authenticator) setHealth(err error) { a.health.Store(&err) }
-
-// hasIssuer reports whether token names a's issuer, read without
-// checking anything, as upstream's hasCorrectIssuer.
-func (a *authenticator) hasIssuer(token string) bool {
-	iss, err := untrustedIssuer(token)
-	return err == nil && iss == a.cfg.Issuer.URL
-}
 
 // untrustedIssuer is the issuer a token names, unchecked ("iss" of its
 // payload; accounts.google.com is Google's URL), with upstream's errors.
