@@ -78,6 +78,7 @@ func Kinds() []*registry.Kind {
 		binding(rbac("RoleBinding", "rolebindings", true, func() runtime.Object { return &rbacv1.RoleBinding{} })),
 		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
 		CertificateSigningRequests(nil),
+		ClusterTrustBundles(nil),
 	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews())...)
 	for _, k := range kinds {
 		// Upstream's strategies of these kinds all validate

@@ -53,6 +53,9 @@ func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*reg
 		if k.Group == csrResource.Group && k.Resource == csrResource.Resource {
 			k.AdmitUpdate = csrAdmitUpdate(authz)
 		}
+		if k.Group == ctbResource.Group && k.Resource == ctbResource.Resource {
+			k.Admit = admitTrustBundle(authz)
+		}
 	}
 	return kinds
 }
