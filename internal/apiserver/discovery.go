@@ -216,7 +216,11 @@ func storageVersionHash(k *registry.Kind) string {
 	if k.IsGuest() {
 		k = k.Cohabit.Host // stored as its host
 	}
-	sum := sha256.Sum256([]byte(k.Group + "/" + k.StorageVersion() + "/" + k.Kind))
+	v := k.StorageVersion()
+	if k.UpstreamStorageVersion != "" {
+		v = k.UpstreamStorageVersion
+	}
+	sum := sha256.Sum256([]byte(k.Group + "/" + v + "/" + k.Kind))
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 

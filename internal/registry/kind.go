@@ -125,6 +125,12 @@ type Kind struct {
 	MarkDeleting func(obj *unstructured.Unstructured)
 	Pending      func(obj *unstructured.Unstructured) bool
 	Finalize     bool
+	// UpstreamStorageVersion, if set, is the version kube-apiserver
+	// stores the kind in when that is not one kplane serves (a
+	// ClusterTrustBundle is stored as v1beta1 in 1.37, served as v1):
+	// discovery's storageVersionHash is computed from it, so that it is
+	// upstream's.
+	UpstreamStorageVersion string
 	// WritesByUser: the kind's writes depend on who sends them (a
 	// CertificateSigningRequest records its requester), so the user is
 	// always given to them (UserFrom).

@@ -162,10 +162,20 @@ rules:
 	for _, want := range []string{
 		`{"name":"certificatesigningrequests","singularName":"certificatesigningrequest","namespaced":false,"kind":"CertificateSigningRequest","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["csr"],"storageVersionHash":"95fRKMXA+00="}`,
 		`{"name":"certificatesigningrequests/approval","singularName":"","namespaced":false,"kind":"CertificateSigningRequest","verbs":["get","patch","update"]},{"name":"certificatesigningrequests/status","singularName":"","namespaced":false,"kind":"CertificateSigningRequest","verbs":["get","patch","update"]}`,
+		`{"name":"clustertrustbundles","singularName":"clustertrustbundle","namespaced":false,"kind":"ClusterTrustBundle","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"storageVersionHash":"v5yhuVertL4="}`,
 	} {
 		if !strings.Contains(disc, want) {
 			t.Errorf("discovery lacks %s:\n%s", want, disc)
 		}
+	}
+	// kplane's authority published as a ClusterTrustBundle, for the
+	// clients that trust it.
+	ca := strings.ReplaceAll(strings.TrimSpace(string(s.config().CAData)), "\n", "\n    ")
+	if out, err := apply("apiVersion: certificates.k8s.io/v1\nkind: ClusterTrustBundle\nmetadata: {name: kplane-ca}\nspec:\n  trustBundle: |\n    " + ca + "\n"); err != nil {
+		t.Errorf("a trust bundle: %v %s", err, out)
+	}
+	if out := s.mustKubectl(t, "get", "clustertrustbundles"); !strings.Contains(out, "kplane-ca   <none>") {
+		t.Errorf("get clustertrustbundles: %q", out)
 	}
 	// client-go sees the same objects.
 	cs := kubernetes.NewForConfigOrDie(s.config())

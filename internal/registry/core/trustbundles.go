@@ -38,7 +38,7 @@ func ClusterTrustBundles(authz registry.Authorizer) *registry.Kind {
 	}
 	return &registry.Kind{
 		Group: certificatesv1.GroupName, Versions: []string{"v1"}, Kind: "ClusterTrustBundle", ListKind: "ClusterTrustBundleList",
-		Resource: "clustertrustbundles", Singular: "clustertrustbundle",
+		Resource: "clustertrustbundles", Singular: "clustertrustbundle", UpstreamStorageVersion: "v1beta1",
 		Typed: func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
 		// The name's rules depend on the signer: Validate checks it.
 		ValidateName: func(string, bool) []string { return nil },
