@@ -288,12 +288,12 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 		}
 	}
 	for _, r := range a.progs.claimRules {
-		if err := checkRule(ctx, r, func() (ref.Val, error) { return r.prog.EvalClaims(ctx, claims) }); err != nil {
+		if err := checkRule(r, func() (ref.Val, error) { return r.prog.EvalClaims(ctx, claims) }); err != nil {
 			return registry.User{}, fmt.Errorf("oidc: error evaluating claim validation expression: %w", err)
 		}
 	}
 	for _, r := range a.progs.userRules {
-		if err := checkRule(ctx, r, func() (ref.Val, error) { return r.prog.EvalUser(ctx, u.Name, u.UID, u.Groups, u.Extra) }); err != nil {
+		if err := checkRule(r, func() (ref.Val, error) { return r.prog.EvalUser(ctx, u.Name, u.UID, u.Groups, u.Extra) }); err != nil {
 			return registry.User{}, fmt.Errorf("oidc: error evaluating user info validation rule: %w", err)
 		}
 	}
@@ -305,7 +305,7 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (registr
 
 // checkRule evaluates a validation rule: an error, a result that is not a
 // bool, or false (with the rule's message) fails it.
-func checkRule(_ context.Context, r claimRule, eval func() (ref.Val, error)) error {
+func checkRule(r claimRule, eval func() (ref.Val, error)) error {
 	v, err := eval()
 	if err != nil {
 		return err
