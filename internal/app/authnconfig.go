@@ -167,12 +167,7 @@ func loadAuthenticationConfig(data []byte) (*jwt.Configuration, error) {
 // (wanted), which must include one of the API server's (implicit), as
 // upstream's audience-agnostic wrapper: the user is valid for those.
 func (c *configAuthenticator) AuthenticateToken(ctx context.Context, token string, wanted, implicit []string) (registry.User, []string, bool, error) {
-	var auds []string
-	for _, a := range implicit {
-		if slices.Contains(wanted, a) {
-			auds = append(auds, a)
-		}
-	}
+	auds := registry.AgnosticAudiences(wanted, implicit)
 	if len(auds) == 0 {
 		return registry.User{}, nil, false, nil
 	}

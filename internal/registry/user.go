@@ -84,6 +84,21 @@ func Authenticated(u User) User {
 	return u
 }
 
+// AgnosticAudiences are the audiences an authenticator whose tokens name
+// none holds a user for, as upstream's audience-agnostic wrapper gives
+// them: those of the API server's own (implicit) that were asked
+// (wanted), in the API server's order. None: the token is not for this
+// request.
+func AgnosticAudiences(wanted, implicit []string) []string {
+	var auds []string
+	for _, a := range implicit {
+		if slices.Contains(wanted, a) {
+			auds = append(auds, a)
+		}
+	}
+	return auds
+}
+
 // UserFrom returns the user ctx carries, and whether it carries one.
 func UserFrom(ctx context.Context) (User, bool) {
 	switch u := ctx.Value(userKey{}).(type) {

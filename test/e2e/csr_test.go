@@ -57,7 +57,9 @@ func TestCertificateSigningRequests(t *testing.T) {
 	s := startServer(t, "--authorization-mode", "RBAC")
 	apply := func(manifest string) (string, error) {
 		path := filepath.Join(t.TempDir(), "csr.yaml")
-		os.WriteFile(path, []byte(manifest), 0o600)
+		if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		out, errOut, err := s.kubectl("create", "-f", path)
 		return out + errOut, err
 	}

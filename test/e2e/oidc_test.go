@@ -84,7 +84,9 @@ func newOIDCIssuer(t *testing.T) *oidcIssuer {
 // caFile writes the issuer's certificate to a file.
 func (is *oidcIssuer) caFile(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "idp-ca.crt")
-	os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: is.srv.Certificate().Raw}), 0o600)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: is.srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return path
 }
 

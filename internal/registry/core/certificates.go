@@ -137,10 +137,10 @@ func csrCondition(obj *unstructured.Unstructured) any {
 
 // typedCSR is obj as the typed CertificateSigningRequest.
 func typedCSR(obj *unstructured.Unstructured) (*certificatesv1.CertificateSigningRequest, error) {
-	csr := &certificatesv1.CertificateSigningRequest{}
 	if obj == nil {
 		return nil, nil
 	}
+	csr := &certificatesv1.CertificateSigningRequest{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, csr); err != nil {
 		return nil, err
 	}
@@ -584,11 +584,7 @@ func csrAdmitUpdate(authz registry.Authorizer) func(context.Context, string, *un
 		if AuthorizedForSigner(ctx, authz, verb, signer) {
 			return nil
 		}
-		what := "approve"
-		if verb == "sign" {
-			what = "sign"
-		}
-		return apierrors.NewForbidden(csrResource, old.GetName(), fmt.Errorf("user not permitted to %s requests with signerName %q", what, signer))
+		return apierrors.NewForbidden(csrResource, old.GetName(), fmt.Errorf("user not permitted to %s requests with signerName %q", verb, signer))
 	}
 }
 

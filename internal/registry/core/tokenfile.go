@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -70,12 +69,7 @@ func ReadTokenFile(path string, log *slog.Logger) (*TokenFile, error) {
 // AuthenticateToken is the user of token, if the file has it, for the
 // API's audiences among those asked (none of them: not authenticated).
 func (tf *TokenFile) AuthenticateToken(_ context.Context, token string, wanted, implicit []string) (registry.User, []string, bool, error) {
-	var auds []string
-	for _, a := range implicit {
-		if slices.Contains(wanted, a) {
-			auds = append(auds, a)
-		}
-	}
+	auds := registry.AgnosticAudiences(wanted, implicit)
 	u, ok := tf.users[token]
 	if len(auds) == 0 || !ok {
 		return registry.User{}, nil, false, nil

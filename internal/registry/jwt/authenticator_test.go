@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane-dev/kplane/internal/registry/jws"
 	"github.com/kplane-dev/kplane/internal/registry/jwt"
 )
 
@@ -71,7 +72,7 @@ func TestVerify(t *testing.T) {
 	good := is.token("rsa", `{"sub":"a"}`)
 	parts := strings.Split(good, ".")
 	for _, c := range []struct{ name, token, want string }{
-		{"another issuer", is.tokenFor("rsa", `{"sub":"a","iss":"https://other.example"}`), "not ours"},
+		{"another issuer", is.token("rsa", `{"sub":"a","iss":"https://other.example"}`), "not ours"},
 		{"not a JWT", "abc", "not ours"},
 		{"expired", is.token("rsa", fmt.Sprintf(`{"sub":"a","exp":%d}`, now.Add(-10*time.Second).Unix())),
 			fmt.Sprintf("error: oidc: verify token: oidc: token is expired (Token Expiry: %v)", time.Unix(now.Add(-10*time.Second).Unix(), 0))},
@@ -98,10 +99,8 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-func hdr(h string) string { return strings.TrimRight(jwsEncode([]byte(h)), "=") }
-
-// tokenFor is token without the issuer filled in.
-func (is *issuer) tokenFor(kid, claims string) string { return is.token(kid, claims) }
+// hdr is a protected header, encoded.
+func hdr(h string) string { return jws.Encoding.EncodeToString([]byte(h)) }
 
 // Two audiences need MatchAny; a token for neither gets upstream's
 // other audience error, with the audiences sorted.

@@ -12,9 +12,7 @@ import (
 // ES256), the registered claims, and the claims mapped by claim or by
 // CEL expressions.
 func BenchmarkAuthenticateToken(b *testing.B) {
-	t := &testing.T{}
-	is := newIssuer(t)
-	defer is.srv.Close()
+	is := newIssuer(b)
 	claims := `{"sub":"alice","email":"alice@acme.io","email_verified":true,"groups":["dev","ops"],"tenant":"acme"}`
 	for _, c := range []struct{ name, kid, config string }{
 		{"rs256/claims", "rsa", claimMappings},
@@ -33,7 +31,7 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 `},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			as := authenticators(t, is.config(c.config), jwt.Options{})
+			as := authenticators(b, is.config(c.config), jwt.Options{})
 			tok := is.token(c.kid, claims)
 			ctx := context.Background()
 			if _, ok, err := as.AuthenticateToken(ctx, tok); !ok || err != nil {

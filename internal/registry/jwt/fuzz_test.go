@@ -14,10 +14,8 @@ import (
 // by the issuer, the checks and mappings answer a user or an error,
 // never panic, and a user always has a name.
 func FuzzAuthenticateClaims(f *testing.F) {
-	t := &testing.T{}
-	is := newIssuer(t)
-	f.Cleanup(is.srv.Close)
-	as := authenticators(t, is.config(`  claimValidationRules:
+	is := newIssuer(f)
+	as := authenticators(f, is.config(`  claimValidationRules:
   - claim: hd
     requiredValue: acme.io
   - expression: 'claims.?role.orValue("") != "banned"'

@@ -25,7 +25,7 @@ import (
 // issuer is an OpenID Connect issuer for tests: an HTTPS server with a
 // discovery document and a key set, and the keys to sign its tokens.
 type issuer struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	url string
 
@@ -45,7 +45,7 @@ type issuer struct {
 	discoveries, fetches atomic.Int32
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{t: t, keys: map[string]crypto.Signer{}, unlisted: map[string]crypto.Signer{}}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -177,7 +177,7 @@ jwt:
 
 // authenticators makes the configuration's authenticators and waits for
 // their discovery.
-func authenticators(t *testing.T, config string, opts jwt.Options) *jwt.Authenticators {
+func authenticators(t testing.TB, config string, opts jwt.Options) *jwt.Authenticators {
 	t.Helper()
 	c, err := jwt.ParseConfiguration([]byte(config))
 	if err != nil {
@@ -203,5 +203,3 @@ func authenticators(t *testing.T, config string, opts jwt.Options) *jwt.Authenti
 	}
 	return as
 }
-
-func jwsEncode(b []byte) string { return jws.Encoding.EncodeToString(b) }
