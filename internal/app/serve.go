@@ -27,6 +27,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry/crd"
 	"github.com/kplane-dev/kplane/internal/registry/gc"
 	"github.com/kplane-dev/kplane/internal/registry/jwt"
+	"github.com/kplane-dev/kplane/internal/registry/quota"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 	"github.com/kplane-dev/kplane/internal/storage/watchcache"
@@ -79,6 +80,10 @@ type Config struct {
 	// issues for a CertificateSigningRequest lasts, as
 	// kube-controller-manager's --cluster-signing-duration (0: a year).
 	ClusterSigningDuration time.Duration
+	// ResourceQuotaSyncPeriod is how often every ResourceQuota's objects
+	// are counted again, as kube-controller-manager's
+	// --resource-quota-sync-period (0: 5 minutes).
+	ResourceQuotaSyncPeriod time.Duration
 	// TokenAuthFile is --token-auth-file: a CSV file of static bearer
 	// tokens (token, user, uid, "groups"), read at start.
 	TokenAuthFile string
@@ -444,6 +449,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("reading the admission webhook configurations: %w", err)
 	}
 	reg.SetAdmission(webhooks)
+	quotas, err := quota.New(quota.Config{Registry: reg, Logger: log, Resync: cfg.ResourceQuotaSyncPeriod})
+	if err != nil {
+		return err
+	}
+	reg.SetQuota(quotas)
 	conversions := &webhook.Conversions{}
 	reg.SetConverter(conversions)
 
@@ -465,6 +475,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-webhooks", webhooks.Run)
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
+	goRun("resourcequota-controller", quotas.Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
 	var authorizer registry.Authorizer

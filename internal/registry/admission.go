@@ -83,6 +83,22 @@ func (a *AdmissionAttributes) GroupVersionResource() schema.GroupVersionResource
 	return a.Kind.GroupResource().WithVersion(a.Version)
 }
 
+// Quota charges the creates of namespaced kinds against their
+// namespace's ResourceQuotas, as upstream's ResourceQuota admission plugin
+// does: last, after validating admission, just before the object is
+// stored (dry runs too). Package quota is the implementation.
+type Quota interface {
+	// Charge may refuse the create of obj (of kind k, in namespace ns),
+	// or count it in the quotas it falls under. When it does not refuse,
+	// the registry calls done once the create is over, with whether the
+	// object was stored.
+	Charge(ctx context.Context, k *Kind, ns string, obj *unstructured.Unstructured, dryRun bool) (done func(stored bool), err error)
+}
+
+// SetQuota makes q the registry's quota admission. Call it before the
+// registry serves requests.
+func (r *Registry) SetQuota(q Quota) { r.quota = q }
+
 // SetAdmission makes a the registry's admission. Call it before the
 // registry serves requests.
 func (r *Registry) SetAdmission(a Admission) { r.admission = a }

@@ -230,6 +230,23 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 			return nil, nil, err
 		}
 	}
+	if q := r.reg.quota; q != nil && k.Namespaced {
+		done, err := q.Charge(ctx, k, ns, obj, opts.DryRun)
+		if err != nil {
+			return nil, nil, err
+		}
+		stored := false
+		defer func() { done(stored) }()
+		out, enc, err := r.finishCreate(ctx, k, version, ns, obj, opts)
+		stored = err == nil && !opts.DryRun
+		return out, enc, err
+	}
+	return r.finishCreate(ctx, k, version, ns, obj, opts)
+}
+
+// finishCreate ends a create: the warnings, the conversion to the stored
+// version, the write (not for a dry run).
+func (r *Resource) finishCreate(ctx context.Context, k *Kind, version, ns string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, *storage.Encoded, error) {
 	if k.Warnings != nil {
 		for _, w := range k.Warnings(obj, nil) {
 			AddWarning(ctx, w)

@@ -43,6 +43,8 @@ type Registry struct {
 	noops   noopWrites    // writes that changed nothing, of every resource (noopwrites.go)
 	// admission, if set, is asked about every write (SetAdmission).
 	admission Admission
+	// quota, if set, charges creates (SetQuota).
+	quota     Quota
 	converter Converter
 }
 

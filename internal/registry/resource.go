@@ -294,6 +294,18 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 	return list, true, nil
 }
 
+// Count is the number of objects in ns ("" = all namespaces), read
+// consistently (at least the store's state now) and without a decode,
+// and the revision it was read at.
+func (r *Resource) Count(ctx context.Context, ns string) (n int, rev int64, err error) {
+	k := r.Kind()
+	list, err := r.cache.ListRecords(ctx, r.scope(k, ns), storage.ListOptions{})
+	if err != nil {
+		return 0, 0, interpret(err, k.GroupResource(), "")
+	}
+	return len(list.Items), list.ResourceVersion, nil
+}
+
 // Watch follows the objects of ns ("" = all namespaces). A
 // sendInitialEvents watch without a resourceVersion starts consistently,
 // as kube-apiserver's does: its initial state is at least the store's

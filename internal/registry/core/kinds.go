@@ -62,6 +62,7 @@ func Kinds() []*registry.Kind {
 		},
 		events,
 		eventsV1(events),
+		ResourceQuotas(),
 		{
 			Group: "coordination.k8s.io", Versions: []string{"v1"}, Kind: "Lease", ListKind: "LeaseList", Resource: "leases", Singular: "lease",
 			// Upstream's Lease strategy refuses an update without a
