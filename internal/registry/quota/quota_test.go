@@ -36,8 +36,8 @@ func widgetKind() *registry.Kind {
 // env is a registry with the built-in kinds and Widget over an in-memory
 // store, with quota admission, serving until the test ends.
 type env struct {
-	t   *testing.T
-	ctx context.Context
+	t     *testing.T
+	ctx   context.Context
 	reg   *registry.Registry
 	q     *Quota
 	store *storage.Store
