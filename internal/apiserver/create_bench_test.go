@@ -11,10 +11,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	goruntime "runtime"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +30,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/registry/quota"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
@@ -74,20 +78,72 @@ func BenchmarkCreateAudited(b *testing.B) {
 }
 
 func benchCreate(b *testing.B, h http.Handler) {
-	payload := strings.Repeat("x", 1024)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"bench-%d","creationTimestamp":null,"labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, i, payload)
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", bytes.NewBufferString(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json")
-		r.Header.Set("User-Agent", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusCreated {
-			b.Fatalf("create: %d %s", w.Code, w.Body)
-		}
+		createConfigMap(b, h, fmt.Sprint("bench-", i))
+	}
+}
+
+// createConfigMap creates a ConfigMap of 1 KiB in default, as client-go
+// sends it in JSON.
+func createConfigMap(b *testing.B, h http.Handler, name string) {
+	payload := strings.Repeat("x", 1024)
+	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"creationTimestamp":null,"labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, name, payload)
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", bytes.NewBufferString(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json")
+	r.Header.Set("User-Agent", "kplane-bench/v0.0.0 (linux/amd64) kubernetes/$Format")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusCreated {
+		b.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+}
+
+// BenchmarkCreateUnderQuota is BenchmarkCreate in a namespace whose
+// ResourceQuota counts ConfigMaps, so that every create is charged (its
+// quota's status written) before it is stored: one client at a time, and
+// 16 at once, whose charges are written together.
+func BenchmarkCreateUnderQuota(b *testing.B) {
+	for _, clients := range []int{1, 16} {
+		b.Run(fmt.Sprint("clients=", clients), func(b *testing.B) {
+			h := newInProcess(b)
+			r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/resourcequotas",
+				strings.NewReader(`{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q"},"spec":{"hard":{"count/configmaps":"100M"}}}`))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusCreated {
+				b.Fatalf("quota: %d %s", w.Code, w.Body)
+			}
+			for i := 0; ; i++ { // until the controller has counted
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/resourcequotas/q", nil))
+				if strings.Contains(w.Body.String(), `"used":{"count/configmaps":"0"}`) {
+					break
+				}
+				if i == 10000 {
+					b.Fatalf("quota not counted: %s", w.Body)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if clients == 1 {
+				for i := range b.N {
+					createConfigMap(b, h, fmt.Sprint("bench-", i))
+				}
+				return
+			}
+			b.SetParallelism((clients + goruntime.GOMAXPROCS(0) - 1) / goruntime.GOMAXPROCS(0))
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					createConfigMap(b, h, fmt.Sprint("bench-", n.Add(1)))
+				}
+			})
+		})
 	}
 }
 
@@ -167,7 +223,13 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 		tb.Fatal(err)
 	}
 	reg.SetAdmission(webhooks)
+	quotas, err := quota.New(quota.Config{Registry: reg})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg.SetQuota(quotas)
 	go reg.Run(ctx)
+	go quotas.Run(ctx)
 	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
 	if authz != nil {
 		go authz.Run(ctx)

@@ -35,6 +35,17 @@ func TestEventsAsKubeAPIServer(t *testing.T) {
 	replayUpstream(t, "testdata/events-kube-apiserver-v1.37.2.json", 60)
 }
 
+// ResourceQuotas are checked as kube-apiserver v1.37.2 checks them.
+// testdata/resourcequotas-kube-apiserver-v1.37.2.json holds 81 creates
+// and upstream's answers: quantities that must be integers, or not
+// negative, shown canonical; resource names that are not qualified, or
+// not known to quota without a domain; scopes and scope selectors, their
+// conflicts and the resources they may apply to; names; a status sent
+// with a create, dropped even when invalid.
+func TestResourceQuotasAsKubeAPIServer(t *testing.T) {
+	replayUpstream(t, "testdata/resourcequotas-kube-apiserver-v1.37.2.json", 81)
+}
+
 // The reviews kubectl auth asks (can-i, whoami) answer as kube-apiserver
 // v1.37.2's do for its admin: every access allowed (kplane, without an
 // authorizer, allows every authenticated request; upstream allows

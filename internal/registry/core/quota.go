@@ -26,8 +26,10 @@ func ResourceQuotas() *registry.Kind {
 	return &registry.Kind{
 		Versions: []string{"v1"}, Kind: "ResourceQuota", ListKind: "ResourceQuotaList", Resource: "resourcequotas", Singular: "resourcequota",
 		ShortNames: []string{"quota"}, Namespaced: true, Status: true, UnconditionalUpdate: true, QualifiedFinalizers: true,
-		Typed:    func() runtime.Object { return &corev1.ResourceQuota{} },
-		Validate: func(obj *unstructured.Unstructured) field.ErrorList { return validateQuota(obj, nil, "") },
+		Typed: func() runtime.Object { return &corev1.ResourceQuota{} },
+		// The Go type writes an empty status as {}.
+		PrepareForCreate: func(obj *unstructured.Unstructured) { obj.Object["status"] = map[string]any{} },
+		Validate:         func(obj *unstructured.Unstructured) field.ErrorList { return validateQuota(obj, nil, "") },
 		ValidateSubresourceUpdate: func(sub string, obj, old *unstructured.Unstructured) field.ErrorList {
 			return validateQuota(obj, old, sub)
 		},
@@ -152,7 +154,7 @@ func validateQuotaSpec(p *field.Path, s corev1.ResourceQuotaSpec) field.ErrorLis
 		}
 		for _, name := range hard {
 			if standardQuotaResource(name) && !scopeAppliesTo(req.ScopeName, name) {
-				errs = append(errs, field.Invalid(mp, s.ScopeSelector, "unsupported scope applied to resource"))
+				errs = append(errs, field.Invalid(mp, internalSelector(s.ScopeSelector), "unsupported scope applied to resource"))
 			}
 		}
 		switch req.ScopeName {
@@ -182,6 +184,26 @@ func validateQuotaSpec(p *field.Path, s corev1.ResourceQuotaSpec) field.ErrorLis
 		errs = append(errs, field.Invalid(mp, s.Scopes, "conflicting scopes"))
 	}
 	return errs
+}
+
+// scopeSelector and scopeRequirement are how upstream's validation shows
+// a scope selector: as its internal Go type, whose JSON has the Go field
+// names.
+type (
+	scopeSelector    struct{ MatchExpressions []scopeRequirement }
+	scopeRequirement struct {
+		ScopeName corev1.ResourceQuotaScope
+		Operator  corev1.ScopeSelectorOperator
+		Values    []string
+	}
+)
+
+func internalSelector(s *corev1.ScopeSelector) *scopeSelector {
+	out := &scopeSelector{}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, scopeRequirement(r))
+	}
+	return out
 }
 
 var standardQuotaScopes = map[corev1.ResourceQuotaScope]bool{

@@ -157,6 +157,14 @@ func (b *builder) define(t reflect.Type) (string, error) {
 	if typ, format, ok := ownSchema(t); ok {
 		s.Type = typ
 		s.Format = format
+		if oneOf := v3OneOf(t); oneOf != nil && b.prefix == V3RefPrefix {
+			// OpenAPI v3 lists what the value may be (a Quantity is a
+			// string or a number), as openapi-gen writes it.
+			s.Type = nil
+			for _, typ := range oneOf {
+				s.OneOf = append(s.OneOf, spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{typ}}})
+			}
+		}
 		return name, nil
 	}
 	s.Type = spec.StringOrArray{"object"}

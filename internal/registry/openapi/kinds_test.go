@@ -4,6 +4,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -26,6 +27,7 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	authentication := authenticationv1.SchemeGroupVersion.WithKind
 	authorization := authorizationv1.SchemeGroupVersion.WithKind
 	admission := admissionregistrationv1.SchemeGroupVersion.WithKind
+	certificates := certificatesv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
 		core("Namespace"):                                 &corev1.Namespace{},
 		core("NamespaceList"):                             &corev1.NamespaceList{},
@@ -35,6 +37,12 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		core("SecretList"):                                &corev1.SecretList{},
 		core("ServiceAccount"):                            &corev1.ServiceAccount{},
 		core("ServiceAccountList"):                        &corev1.ServiceAccountList{},
+		core("ResourceQuota"):                             &corev1.ResourceQuota{},
+		core("ResourceQuotaList"):                         &corev1.ResourceQuotaList{},
+		certificates("CertificateSigningRequest"):         &certificatesv1.CertificateSigningRequest{},
+		certificates("CertificateSigningRequestList"):     &certificatesv1.CertificateSigningRequestList{},
+		certificates("ClusterTrustBundle"):                &certificatesv1.ClusterTrustBundle{},
+		certificates("ClusterTrustBundleList"):            &certificatesv1.ClusterTrustBundleList{},
 		core("Event"):                                     &corev1.Event{},
 		core("EventList"):                                 &corev1.EventList{},
 		eventsv1.SchemeGroupVersion.WithKind("Event"):     &eventsv1.Event{},

@@ -156,6 +156,7 @@ var atomicStructs = map[string]bool{
 	"io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector":          true,
 	"io.k8s.api.core.v1.ObjectReference":                          true,
 	"io.k8s.api.core.v1.LocalObjectReference":                     true,
+	"io.k8s.api.core.v1.ScopeSelector":                            true,
 	"io.k8s.api.rbac.v1.Subject":                                  true,
 	"io.k8s.api.rbac.v1.RoleRef":                                  true,
 	"io.k8s.api.admissionregistration.v1.ParamKind":               true,

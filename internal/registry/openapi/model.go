@@ -49,6 +49,20 @@ func ownSchema(t reflect.Type) (typ []string, format string, ok bool) {
 	return v.OpenAPISchemaType(), v.OpenAPISchemaFormat(), true
 }
 
+// v3OneOf is the types a value of t may be in OpenAPI v3, for a type
+// that declares them (OpenAPIV3OneOfTypes: resource.Quantity,
+// intstr.IntOrString); nil for the others.
+func v3OneOf(t reflect.Type) []string {
+	type oneOfTyper interface{ OpenAPIV3OneOfTypes() []string }
+	v, ok := reflect.Zero(t).Interface().(oneOfTyper)
+	if !ok {
+		if v, ok = reflect.New(t).Interface().(oneOfTyper); !ok {
+			return nil
+		}
+	}
+	return v.OpenAPIV3OneOfTypes()
+}
+
 // customDecoding reports whether t decodes itself from JSON.
 func customDecoding(t reflect.Type) bool {
 	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
