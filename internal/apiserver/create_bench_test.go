@@ -85,11 +85,13 @@ func benchCreate(b *testing.B, h http.Handler) {
 	}
 }
 
+// kibPayload is the 1 KiB of a ConfigMap the create benchmarks send.
+var kibPayload = strings.Repeat("x", 1024)
+
 // createConfigMap creates a ConfigMap of 1 KiB in default, as client-go
 // sends it in JSON.
 func createConfigMap(b *testing.B, h http.Handler, name string) {
-	payload := strings.Repeat("x", 1024)
-	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"creationTimestamp":null,"labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, name, payload)
+	body := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"creationTimestamp":null,"labels":{"app":"kplane-bench"}},"data":{"payload":%q}}`, name, kibPayload)
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", bytes.NewBufferString(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")

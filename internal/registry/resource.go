@@ -295,11 +295,16 @@ func (r *Resource) ListRecords(ctx context.Context, version, ns string, opts Lis
 }
 
 // Count is the number of objects in ns ("" = all namespaces), read
-// consistently (at least the store's state now) and without a decode,
-// and the revision it was read at.
-func (r *Resource) Count(ctx context.Context, ns string) (n int, rev int64, err error) {
+// without a decode, and the revision it was read at: consistently (at
+// least the store's state now), or, if cached, from the watch cache as it
+// is.
+func (r *Resource) Count(ctx context.Context, ns string, cached bool) (n int, rev int64, err error) {
 	k := r.Kind()
-	list, err := r.cache.ListRecords(ctx, r.scope(k, ns), storage.ListOptions{})
+	var opts storage.ListOptions
+	if cached {
+		opts.ResourceVersion = "0"
+	}
+	list, err := r.cache.ListRecords(ctx, r.scope(k, ns), opts)
 	if err != nil {
 		return 0, 0, interpret(err, k.GroupResource(), "")
 	}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kplane-dev/kplane/internal/registry"
-	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // Config configures a Quota.
@@ -93,9 +92,6 @@ func New(cfg Config) (*Quota, error) {
 	return &Quota{cfg: cfg, log: cfg.Logger, spaces: map[string]*space{}, recount: make(chan struct{}, 1), dirty: map[string]bool{}}, nil
 }
 
-// listAny reads the cache as it is, without waiting for the store.
-var listAny = storage.ListOptions{ResourceVersion: "0"}
-
 // timeout bounds the charging of one batch, as upstream's 10 s wait.
 const timeout = 10 * time.Second
 
@@ -112,7 +108,7 @@ func (q *Quota) Charge(ctx context.Context, k *registry.Kind, ns string, obj *un
 	// Most namespaces have no quota: a look at the cache settles it
 	// without a wait. A quota created a moment ago and missed here has
 	// no status.hard yet anyway (the controller writes it).
-	if n, err := res.List(ctx, "v1", ns, registry.ListOptions{ListOptions: listAny}); err == nil && len(n.Items) == 0 {
+	if n, _, err := res.Count(ctx, ns, true); err == nil && n == 0 {
 		return nothing, nil
 	}
 	sp := q.acquire(ns)

@@ -298,7 +298,7 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 		if !ok || !countable(res.Kind()) {
 			return 0, false, nil
 		}
-		n, _, err := res.Count(ctx, ns)
+		n, _, err := res.Count(ctx, ns, false)
 		if err != nil {
 			return 0, false, err
 		}

@@ -336,7 +336,7 @@ func TestConcurrentCreatesStopAtTheLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n, _, err := e.res(configMaps).Count(e.ctx, "q1")
+	n, _, err := e.res(configMaps).Count(e.ctx, "q1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestCountsNeverUndoCharges(t *testing.T) {
 				if err != nil && !apierrors.IsForbidden(err) && !apierrors.IsConflict(err) {
 					t.Errorf("create %s: %v", name, err)
 				}
-				if n, _, err := e.res(configMaps).Count(e.ctx, "q1"); err != nil || n > limit {
+				if n, _, err := e.res(configMaps).Count(e.ctx, "q1", false); err != nil || n > limit {
 					t.Errorf("%d objects (%v), limit %d", n, err, limit)
 					return
 				}
@@ -449,7 +449,7 @@ func TestCountsNeverUndoCharges(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n, _, err := e.res(configMaps).Count(e.ctx, "q1")
+	n, _, err := e.res(configMaps).Count(e.ctx, "q1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
