@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,17 +129,29 @@ func countsAny(quotas map[string][]schema.GroupResource, gr schema.GroupResource
 // followQuotas sends every event of the quotas' watch to events, from
 // their state now, watching again whenever the watch ends.
 func (c *controller) followQuotas(ctx context.Context, events chan<- watch.Event) {
-	for ctx.Err() == nil {
+	follow(ctx, func() (watch.Interface, error) {
 		res, ok := c.q.cfg.Registry.Get(quotasResource)
-		var w watch.Interface
-		var err error
-		if ok {
-			w, err = res.Watch(ctx, "v1", "", registry.ListOptions{})
+		if !ok {
+			return nil, apierrors.NewNotFound(quotasResource, "")
 		}
-		if !ok || err != nil {
+		return res.Watch(ctx, "v1", "", registry.ListOptions{})
+	}, func(ev watch.Event) {
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+		}
+	}, nil)
+}
+
+// follow hands each event of the watches open makes to handle, until ctx
+// ends: when a watch ends, ended (if set) is called and another is
+// opened, a second later if open fails.
+func follow(ctx context.Context, open func() (watch.Interface, error), handle func(watch.Event), ended func()) {
+	for ctx.Err() == nil {
+		w, err := open()
+		if err != nil {
 			select {
 			case <-ctx.Done():
-				return
 			case <-time.After(time.Second):
 			}
 			continue
@@ -147,14 +160,12 @@ func (c *controller) followQuotas(ctx context.Context, events chan<- watch.Event
 			if ev.Type == watch.Error {
 				break
 			}
-			select {
-			case events <- ev:
-			case <-ctx.Done():
-				w.Stop()
-				return
-			}
+			handle(ev)
 		}
 		w.Stop()
+		if ended != nil && ctx.Err() == nil {
+			ended()
+		}
 	}
 }
 
@@ -185,11 +196,17 @@ func (c *controller) quotaEvent(ctx context.Context, ev watch.Event) {
 			grs = append(grs, gr)
 		}
 	}
+	slices.SortFunc(grs, func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
 	if c.counts[ns] == nil {
 		c.counts[ns] = map[string][]schema.GroupResource{}
 	}
+	was, known := c.counts[ns][name]
 	c.counts[ns][name] = grs
-	c.syncMonitors(ctx)
+	if !known || !slices.Equal(was, grs) {
+		// Charges rewrite a quota's status all the time; its spec,
+		// rarely.
+		c.syncMonitors(ctx)
+	}
 	if rq.Status.Hard == nil || rq.Status.Used == nil || !equalLists(rq.Spec.Hard, rq.Status.Hard) {
 		c.q.markDirty(ns)
 	}
@@ -234,38 +251,23 @@ func (c *controller) stopMonitors() {
 // ctx ends.
 func (c *controller) monitor(ctx context.Context, res *registry.Resource) {
 	v, gr := res.Kind().StorageVersion(), res.Kind().GroupResource()
-	for ctx.Err() == nil {
-		w, err := res.Watch(ctx, v, "", registry.ListOptions{NoInitialEvents: true})
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				break
-			}
-			if ev.Type != watch.Deleted {
-				continue
-			}
-			if m, ok := ev.Object.(metav1.Object); ok {
-				select {
-				case c.deleted <- deletion{m.GetNamespace(), gr}:
-				case <-ctx.Done():
-				}
-			}
-		}
-		w.Stop()
-		// Watched again from now: a delete missed meanwhile is found by
-		// counting every namespace again ("").
+	send := func(d deletion) {
 		select {
-		case c.deleted <- deletion{gr: gr}:
+		case c.deleted <- d:
 		case <-ctx.Done():
 		}
 	}
+	follow(ctx, func() (watch.Interface, error) {
+		return res.Watch(ctx, v, "", registry.ListOptions{NoInitialEvents: true})
+	}, func(ev watch.Event) {
+		if m, ok := ev.Object.(metav1.Object); ok && ev.Type == watch.Deleted {
+			send(deletion{m.GetNamespace(), gr})
+		}
+	}, func() {
+		// Watched again from now: a delete missed meanwhile is found by
+		// counting every namespace again.
+		send(deletion{gr: gr})
+	})
 }
 
 // sync counts the objects ns's quotas count and writes the quotas whose
