@@ -27,6 +27,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry/crd"
 	"github.com/kplane-dev/kplane/internal/registry/gc"
 	"github.com/kplane-dev/kplane/internal/registry/jwt"
+	"github.com/kplane-dev/kplane/internal/registry/migration"
 	"github.com/kplane-dev/kplane/internal/registry/quota"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -476,6 +477,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("resourcequota-controller", quotas.Run)
+	goRun("storage-version-migrator", (&migration.Controller{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
 	var authorizer registry.Authorizer

@@ -311,6 +311,28 @@ func (r *Resource) Count(ctx context.Context, ns string, cached bool) (n int, re
 	return len(list.Items), list.ResourceVersion, nil
 }
 
+// ObjectKey names one stored object and the revision it was written at.
+type ObjectKey struct {
+	Namespace, Name string
+	Rev             int64
+}
+
+// Keys lists the objects of ns ("" = all namespaces) by name, read
+// consistently (at least the store's state now) and without a decode,
+// and the revision they were read at.
+func (r *Resource) Keys(ctx context.Context, ns string) ([]ObjectKey, int64, error) {
+	k := r.Kind()
+	list, err := r.cache.ListRecords(ctx, r.scope(k, ns), storage.ListOptions{})
+	if err != nil {
+		return nil, 0, interpret(err, k.GroupResource(), "")
+	}
+	keys := make([]ObjectKey, len(list.Items))
+	for i, it := range list.Items {
+		keys[i] = ObjectKey{Namespace: it.Namespace, Name: it.Name, Rev: it.Rev}
+	}
+	return keys, list.ResourceVersion, nil
+}
+
 // Watch follows the objects of ns ("" = all namespaces). A
 // sendInitialEvents watch without a resourceVersion starts consistently,
 // as kube-apiserver's does: its initial state is at least the store's

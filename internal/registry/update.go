@@ -421,7 +421,16 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 			}
 		}
 	}
-	next.SetAPIVersion(cur.GetAPIVersion())
+	// Written in the storage version, as upstream's storage encodes
+	// every write: an object stored before the storage version changed
+	// moves to it with its next write (what a StorageVersionMigration
+	// relies on). A guest's objects are its host's; a kind with a
+	// conversion webhook is converted to it as it is stored.
+	if k.IsGuest() || k.ConversionWebhook != nil {
+		next.SetAPIVersion(cur.GetAPIVersion())
+	} else {
+		next.SetAPIVersion(k.GroupVersionKind(k.StorageVersion()).GroupVersion().String())
+	}
 	next.SetKind(cur.GetKind())
 	// Fields users cannot change through an update.
 	if next.GetUID() == "" {

@@ -19,9 +19,9 @@ func TestColumnsReadWhatTheyDeclare(t *testing.T) {
 		`"involvedObject":{"fieldPath":"spec.containers{a}","kind":"Pod","name":"p"},"kind":"Any","lastTimestamp":"2026-11-22T10:00:00Z",` +
 		`"message":" M ","metadata":{"creationTimestamp":"2026-11-23T10:00:00Z","labels":{"l":"v"},"name":"n"},` +
 		`"reason":"R","roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"secrets":[{"name":"s"},{"name":"t"}],` +
-		`"source":{"component":"c","host":"h"},"spec":{"holderIdentity":"h","validations":[{"expression":"true"}],"mutations":[{"patchType":"JSONPatch"}],` +
+		`"source":{"component":"c","host":"h"},"spec":{"holderIdentity":"h","resource":{"group":"example.com","resource":"widgets"},"validations":[{"expression":"true"}],"mutations":[{"patchType":"JSONPatch"}],` +
 		`"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},"policyName":"p","paramRef":{"name":"x","namespace":"ns"},` +
-		`"signerName":"example.com/s","username":"alice","expirationSeconds":3600},"status":{"hard":{"configmaps":"2","limits.cpu":"1"},"used":{"configmaps":"1"},"phase":"Active","conditions":[{"type":"Approved","status":"True"}],"certificate":"Y2VydA=="},` +
+		`"signerName":"example.com/s","username":"alice","expirationSeconds":3600},"status":{"hard":{"configmaps":"2","limits.cpu":"1"},"used":{"configmaps":"1"},"phase":"Active","conditions":[{"type":"Approved","status":"True"},{"type":"Running","status":"True"}],"certificate":"Y2VydA=="},` +
 		`"subjects":[{"kind":"User","name":"u"},{"kind":"Group","name":"g"},{"kind":"ServiceAccount","name":"sa","namespace":"ns"}],"type":"Opaque"}`
 	rec, err := storage.NewRecord("/any/n", []byte(value), 3)
 	if err != nil {

@@ -80,6 +80,7 @@ func Kinds() []*registry.Kind {
 		binding(rbac("ClusterRoleBinding", "clusterrolebindings", false, func() runtime.Object { return &rbacv1.ClusterRoleBinding{} })),
 		CertificateSigningRequests(nil),
 		ClusterTrustBundles(nil),
+		StorageVersionMigrations(),
 	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews())...)
 	for _, k := range kinds {
 		// Upstream's strategies of these kinds all validate

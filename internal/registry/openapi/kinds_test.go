@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	authorization := authorizationv1.SchemeGroupVersion.WithKind
 	admission := admissionregistrationv1.SchemeGroupVersion.WithKind
 	certificates := certificatesv1.SchemeGroupVersion.WithKind
+	svm := svmv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
 		core("Namespace"):                                 &corev1.Namespace{},
 		core("NamespaceList"):                             &corev1.NamespaceList{},
@@ -43,6 +45,8 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		certificates("CertificateSigningRequestList"):     &certificatesv1.CertificateSigningRequestList{},
 		certificates("ClusterTrustBundle"):                &certificatesv1.ClusterTrustBundle{},
 		certificates("ClusterTrustBundleList"):            &certificatesv1.ClusterTrustBundleList{},
+		svm("StorageVersionMigration"):                    &svmv1.StorageVersionMigration{},
+		svm("StorageVersionMigrationList"):                &svmv1.StorageVersionMigrationList{},
 		core("Event"):                                     &corev1.Event{},
 		core("EventList"):                                 &corev1.EventList{},
 		eventsv1.SchemeGroupVersion.WithKind("Event"):     &eventsv1.Event{},
