@@ -46,6 +46,18 @@ func TestResourceQuotasAsKubeAPIServer(t *testing.T) {
 	replayUpstream(t, "testdata/resourcequotas-kube-apiserver-v1.37.2.json", 81)
 }
 
+// StorageVersionMigrations are checked as kube-apiserver v1.37.2 checks
+// them. testdata/storageversionmigrations-kube-apiserver-v1.37.2.json
+// holds 27 requests and upstream's answers: creates (the resource
+// required and a DNS-1035 label, the group a subdomain, names, unknown
+// fields, a status sent, dropped), the spec fixed once made, an update
+// without a resourceVersion refused, and status updates refused
+// (conditions, a resourceVersion not well formed, Succeeded and Failed
+// together).
+func TestStorageVersionMigrationsAsKubeAPIServer(t *testing.T) {
+	replayUpstream(t, "testdata/storageversionmigrations-kube-apiserver-v1.37.2.json", 27)
+}
+
 // The reviews kubectl auth asks (can-i, whoami) answer as kube-apiserver
 // v1.37.2's do for its admin: every access allowed (kplane, without an
 // authorizer, allows every authenticated request; upstream allows

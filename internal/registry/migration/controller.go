@@ -327,8 +327,12 @@ func (c *Controller) migrate(ctx context.Context, svm *svmv1.StorageVersionMigra
 	}
 	gr := schema.GroupResource{Group: svm.Spec.Resource.Group, Resource: svm.Spec.Resource.Resource}
 	res, served := c.Registry.Get(gr)
-	if served && !res.Kind().OwnsObjects() {
-		served = false
+	if served && res.Kind().Review != nil {
+		// Never stored: it has no list, patch or update to migrate with.
+		k := res.Kind()
+		msg := fmt.Sprintf("resource %q does not support discovery operations: [update patch list]", k.GroupResource().WithVersion(k.StorageVersion()).String())
+		addCondition(svm, svmv1.MigrationFailed, failedReason, msg, c.Now())
+		return false, c.writeStatus(ctx, svm)
 	}
 	if !served {
 		if c.Now().Before(svm.CreationTimestamp.Add(grace)) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,9 +40,10 @@ type env struct {
 	clock *clock
 }
 
-type clock struct{ offset time.Duration }
+// clock is the controller's, moved on by the test.
+type clock struct{ offset atomic.Int64 }
 
-func (c *clock) now() time.Time { return time.Now().Add(c.offset) }
+func (c *clock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 // newEnv serves the built-in kinds and Widget (stored as v1) over an
 // in-memory store, with the migration controller running.
@@ -189,8 +191,11 @@ func TestMigrationOrderAndFailure(t *testing.T) {
 	nothings := schema.GroupResource{Group: "example.kplane.dev", Resource: "nothings"}
 	e.migrate("missing", nothings)
 	e.waitFor("missing", "Running=True/MigrationRunning:The migration is running")
-	e.clock.offset = 2 * time.Minute
+	e.clock.offset.Store(int64(2 * time.Minute))
 	e.waitFor("missing", "Running=False/MigrationCompleted:Migration completed; Failed=True/StorageVersionMigrationFailed:resource does not exist in discovery")
+	// A kind never stored cannot be migrated.
+	e.migrate("reviews", schema.GroupResource{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"})
+	e.waitFor("reviews", `Running=False/MigrationCompleted:Migration completed; Failed=True/StorageVersionMigrationFailed:resource "authorization.k8s.io/v1, Resource=selfsubjectaccessreviews" does not support discovery operations: [update patch list]`)
 	// Built-in resources migrate too.
 	e.migrate("configmaps", schema.GroupResource{Resource: "configmaps"})
 	e.waitFor("configmaps", done)

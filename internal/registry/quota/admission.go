@@ -26,9 +26,12 @@ type Config struct {
 	// Resync is how often the controller counts every quota's objects
 	// again. Default 5 minutes, upstream's --resource-quota-sync-period.
 	Resync time.Duration
-	// Retry is the pause before a namespace whose count failed, or waited
-	// for creates in flight, is counted again. Default 50 ms.
+	// Retry is the pause before a namespace whose count failed is
+	// counted again. Default 50 ms.
 	Retry time.Duration
+	// Settle is how long after it writes new limits the controller
+	// counts their namespace again. Default 1 s.
+	Settle time.Duration
 }
 
 // Quota is quota admission (registry.Quota) and the quota controller
@@ -88,6 +91,9 @@ func New(cfg Config) (*Quota, error) {
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = 50 * time.Millisecond
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = time.Second
 	}
 	return &Quota{cfg: cfg, log: cfg.Logger, spaces: map[string]*space{}, recount: make(chan struct{}, 1), dirty: map[string]bool{}}, nil
 }

@@ -85,7 +85,18 @@ func (q *Quota) Run(ctx context.Context) error {
 			}
 		}
 		for _, ns := range q.takeDirty() {
-			if err := q.sync(ctx, ns); err != nil && ctx.Err() == nil {
+			settle, err := q.sync(ctx, ns)
+			if settle {
+				// New limits apply in a server once its watch cache has
+				// them; a create another server admitted meanwhile was
+				// not counted. Count once more when they have settled.
+				time.AfterFunc(q.cfg.Settle, func() {
+					if ctx.Err() == nil {
+						q.markDirty(ns)
+					}
+				})
+			}
+			if err != nil && ctx.Err() == nil {
 				q.log.Warn("quota controller: counting", "namespace", ns, "err", err)
 				q.mu.Lock()
 				q.dirty[ns] = true
@@ -271,13 +282,13 @@ func (c *controller) monitor(ctx context.Context, res *registry.Resource) {
 }
 
 // sync counts the objects ns's quotas count and writes the quotas whose
-// status differs, as upstream's syncResourceQuota: status.hard is
+// status differs (settle reports new limits among them: see Run), as upstream's syncResourceQuota: status.hard is
 // spec.hard; status.used has a count for each counted resource served (0
 // for a scoped quota, which counts no object), keeps what it had for the
 // other names of spec.hard, and drops the rest.
-func (q *Quota) sync(ctx context.Context, ns string) error {
+func (q *Quota) sync(ctx context.Context, ns string) (settle bool, err error) {
 	if ns == "" {
-		return nil
+		return false, nil
 	}
 	sp := q.acquire(ns)
 	sp.gate.Lock()
@@ -287,7 +298,7 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 	}()
 	quotas, err := q.readQuotas(ctx, ns, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	counts := map[schema.GroupResource]int{}
 	// count is the number of gr's objects in ns; false if they are not
@@ -311,7 +322,7 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 	for _, e := range quotas {
 		var rq corev1.ResourceQuota
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(e.obj.Object, &rq); err != nil {
-			return err
+			return false, err
 		}
 		used := corev1.ResourceList{}
 		for name := range rq.Spec.Hard {
@@ -324,7 +335,7 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 			}
 			n, served, err := count(gr)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if !served {
 				continue
@@ -334,8 +345,12 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 			}
 			used[name] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 		}
-		if rq.Status.Hard != nil && rq.Status.Used != nil && equalLists(rq.Spec.Hard, rq.Status.Hard) && equalLists(used, rq.Status.Used) {
+		newHard := rq.Status.Hard == nil || !equalLists(rq.Spec.Hard, rq.Status.Hard)
+		if !newHard && rq.Status.Used != nil && equalLists(used, rq.Status.Used) {
 			continue
+		}
+		if newHard {
+			settle = true
 		}
 		obj := e.obj.DeepCopy()
 		status := map[string]any{"hard": listJSON(rq.Spec.Hard), "used": listJSON(used)}
@@ -345,5 +360,5 @@ func (q *Quota) sync(ctx context.Context, ns string) error {
 			firstErr = err
 		}
 	}
-	return firstErr
+	return settle, firstErr
 }

@@ -310,6 +310,9 @@ func TestConcurrentCreatesStopAtTheLimit(t *testing.T) {
 	replicas := []*env{e, e.replica()}
 	const limit, workers, each = 40, 8, 10
 	e.quota("q", map[string]any{"count/configmaps": fmt.Sprint(limit)}, map[string]any{"count/configmaps": "0"}, true)
+	// Each server enforces the quota once its cache holds it (see
+	// TestLimitsSettle for a create one admits before).
+	replicas[1].cached(e.get("q").GetResourceVersion())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	stored, refused, conflicts := 0, 0, 0
@@ -454,4 +457,26 @@ func TestCountsNeverUndoCharges(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually("the last count", func() bool { return fmt.Sprint(e.used("q")) == fmt.Sprintf("map[count/configmaps:%d]", n) })
+}
+
+// TestLimitsSettle: a create a server admitted before its cache held new
+// limits was not counted; the controller counts the namespace again a
+// moment after it writes new limits, and finds it.
+func TestLimitsSettle(t *testing.T) {
+	e := newEnv(t)
+	q, err := New(Config{Registry: e.reg, Retry: 5 * time.Millisecond, Settle: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.q = q
+	e.reg.SetQuota(q)
+	e.runController()
+	e.quota("q", map[string]any{"count/configmaps": "5"}, nil, false)
+	e.eventually("the first count", func() bool { return fmt.Sprint(e.used("q")) == "map[count/configmaps:0]" })
+	// As another server would before its cache has the quota: stored,
+	// not counted.
+	e.reg.SetQuota(nil)
+	e.create(configMaps, "q1", "early", nil)
+	e.reg.SetQuota(q)
+	e.eventually("the count after the limits settled", func() bool { return fmt.Sprint(e.used("q")) == "map[count/configmaps:1]" })
 }
