@@ -26,7 +26,10 @@ func StorageVersionMigrations() *registry.Kind {
 	return &registry.Kind{
 		Group: svmv1.GroupName, Versions: []string{"v1"}, Kind: "StorageVersionMigration", ListKind: "StorageVersionMigrationList",
 		Resource: "storageversionmigrations", Singular: "storageversionmigration", Status: true, QualifiedFinalizers: true,
-		Typed: func() runtime.Object { return &svmv1.StorageVersionMigration{} },
+		// kube-apiserver 1.37 stores it as v1beta1 (not served), which
+		// discovery's storageVersionHash names.
+		UpstreamStorageVersion: "v1beta1",
+		Typed:                  func() runtime.Object { return &svmv1.StorageVersionMigration{} },
 		// The Go type writes an empty status as {}.
 		PrepareForCreate: func(obj *unstructured.Unstructured) { obj.Object["status"] = map[string]any{} },
 		Validate:         func(obj *unstructured.Unstructured) field.ErrorList { return validateMigration(obj) },
