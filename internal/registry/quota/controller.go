@@ -65,9 +65,16 @@ func (q *Quota) Run(ctx context.Context) error {
 		case ev := <-events:
 			c.quotaEvent(ctx, ev)
 		case d := <-c.deleted:
-			for ns, quotas := range c.counts {
-				if d.ns == "" || d.ns == ns && countsAny(quotas, d.gr) {
-					q.markDirty(ns)
+			c.deletion(d)
+			// A namespace's deletion deletes its objects by the
+			// thousand: the deletes queued meanwhile make one count.
+		drain:
+			for range 4096 {
+				select {
+				case d := <-c.deleted:
+					c.deletion(d)
+				default:
+					break drain
 				}
 			}
 		case <-q.recount:
@@ -125,6 +132,21 @@ type controller struct {
 type deletion struct {
 	ns string
 	gr schema.GroupResource
+}
+
+// deletion marks dirty the namespaces d may change the counts of.
+func (c *controller) deletion(d deletion) {
+	if d.ns != "" {
+		if countsAny(c.counts[d.ns], d.gr) {
+			c.q.markDirty(d.ns)
+		}
+		return
+	}
+	for ns, quotas := range c.counts {
+		if countsAny(quotas, d.gr) {
+			c.q.markDirty(ns)
+		}
+	}
 }
 
 // countsAny reports whether one of quotas counts gr.
