@@ -92,6 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	listFlag("requestheader-uid-headers", "request headers a front proxy names the user's uid in (X-Remote-Uid)", &cfg.RequestHeader.UIDHeaders)
 	listFlag("requestheader-group-headers", "request headers a front proxy names the user's groups in, every value (X-Remote-Group)", &cfg.RequestHeader.GroupHeaders)
 	listFlag("requestheader-extra-headers-prefix", "prefixes of the request headers a front proxy names the user's extra in: <prefix><key> (X-Remote-Extra-)", &cfg.RequestHeader.ExtraHeaderPrefixes)
+	fs.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long an Event is kept after it was last written, as kube-apiserver's flag (0 keeps Events forever)")
 	fs.DurationVar(&cfg.ResourceQuotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often the objects every ResourceQuota counts are counted again, as kube-controller-manager's flag (deletes and new quotas are counted at once)")
 	fs.DurationVar(&cfg.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "the longest a client certificate kplane issues for an approved CertificateSigningRequest (signer kubernetes.io/kube-apiserver-client) lasts, as kube-controller-manager's flag")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "CSV file of static bearer tokens, as kube-apiserver's: token,user,uid[,\"group1,group2\"] per line, read at start")

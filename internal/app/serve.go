@@ -81,6 +81,10 @@ type Config struct {
 	// issues for a CertificateSigningRequest lasts, as
 	// kube-controller-manager's --cluster-signing-duration (0: a year).
 	ClusterSigningDuration time.Duration
+	// EventTTL is how long an Event is kept after its last write, as
+	// kube-apiserver's --event-ttl (0: forever; the flag's default is an
+	// hour).
+	EventTTL time.Duration
 	// ResourceQuotaSyncPeriod is how often every ResourceQuota's objects
 	// are counted again, as kube-controller-manager's
 	// --resource-quota-sync-period (0: 5 minutes).
@@ -477,6 +481,9 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("resourcequota-controller", quotas.Run)
+	if cfg.EventTTL > 0 {
+		goRun("event-expiry", (&core.EventExpiry{Registry: reg, TTL: cfg.EventTTL, Logger: log}).Run)
+	}
 	goRun("storage-version-migrator", (&migration.Controller{Registry: reg, Logger: log}).Run)
 	goRun("namespace-defaults", (&core.NamespaceDefaults{Registry: reg, Logger: log}).Run)
 	goRun("clusterrole-aggregation", (&core.RoleAggregation{Registry: reg, Logger: log}).Run)
