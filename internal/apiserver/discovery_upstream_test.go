@@ -35,7 +35,7 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 		"/api/v1 secrets": "S6u1pOWzb84=", "/api/v1 serviceaccounts": "pbx9ZvyFpBE=",
 		"/apis/coordination.k8s.io/v1 leases": "gqkMMb/YqFM=", "/apis/rbac.authorization.k8s.io/v1 clusterrolebindings": "48tpQ8gZHFc=",
 		"/apis/rbac.authorization.k8s.io/v1 roles": "7FuwZcIIItM=",
-		"/api/v1 resourcequotas": "8uhSgffRX6w=", "/apis/storagemigration.k8s.io/v1 storageversionmigrations": "pCjmmKOkLy4=",
+		"/api/v1 resourcequotas":                   "8uhSgffRX6w=", "/apis/storagemigration.k8s.io/v1 storageversionmigrations": "pCjmmKOkLy4=",
 	}
 	for key, want := range hashes {
 		path, name, _ := strings.Cut(key, " ")
