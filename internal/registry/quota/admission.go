@@ -71,7 +71,8 @@ type waiter struct {
 	// waiter is to charge the next batch (lead true).
 	wake chan bool
 	err  error
-	// charged: the create was counted in some quota (not a dry run).
+	// charged: the create was counted in some quota (not a dry run),
+	// whether or not it was then admitted.
 	charged bool
 }
 
@@ -137,6 +138,9 @@ func (q *Quota) Charge(ctx context.Context, k *registry.Kind, ns string, obj *un
 	}
 	if w.err != nil {
 		release()
+		if w.charged {
+			q.markDirty(ns) // charged to some quota, then refused by another
+		}
 		if errors.Is(w.err, context.DeadlineExceeded) {
 			return nil, apierrors.NewInternalError(errors.New("resource quota evaluation timed out"))
 		}
@@ -286,6 +290,7 @@ func (q *Quota) chargeBatch(ctx context.Context, ns string, batch []*waiter) {
 		}
 		failed := map[string]bool{}
 		var lastErr error
+		written := false
 		for i, e := range quotas {
 			if !changed[i] {
 				continue
@@ -293,11 +298,16 @@ func (q *Quota) chargeBatch(ctx context.Context, ns string, batch []*waiter) {
 			if err := q.writeUsed(ctx, e); err != nil {
 				failed[e.obj.GetName()] = true
 				lastErr = err
+			} else {
+				written = true
 			}
+		}
+		for _, w := range waiting {
+			w.charged = w.charged || written
 		}
 		if len(failed) == 0 {
 			for _, w := range waiting {
-				w.err, w.charged = nil, true
+				w.err = nil
 			}
 			return
 		}
