@@ -89,6 +89,10 @@ type Config struct {
 	// are counted again, as kube-controller-manager's
 	// --resource-quota-sync-period (0: 5 minutes).
 	ResourceQuotaSyncPeriod time.Duration
+	// EnableBootstrapTokenAuth is --enable-bootstrap-token-auth: bootstrap
+	// tokens (Secrets in kube-system) authenticate, and expired ones are
+	// deleted.
+	EnableBootstrapTokenAuth bool
 	// TokenAuthFile is --token-auth-file: a CSV file of static bearer
 	// tokens (token, user, uid, "groups"), read at start.
 	TokenAuthFile string
@@ -379,6 +383,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if proxies != nil {
 		clientCAs = proxies.ownCAs
 	}
+	if cfg.EnableBootstrapTokenAuth {
+		tokens.Bootstrap = &core.BootstrapTokens{Registry: reg}
+	}
 	if cfg.TokenAuthFile != "" {
 		tf, err := core.ReadTokenFile(cfg.TokenAuthFile, log)
 		if err != nil {
@@ -481,6 +488,9 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("resourcequota-controller", quotas.Run)
+	if cfg.EnableBootstrapTokenAuth {
+		goRun("token-cleaner", (&core.BootstrapTokenCleaner{Registry: reg, Logger: log}).Run)
+	}
 	if cfg.EventTTL > 0 {
 		goRun("event-expiry", (&core.EventExpiry{Registry: reg, TTL: cfg.EventTTL, Logger: log}).Run)
 	}

@@ -82,6 +82,10 @@ type Tokens struct {
 	// File, if set, holds static tokens (--token-auth-file), asked
 	// first.
 	File TokenAuthenticator
+	// Bootstrap, if set, is asked about a token that is not a valid
+	// service account token, before JWT (--enable-bootstrap-token-auth:
+	// BootstrapTokens).
+	Bootstrap TokenAuthenticator
 	// JWT, if set, is asked about a token that is not a valid service
 	// account token: the JWT authenticators of external issuers
 	// (--authentication-config, --oidc-*).
@@ -404,21 +408,21 @@ func (t *Tokens) AuthenticateToken(ctx context.Context, token string, wanted []s
 		}
 	}
 	u, valid, err := t.authenticateServiceAccount(ctx, token, wanted)
-	if err == nil || (t.JWT == nil && t.Webhook == nil) {
+	if err == nil || (t.Bootstrap == nil && t.JWT == nil && t.Webhook == nil) {
 		return u, valid, err
 	}
 	if len(wanted) == 0 {
 		wanted = t.apiAudiences()
 	}
-	// The others in upstream's order: the JWT authenticators, then the
-	// webhook. The first to know the token decides; if none does, their
+	// The others in upstream's order: bootstrap tokens, the JWT
+	// authenticators, then the webhook. The first to know the token decides; if none does, their
 	// reasons, as upstream's union gives them (a token that is not one
 	// of kplane's has none from it).
 	var errs []error
 	if !errors.Is(err, ErrNotServiceAccountToken) {
 		errs = append(errs, err)
 	}
-	for _, other := range []TokenAuthenticator{t.JWT, t.Webhook} {
+	for _, other := range []TokenAuthenticator{t.Bootstrap, t.JWT, t.Webhook} {
 		if other == nil {
 			continue
 		}
