@@ -72,8 +72,44 @@ func (s *Server) servedGroups() []*servedGroup {
 		})
 		out = append(out, g)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b *servedGroup) int {
+		if pa, pb := groupPriority(a.name), groupPriority(b.name); pa != pb {
+			return pb - pa
+		}
+		return strings.Compare(a.firstAPIService(), b.firstAPIService())
+	})
 	return out
+}
+
+// groupPriorities are kube-apiserver's group priorities (its
+// APIServices' groupPriorityMinimum) for the built-in groups kplane
+// serves; a CRD's group has 1000. Discovery lists the groups highest
+// first, as upstream's aggregator does (client-go's discovery RESTMapper
+// prefers groups in that order).
+var groupPriorities = map[string]int{
+	"events.k8s.io": 17750, "authentication.k8s.io": 17700, "authorization.k8s.io": 17600,
+	"certificates.k8s.io": 17300, "rbac.authorization.k8s.io": 17000, "apiextensions.k8s.io": 16700,
+	"admissionregistration.k8s.io": 16700, "coordination.k8s.io": 16500, "storagemigration.k8s.io": 15800,
+}
+
+func groupPriority(group string) int {
+	if p, ok := groupPriorities[group]; ok {
+		return p
+	}
+	return 1000
+}
+
+// firstAPIService is the name of the first of the group's APIServices
+// ("<version>.<group>") in name order, which orders groups of one
+// priority upstream.
+func (g *servedGroup) firstAPIService() string {
+	first := ""
+	for _, v := range g.versions {
+		if n := v + "." + g.name; first == "" || n < first {
+			first = n
+		}
+	}
+	return first
 }
 
 func (s *Server) legacyVersions(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,26 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 		if !found {
 			t.Errorf("%s: not listed", key)
 		}
+	}
+	// The groups in kube-apiserver v1.37.2's order (its /apis, the ones
+	// kplane serves), a CRD's after them.
+	var groups metav1.APIGroupList
+	get("/apis", "application/json", &groups)
+	upstream := []string{"apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "autoscaling",
+		"batch", "certificates.k8s.io", "networking.k8s.io", "policy", "rbac.authorization.k8s.io", "storage.k8s.io",
+		"admissionregistration.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+		"discovery.k8s.io", "resource.k8s.io", "flowcontrol.apiserver.k8s.io", "storagemigration.k8s.io", "test.kplane.dev"}
+	var got, want []string
+	for _, g := range groups.Groups {
+		got = append(got, g.Name)
+	}
+	for _, g := range upstream {
+		if slices.Contains(got, g) {
+			want = append(want, g)
+		}
+	}
+	if !slices.Equal(got, want) || len(got) < 8 {
+		t.Errorf("groups %v, want %v", got, want)
 	}
 	var gizmos metav1.APIResourceList
 	get("/apis/test.kplane.dev/v1", "application/json", &gizmos)

@@ -94,3 +94,4 @@ func TestStorageVersionMigration(t *testing.T) {
 		t.Fatalf("stored: %v %s", err, stored)
 	}
 }
+
