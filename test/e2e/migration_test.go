@@ -94,4 +94,3 @@ func TestStorageVersionMigration(t *testing.T) {
 		t.Fatalf("stored: %v %s", err, stored)
 	}
 }
-
