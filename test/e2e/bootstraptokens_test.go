@@ -19,10 +19,13 @@ func TestBootstrapTokens(t *testing.T) {
 		"--from-literal", "usage-bootstrap-authentication=true", "--from-literal", "auth-extra-groups=system:bootstrappers:agents",
 		"--from-literal", "expiration="+expires)
 	kc := tokenKubeconfig(t, s, "abcdef.0123456789abcdef", "default")
-	out, errOut, err := s.kubectl("--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo}")
-	if want := `{"groups":["system:bootstrappers","system:bootstrappers:agents","system:authenticated"],"username":"system:bootstrap:abcdef"}`; err != nil || out != want {
-		t.Fatalf("whoami: %q %v %s\nwant %s", out, err, errOut, want)
-	}
+	// The token holds once the server's cache has the Secret (at once,
+	// but for a slow machine), as upstream's informer.
+	eventually(t, 10*time.Second, "whoami with the bootstrap token", func() (bool, string) {
+		out, errOut, err := s.kubectl("--kubeconfig", kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo}")
+		want := `{"groups":["system:bootstrappers","system:bootstrappers:agents","system:authenticated"],"username":"system:bootstrap:abcdef"}`
+		return err == nil && out == want, out + errOut
+	})
 	if _, errOut, err := s.kubectl("--kubeconfig", kc, "get", "configmaps"); err == nil ||
 		!strings.Contains(errOut, `User "system:bootstrap:abcdef" cannot list resource "configmaps"`) {
 		t.Fatalf("before a binding: %v %s", err, errOut)

@@ -114,6 +114,9 @@ func TestResourceQuotaAcrossReplicas(t *testing.T) {
 	a.mustKubectl(t, "create", "namespace", "shared")
 	const limit, workers, each = 30, 8, 8
 	a.mustKubectl(t, "create", "quota", "q", "-n", "shared", fmt.Sprintf("--hard=configmaps=%d", limit))
+	// A consistent read through each server: each one's cache then holds
+	// the quota's limits, which it enforces from then on.
+	quotaUsed(t, a, "shared", "q", `{"configmaps":"0"}`)
 	quotaUsed(t, b, "shared", "q", `{"configmaps":"0"}`)
 
 	ctx := context.Background()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // bootstrapSecret is the JSON of a bootstrap token Secret named for id,
@@ -51,8 +53,14 @@ func TestBootstrapTokens(t *testing.T) {
 	with("badgrp", map[string]string{"auth-extra-groups": "workers"}, bootstrapTokenType)
 	with("opaque", nil, "Opaque")
 	with("noexpy", map[string]string{"expiration": "-", "auth-extra-groups": "-"}, bootstrapTokenType)
-	f.create("secrets", "kube-system", bootstrapSecret("bootstrap-token-otheri", bootstrapTokenType,
+	last := f.create("secrets", "kube-system", bootstrapSecret("bootstrap-token-otheri", bootstrapTokenType,
 		map[string]string{"token-id": "wrong0", "token-secret": "0123456789abcdef", "usage-bootstrap-authentication": "true"}))
+	// The authenticator reads the watch cache, as upstream's reads an
+	// informer: wait for it to hold the secrets.
+	if _, err := f.res("secrets").List(f.ctx, "v1", "kube-system", registry.ListOptions{ListOptions: storage.ListOptions{
+		ResourceVersion: last.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct{ token, want string }{
 		{"abcdef.0123456789abcdef", "system:bootstrap:abcdef [system:bootstrappers system:bootstrappers:kubeadm:default-node-token system:bootstrappers:workers system:authenticated]"},
