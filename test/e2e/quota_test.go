@@ -22,11 +22,13 @@ import (
 )
 
 // quotaUsed waits until quota ns/name's status.used is want (as kubectl's
-// jsonpath prints it).
+// jsonpath prints it). It lists: a consistent list is served by the
+// server's cache once it has caught up, so the cache, which quota
+// admission reads, holds what it answers.
 func quotaUsed(t *testing.T, s *server, ns, name, want string) {
 	t.Helper()
 	eventually(t, 10*time.Second, "quota "+name+"'s status.used", func() (bool, string) {
-		out, errOut, err := s.kubectl("get", "quota", name, "-n", ns, "-o", "jsonpath={.status.used}")
+		out, errOut, err := s.kubectl("get", "quota", "-n", ns, "--field-selector", "metadata.name="+name, "-o", "jsonpath={.items[0].status.used}")
 		return err == nil && out == want, out + errOut
 	})
 }
@@ -114,8 +116,8 @@ func TestResourceQuotaAcrossReplicas(t *testing.T) {
 	a.mustKubectl(t, "create", "namespace", "shared")
 	const limit, workers, each = 30, 8, 8
 	a.mustKubectl(t, "create", "quota", "q", "-n", "shared", fmt.Sprintf("--hard=configmaps=%d", limit))
-	// A consistent read through each server: each one's cache then holds
-	// the quota's limits, which it enforces from then on.
+	// Read through each server: each one's cache then holds the quota's
+	// limits, which it enforces from then on.
 	quotaUsed(t, a, "shared", "q", `{"configmaps":"0"}`)
 	quotaUsed(t, b, "shared", "q", `{"configmaps":"0"}`)
 
