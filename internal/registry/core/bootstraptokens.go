@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
@@ -187,55 +186,29 @@ func (c *BootstrapTokenCleaner) Run(ctx context.Context) error {
 }
 
 func (c *BootstrapTokenCleaner) follow(ctx context.Context, res *registry.Resource, w watch.Interface, timer *time.Timer) {
-	x := &expiries{byKey: map[string]*expiry{}}
-	arm := func() {
-		timer.Stop()
-		select {
-		case <-timer.C:
-		default:
-		}
-		if len(x.order) > 0 {
-			timer.Reset(max(x.order[0].at.Sub(c.Now()), 0))
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
+	followExpiring(ctx, w, timer, c.Now, func(x *expiries, ev watch.Event) {
+		u, isObj := ev.Object.(runtime.Unstructured)
+		if !isObj || ev.Type == watch.Bookmark {
 			return
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return
-			}
-			u, isObj := ev.Object.(runtime.Unstructured)
-			if !isObj || ev.Type == watch.Bookmark {
-				continue
-			}
-			obj := &unstructured.Unstructured{Object: u.UnstructuredContent()}
-			at, expires := bootstrapExpiry(secretData(obj))
-			if ev.Type == watch.Deleted || !expires {
-				x.drop(obj.GetNamespace(), obj.GetName())
-			} else {
-				x.set(obj.GetNamespace(), obj.GetName(), obj.GetUID(), "", at)
-			}
-			arm()
-		case <-timer.C:
-			now := c.Now()
-			for len(x.order) > 0 && !x.order[0].at.After(now) {
-				due := heap.Pop(&x.order).(*expiry)
-				delete(x.byKey, due.ns+"/"+due.name)
-				uid := due.uid
-				_, _, err := res.Delete(ctx, "v1", due.ns, due.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
-					registry.WriteOptions{FieldManager: controllerManager})
-				switch {
-				case err == nil:
-					c.Logger.Info("expired bootstrap token deleted", "secret", due.ns+"/"+due.name)
-				case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-				default:
-					c.Logger.Warn("token cleaner: deleting", "secret", due.ns+"/"+due.name, "err", err)
-					x.set(due.ns, due.name, due.uid, "", now.Add(time.Second)) // try again
-				}
-			}
-			arm()
 		}
-	}
+		obj := &unstructured.Unstructured{Object: u.UnstructuredContent()}
+		if at, expires := bootstrapExpiry(secretData(obj)); ev.Type != watch.Deleted && expires {
+			x.set(obj.GetNamespace(), obj.GetName(), obj.GetUID(), "", at)
+		} else {
+			x.drop(obj.GetNamespace(), obj.GetName())
+		}
+	}, func(due *expiry) bool {
+		uid := due.uid
+		_, _, err := res.Delete(ctx, "v1", due.ns, due.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+			registry.WriteOptions{FieldManager: controllerManager})
+		switch {
+		case err == nil:
+			c.Logger.Info("expired bootstrap token deleted", "secret", due.ns+"/"+due.name)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		default:
+			c.Logger.Warn("token cleaner: deleting", "secret", due.ns+"/"+due.name, "err", err)
+			return false
+		}
+		return true
+	})
 }

@@ -129,8 +129,36 @@ func (e *EventExpiry) Run(ctx context.Context) error {
 // follow keeps the expiries of w's Events, from its initial state, and
 // deletes those due, until the watch ends.
 func (e *EventExpiry) follow(ctx context.Context, res *registry.Resource, w watch.Interface, timer *time.Timer) {
-	x := &expiries{byKey: map[string]*expiry{}}
 	initial := true
+	followExpiring(ctx, w, timer, e.Now, func(x *expiries, ev watch.Event) {
+		obj, isObj := ev.Object.(metav1.Object)
+		if !isObj {
+			return
+		}
+		switch ev.Type {
+		case watch.Bookmark:
+			if obj.GetAnnotations()[storage.InitialEventsEndAnnotation] == "true" {
+				initial = false
+			}
+		case watch.Deleted:
+			x.drop(obj.GetNamespace(), obj.GetName())
+		default:
+			at := e.Now().Add(e.TTL)
+			if initial {
+				at = lastWritten(obj).Add(e.TTL)
+			}
+			x.set(obj.GetNamespace(), obj.GetName(), obj.GetUID(), obj.GetResourceVersion(), at)
+		}
+	}, func(due *expiry) bool { return e.expire(ctx, res, due) })
+}
+
+// followExpiring hands w's events to observe, which sets and drops the
+// expiries of x, and each expiry that falls due to expire, until the watch
+// ends: expire reports false for one to be tried again a second later.
+// timer is the caller's, reused across watches.
+func followExpiring(ctx context.Context, w watch.Interface, timer *time.Timer, now func() time.Time,
+	observe func(x *expiries, ev watch.Event), expire func(due *expiry) bool) {
+	x := &expiries{byKey: map[string]*expiry{}}
 	arm := func() {
 		timer.Stop()
 		select {
@@ -138,7 +166,7 @@ func (e *EventExpiry) follow(ctx context.Context, res *registry.Resource, w watc
 		default:
 		}
 		if len(x.order) > 0 {
-			timer.Reset(max(x.order[0].at.Sub(e.Now()), 0))
+			timer.Reset(max(x.order[0].at.Sub(now()), 0))
 		}
 	}
 	for {
@@ -149,33 +177,15 @@ func (e *EventExpiry) follow(ctx context.Context, res *registry.Resource, w watc
 			if !ok || ev.Type == watch.Error {
 				return
 			}
-			obj, isObj := ev.Object.(metav1.Object)
-			if !isObj {
-				continue
-			}
-			switch ev.Type {
-			case watch.Bookmark:
-				if obj.GetAnnotations()[storage.InitialEventsEndAnnotation] == "true" {
-					initial = false
-				}
-				continue
-			case watch.Deleted:
-				x.drop(obj.GetNamespace(), obj.GetName())
-			default:
-				at := e.Now().Add(e.TTL)
-				if initial {
-					at = lastWritten(obj).Add(e.TTL)
-				}
-				x.set(obj.GetNamespace(), obj.GetName(), obj.GetUID(), obj.GetResourceVersion(), at)
-			}
+			observe(x, ev)
 			arm()
 		case <-timer.C:
-			now := e.Now()
-			for len(x.order) > 0 && !x.order[0].at.After(now) {
+			t := now()
+			for len(x.order) > 0 && !x.order[0].at.After(t) {
 				due := heap.Pop(&x.order).(*expiry)
 				delete(x.byKey, due.ns+"/"+due.name)
-				if !e.expire(ctx, res, due) && ctx.Err() == nil {
-					x.set(due.ns, due.name, due.uid, due.rv, now.Add(time.Second)) // try again
+				if !expire(due) && ctx.Err() == nil {
+					x.set(due.ns, due.name, due.uid, due.rv, t.Add(time.Second))
 				}
 			}
 			arm()
