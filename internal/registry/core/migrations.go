@@ -38,7 +38,7 @@ func StorageVersionMigrations() *registry.Kind {
 				return validateMigrationStatus(obj, old)
 			}
 			errs := validateMigration(obj)
-			if spec, was := typedMigration(obj).Spec, typedMigration(old).Spec; spec != was {
+			if spec, was := TypedMigration(obj).Spec, TypedMigration(old).Spec; spec != was {
 				errs = append(errs, field.Invalid(field.NewPath("spec"), migrationSpec{spec.Resource}, "field is immutable"))
 			}
 			return errs
@@ -48,11 +48,11 @@ func StorageVersionMigrations() *registry.Kind {
 			{Name: "Name", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"], Cell: registry.CellName},
 			{Name: "Resource", Type: "string", Description: "GroupResource to migrate", Reads: []string{"spec"},
 				Value: func(obj *unstructured.Unstructured) any {
-					r := typedMigration(obj).Spec.Resource
+					r := TypedMigration(obj).Spec.Resource
 					return (&r).String()
 				}},
 			{Name: "Status", Type: "string", Description: "Status of the migration", Reads: []string{"status"},
-				Value: func(obj *unstructured.Unstructured) any { return migrationState(typedMigration(obj)) }},
+				Value: func(obj *unstructured.Unstructured) any { return migrationState(TypedMigration(obj)) }},
 		},
 	}
 }
@@ -61,7 +61,9 @@ func StorageVersionMigrations() *registry.Kind {
 // type, whose JSON names the field Resource.
 type migrationSpec struct{ Resource metav1.GroupResource }
 
-func typedMigration(obj *unstructured.Unstructured) *svmv1.StorageVersionMigration {
+// TypedMigration is obj as the Go type (fields that do not convert left
+// empty).
+func TypedMigration(obj *unstructured.Unstructured) *svmv1.StorageVersionMigration {
 	var svm svmv1.StorageVersionMigration
 	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &svm)
 	return &svm
@@ -87,7 +89,7 @@ func migrationState(svm *svmv1.StorageVersionMigration) string {
 // metadata is the registry's).
 func validateMigration(obj *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
-	r := typedMigration(obj).Spec.Resource
+	r := TypedMigration(obj).Spec.Resource
 	if r.Resource == "" {
 		errs = append(errs, field.Required(field.NewPath("spec", "resource", "resource"), "resource is required to be set"))
 	} else if msgs := validation.IsDNS1035Label(r.Resource); len(msgs) > 0 {
@@ -106,7 +108,7 @@ func validateMigration(obj *unstructured.Unstructured) field.ErrorList {
 // registry's).
 func validateMigrationStatus(obj, old *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
-	svm, was := typedMigration(obj), typedMigration(old)
+	svm, was := TypedMigration(obj), TypedMigration(old)
 	p := field.NewPath("status")
 	if rv := svm.Status.ResourceVersion; rv != "" {
 		if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {

@@ -38,10 +38,10 @@ func ResourceQuotas() *registry.Kind {
 	}
 }
 
-// QuotaResourceList reads a ResourceList (spec.hard, status.used) of a
+// quotaResourceList reads a ResourceList (spec.hard, status.used) of a
 // ResourceQuota: the names and quantities that parse (a body of the Go
 // type has no others).
-func QuotaResourceList(obj *unstructured.Unstructured, fields ...string) corev1.ResourceList {
+func quotaResourceList(obj *unstructured.Unstructured, fields ...string) corev1.ResourceList {
 	m, _, _ := unstructured.NestedMap(obj.Object, fields...)
 	out := make(corev1.ResourceList, len(m))
 	for k, v := range m {
@@ -293,7 +293,7 @@ func quotaWarnings(obj, old *unstructured.Unstructured) []string {
 	if old != nil {
 		return nil
 	}
-	hard := QuotaResourceList(obj, "spec", "hard")
+	hard := quotaResourceList(obj, "spec", "hard")
 	var out []string
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceStorage, corev1.ResourceEphemeralStorage} {
 		reqName := "requests." + r
@@ -322,8 +322,8 @@ var quotaColumns = []registry.Column{
 }
 
 func quotaCell(obj *unstructured.Unstructured, limits bool) string {
-	hard := QuotaResourceList(obj, "status", "hard")
-	used := QuotaResourceList(obj, "status", "used")
+	hard := quotaResourceList(obj, "status", "hard")
+	used := quotaResourceList(obj, "status", "used")
 	var parts []string
 	for _, name := range sortedNames(hard) {
 		first, _, dotted := strings.Cut(string(name), ".")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
 )
 
 // Upstream's names.
@@ -99,7 +100,7 @@ func (c *Controller) follow(ctx context.Context, w watch.Interface, pending map[
 			if !isObj || ev.Type == watch.Bookmark {
 				continue
 			}
-			svm := typed(&unstructured.Unstructured{Object: u.UnstructuredContent()})
+			svm := core.TypedMigration(&unstructured.Unstructured{Object: u.UnstructuredContent()})
 			pending[svm.Spec.Resource] = true
 		case <-retry:
 		}
@@ -114,12 +115,6 @@ func (c *Controller) follow(ctx context.Context, w watch.Interface, pending map[
 			}
 		}
 	}
-}
-
-func typed(obj *unstructured.Unstructured) *svmv1.StorageVersionMigration {
-	var svm svmv1.StorageVersionMigration
-	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &svm)
-	return &svm
 }
 
 func isTrue(svm *svmv1.StorageVersionMigration, t svmv1.MigrationConditionType) bool {
@@ -140,7 +135,7 @@ func (c *Controller) sync(ctx context.Context, gr metav1.GroupResource) (again b
 	}
 	var mine []*svmv1.StorageVersionMigration
 	for i := range list.Items {
-		if svm := typed(&list.Items[i]); svm.Spec.Resource == gr {
+		if svm := core.TypedMigration(&list.Items[i]); svm.Spec.Resource == gr {
 			mine = append(mine, svm)
 		}
 	}

@@ -124,7 +124,7 @@ func (e *env) conditions(name string) (string, *svmv1.StorageVersionMigration) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	svm := typed(cur)
+	svm := core.TypedMigration(cur)
 	var out []string
 	for _, c := range svm.Status.Conditions {
 		out = append(out, fmt.Sprintf("%s=%s/%s:%s", c.Type, c.Status, c.Reason, c.Message))

@@ -210,18 +210,21 @@ func (q *Quota) lead(ctx context.Context, sp *space) {
 
 // entry is one quota of a namespace, as read for a batch.
 type entry struct {
-	obj        *unstructured.Unstructured
+	obj *unstructured.Unstructured
+	rq  *corev1.ResourceQuota // obj, typed
+	// hard and used are rq's status; used changes as creates are
+	// charged.
 	hard, used corev1.ResourceList
 	scoped     bool
 }
 
 func readEntry(obj *unstructured.Unstructured) (*entry, error) {
-	var rq corev1.ResourceQuota
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &rq); err != nil {
+	rq := &corev1.ResourceQuota{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, rq); err != nil {
 		return nil, err
 	}
 	return &entry{
-		obj: obj, hard: rq.Status.Hard, used: rq.Status.Used,
+		obj: obj, rq: rq, hard: rq.Status.Hard, used: rq.Status.Used,
 		scoped: len(rq.Spec.Scopes) > 0 || (rq.Spec.ScopeSelector != nil && len(rq.Spec.ScopeSelector.MatchExpressions) > 0),
 	}, nil
 }

@@ -342,10 +342,7 @@ func (q *Quota) sync(ctx context.Context, ns string) (settle bool, err error) {
 	}
 	var firstErr error
 	for _, e := range quotas {
-		var rq corev1.ResourceQuota
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(e.obj.Object, &rq); err != nil {
-			return false, err
-		}
+		rq := e.rq
 		used := corev1.ResourceList{}
 		for name := range rq.Spec.Hard {
 			if old, ok := rq.Status.Used[name]; ok {
