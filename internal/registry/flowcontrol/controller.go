@@ -1,0 +1,420 @@
+package flowcontrol
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// Config configures a Controller.
+type Config struct {
+	Registry *registry.Registry
+	// Seats is the server's concurrency limit, which the limited priority
+	// levels share by their nominalConcurrencyShares: kube-apiserver's
+	// --max-requests-inflight plus --max-mutating-requests-inflight (400
+	// and 200 by default).
+	Seats  int
+	Logger *slog.Logger
+	// Now is the clock (tests); time.Now if nil.
+	Now func() time.Time
+}
+
+// Controller is API Priority and Fairness: it keeps the configuration
+// objects, classifies each request (Admit) and makes it wait for a seat
+// of its priority level.
+type Controller struct {
+	cfg   Config
+	state atomic.Pointer[state]
+
+	mu     sync.Mutex             // guards what follows
+	levels map[string]*level      // by name, the configured ones
+	stats  map[flowKey]*flowStats // by flow schema and level
+	// The configuration as last read: the objects by name.
+	schemaObjs map[string]*flowcontrolv1.FlowSchema
+	levelObjs  map[string]*flowcontrolv1.PriorityLevelConfiguration
+}
+
+// state is a configuration as the classifier reads it, replaced whole.
+type state struct {
+	// schemas in matching order, the dangling ones left out.
+	schemas []*classifier
+}
+
+// classifier is a flow schema with its level.
+type classifier struct {
+	schema
+	l       *level
+	levelID string // the level's uid
+	stats   *flowStats
+}
+
+// New returns a Controller serving the bootstrap configuration until Run
+// reads the stored one.
+func New(cfg Config) *Controller {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Controller{cfg: cfg, levels: map[string]*level{}, stats: map[flowKey]*flowStats{}}
+	schemas := map[string]*flowcontrolv1.FlowSchema{}
+	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
+	for _, fs := range append(mandatorySchemas(), suggestedSchemas()...) {
+		schemas[fs.Name] = fs
+	}
+	for _, pl := range append(mandatoryLevels(), suggestedLevels()...) {
+		levels[pl.Name] = pl
+	}
+	c.configure(schemas, levels)
+	return c
+}
+
+// ErrRejected is the error of a refused request (see Rejection).
+var ErrRejected = errors.New("too many requests")
+
+// Ticket is a request's classification and, once admitted, its seat.
+type Ticket struct {
+	// The uids of the flow schema and priority level that took the
+	// request, which the response's headers name.
+	FlowSchemaUID, PriorityLevelUID string
+	// RetryAfter is the seconds a refused request is told to wait.
+	RetryAfter int64
+	seat       *seat
+	stats      *flowStats
+	done       atomic.Bool
+}
+
+// Done gives the request's seat back (the request ended, or a watch
+// started). Calls after the first do nothing.
+func (t *Ticket) Done() {
+	if t == nil || t.seat == nil || t.done.Swap(true) {
+		return
+	}
+	t.stats.executing.Add(-1)
+	t.seat.release(time.Now())
+}
+
+// Admit classifies request a by the first flow schema that takes it, and
+// waits for a seat at the schema's priority level, at most wait (or until
+// ctx ends). It returns the ticket, which names the classification, and
+// ErrRejected if the request was refused: a full queue, a full Reject
+// level, or a wait that ran out.
+func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait time.Duration) (*Ticket, error) {
+	st := c.state.Load()
+	var cl *classifier
+	for _, s := range st.schemas {
+		if s.matches(a) {
+			cl = s
+			break
+		}
+	}
+	if cl == nil { // the catch-all takes authenticated and unauthenticated users; a user in neither:
+		cl = st.schemas[len(st.schemas)-1]
+	}
+	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, stats: cl.stats}
+	var flow uint64
+	if cl.l.queued() {
+		flow = flowHash(cl.name, distinguish(cl.distinguisher, a))
+	}
+	begin := time.Now()
+	cl.stats.waiting.Add(1)
+	s, reason := cl.l.enter(ctx, wait, flow, c.cfg.Now())
+	cl.stats.waiting.Add(-1)
+	if s == nil {
+		cl.stats.reject(reason)
+		cl.l.mu.Lock()
+		t.RetryAfter = cl.l.drops.after()
+		cl.l.mu.Unlock()
+		return t, ErrRejected
+	}
+	if s.limited {
+		cl.stats.observeWait(time.Since(begin))
+	}
+	cl.stats.dispatched.Add(1)
+	cl.stats.executing.Add(1)
+	t.seat = s
+	return t, nil
+}
+
+// distinguish is the flow a request is of, within its schema: its user's
+// name, its namespace, or one flow for all.
+func distinguish(by flowcontrolv1.FlowDistinguisherMethodType, a *registry.Attributes) string {
+	switch by {
+	case flowcontrolv1.FlowDistinguisherMethodByUserType:
+		return a.User.Name
+	case flowcontrolv1.FlowDistinguisherMethodByNamespaceType:
+		return a.Namespace
+	}
+	return ""
+}
+
+// flowHash is a flow's hash, which deals its hand of queues.
+func flowHash(schema, flow string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	h.Write([]byte{0})
+	h.Write([]byte(flow))
+	return h.Sum64()
+}
+
+// queued reports whether the level has more than one queue, so that a
+// request's flow matters.
+func (l *level) queued() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queues) > 1
+}
+
+// configure makes the classifier and the levels those of the objects
+// given: each level's seats are shared out again, its queues remade if
+// their number changed (their requests dealt to the new ones), and the
+// flow schemas whose level is missing left out. Missing mandatory objects
+// are made up, as upstream. It returns the names of the dangling flow
+// schemas.
+func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, levelObjs map[string]*flowcontrolv1.PriorityLevelConfiguration) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.schemaObjs, c.levelObjs = schemaObjs, levelObjs
+	levelSpecs := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
+	for name, pl := range levelObjs {
+		levelSpecs[name] = pl
+	}
+	for _, pl := range mandatoryLevels() {
+		if levelSpecs[pl.Name] == nil {
+			levelSpecs[pl.Name] = pl // made up: no uid
+		}
+	}
+	shareSum := 0.0
+	for _, pl := range levelSpecs {
+		shares, _, _ := commons(pl)
+		shareSum += float64(shares)
+	}
+	now := c.cfg.Now()
+	for name, pl := range levelSpecs {
+		l := c.levels[name]
+		fresh := l == nil
+		if fresh {
+			l = newLevel(name)
+			c.levels[name] = l
+		}
+		l.configure(pl, c.cfg.Seats, shareSum, fresh, now)
+	}
+	for name := range c.levels {
+		if levelSpecs[name] == nil {
+			delete(c.levels, name) // its requests keep it until they end
+		}
+	}
+	dangling := map[string]bool{}
+	var schemas []*classifier
+	haveExempt, haveCatchAll := false, false
+	add := func(fs *flowcontrolv1.FlowSchema) *classifier {
+		l := c.levels[fs.Spec.PriorityLevelConfiguration.Name]
+		key := flowKey{fs.Name, l.name}
+		st := c.stats[key]
+		if st == nil {
+			st = &flowStats{}
+			c.stats[key] = st
+		}
+		cl := &classifier{schema: schemaOf(fs), l: l, stats: st}
+		if pl := levelSpecs[l.name]; pl != nil {
+			cl.levelID = string(pl.UID)
+		}
+		return cl
+	}
+	for name, fs := range schemaObjs {
+		if c.levels[fs.Spec.PriorityLevelConfiguration.Name] == nil {
+			dangling[name] = true
+			continue
+		}
+		haveExempt = haveExempt || name == exemptName
+		haveCatchAll = haveCatchAll || name == catchAllName
+		schemas = append(schemas, add(fs))
+	}
+	slices.SortFunc(schemas, func(a, b *classifier) int { return before(&a.schema, &b.schema) })
+	mandatory := mandatorySchemas()
+	if !haveExempt {
+		schemas = append([]*classifier{add(mandatory[0])}, schemas...)
+	}
+	if !haveCatchAll {
+		schemas = append(schemas, add(mandatory[1]))
+	}
+	c.state.Store(&state{schemas: schemas})
+	c.rebalanceLocked(now, false)
+	return dangling
+}
+
+// schemaOf is fs as the classifier reads it.
+func schemaOf(fs *flowcontrolv1.FlowSchema) schema {
+	s := schema{name: fs.Name, uid: string(fs.UID), precedence: fs.Spec.MatchingPrecedence,
+		level: fs.Spec.PriorityLevelConfiguration.Name, rules: fs.Spec.Rules}
+	if m := fs.Spec.DistinguisherMethod; m != nil {
+		s.distinguisher = m.Type
+	}
+	return s
+}
+
+// commons are a level's shares, lendable percent and borrowing limit
+// percent (nil: no limit).
+func commons(pl *flowcontrolv1.PriorityLevelConfiguration) (shares, lendable int32, borrowing *int32) {
+	if e := pl.Spec.Exempt; e != nil {
+		return deref(e.NominalConcurrencyShares), deref(e.LendablePercent), nil
+	}
+	if l := pl.Spec.Limited; l != nil {
+		return deref(l.NominalConcurrencyShares), deref(l.LendablePercent), l.BorrowingLimitPercent
+	}
+	return 0, 0, nil
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// configure gives l pl's configuration: seats is the server's, of which
+// l's shares of shareSum are its nominal seats.
+func (l *level) configure(pl *flowcontrolv1.PriorityLevelConfiguration, seats int, shareSum float64, fresh bool, now time.Time) {
+	shares, lendable, borrowing := commons(pl)
+	nominal := 0
+	if shareSum > 0 {
+		nominal = int(math.Ceil(float64(seats) * float64(shares) / shareSum))
+	}
+	lend := int(math.Round(float64(nominal) * float64(lendable) / 100))
+	borrow := seats
+	if borrowing != nil {
+		borrow = int(math.Round(float64(nominal) * float64(*borrowing) / 100))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.advance(now)
+	l.uid = string(pl.UID)
+	l.exempt = pl.Spec.Type == flowcontrolv1.PriorityLevelEnablementExempt
+	l.nominal, l.minCL, l.maxCL = nominal, nominal-lend, nominal+borrow
+	if fresh {
+		l.current = nominal - lend/2
+	}
+	var q *flowcontrolv1.QueuingConfiguration
+	l.reject = false
+	if lim := pl.Spec.Limited; lim != nil && !l.exempt {
+		q = lim.LimitResponse.Queuing
+		l.reject = lim.LimitResponse.Type == flowcontrolv1.LimitResponseTypeReject
+	}
+	n := 0
+	if q != nil && !l.reject {
+		n = int(q.Queues)
+		l.handSize, l.queueLengthLimit = int(q.HandSize), int(q.QueueLengthLimit)
+	}
+	if n != len(l.queues) {
+		l.requeue(n)
+	}
+	l.dispatch()
+}
+
+// requeue remakes l's queues, n of them, and deals their waiting requests
+// to the new ones, by flow; with no queues, they start at once. The old
+// queues' executing requests end on them, uncounted.
+func (l *level) requeue(n int) {
+	var waiters []*waiter
+	for _, q := range l.queues {
+		waiters = append(waiters, q.waiters...)
+		q.waiters = nil
+		q.detached = true
+	}
+	l.queues, l.active, l.waiting = nil, 0, 0
+	for range n {
+		l.queues = append(l.queues, &queue{next: l.vt})
+	}
+	for _, w := range waiters {
+		if n == 0 {
+			l.executing++
+			w.from, w.at = &queue{detached: true, executing: 1}, l.vtAt
+			close(w.ready)
+			continue
+		}
+		q := l.choose(w.flow)
+		l.activate(q)
+		q.waiters = append(q.waiters, w)
+		l.waiting++
+	}
+}
+
+// rebalanceLocked shares the server's seats out among the limited levels
+// again (the borrowing); roll ends the demand's period.
+func (c *Controller) rebalanceLocked(now time.Time, roll bool) {
+	type in struct {
+		l                                 *level
+		nominal, minCL, maxCL, high, curr int
+		smoothed                          float64
+		exempt                            bool
+	}
+	var ins []in
+	nominalSum := 0
+	for _, l := range c.levels {
+		l.mu.Lock()
+		l.advance(now)
+		if roll {
+			l.demand.roll(now)
+		}
+		high := l.demand.lastHigh
+		if !roll {
+			high = max(high, l.demand.high)
+		}
+		ins = append(ins, in{l: l, nominal: l.nominal, minCL: l.minCL, maxCL: l.maxCL, high: high, curr: l.current, smoothed: l.demand.smoothed, exempt: l.exempt})
+		l.mu.Unlock()
+		nominalSum += l.nominal
+	}
+	remaining := nominalSum
+	minSum, minCurrentSum := 0, 0
+	var parts []share
+	var limited []int // indexes into ins
+	for i, x := range ins {
+		if x.exempt {
+			remaining -= max(x.minCL, x.high)
+			continue
+		}
+		minCurrent := max(x.minCL, min(x.nominal, x.high))
+		parts = append(parts, share{lower: float64(minCurrent), upper: float64(x.maxCL), target: math.Max(float64(minCurrent), x.smoothed)})
+		limited = append(limited, i)
+		minSum += x.minCL
+		minCurrentSum += minCurrent
+	}
+	set := func(x in, current int) {
+		x.l.mu.Lock()
+		x.l.current = current
+		x.l.dispatch()
+		x.l.mu.Unlock()
+	}
+	switch {
+	case remaining <= minSum:
+		for _, i := range limited {
+			set(ins[i], ins[i].minCL)
+		}
+	case remaining <= minCurrentSum:
+		frac := float64(remaining-minSum) / float64(minCurrentSum-minSum)
+		for j, i := range limited {
+			set(ins[i], ins[i].minCL+int(math.Round((parts[j].lower-float64(ins[i].minCL))*frac)))
+		}
+	default:
+		allocs := shareOut(float64(nominalSum), parts)
+		for j, i := range limited {
+			set(ins[i], int(math.Round(allocs[j])))
+		}
+	}
+	for _, x := range ins {
+		if x.exempt {
+			set(x, max(x.minCL, x.high))
+		}
+	}
+}

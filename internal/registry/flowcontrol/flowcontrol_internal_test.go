@@ -1,0 +1,337 @@
+package flowcontrol
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// The bootstrap configuration sorts requests as kube-apiserver's does.
+func TestClassifyBootstrap(t *testing.T) {
+	c := New(Config{Seats: 600})
+	user := func(name string, groups ...string) registry.User { return registry.User{Name: name, Groups: groups} }
+	admin := user("kplane-admin", "system:masters", "system:authenticated")
+	anonymous := user("system:anonymous", "system:unauthenticated")
+	alice := user("alice", "devs", "system:authenticated")
+	sa := func(ns, name string) registry.User {
+		return user("system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	}
+	node := user("system:node:n1", "system:nodes", "system:authenticated")
+	res := func(u registry.User, verb, group, resource, ns string) *registry.Attributes {
+		return &registry.Attributes{User: u, Verb: verb, ResourceRequest: true, APIGroup: group, Resource: resource, Namespace: ns}
+	}
+	path := func(u registry.User, verb, p string) *registry.Attributes {
+		return &registry.Attributes{User: u, Verb: verb, Path: p}
+	}
+	for _, c1 := range []struct {
+		a            *registry.Attributes
+		schema, lvl string
+	}{
+		{res(admin, "create", "", "configmaps", "default"), "exempt", "exempt"},
+		{path(admin, "get", "/metrics"), "exempt", "exempt"},
+		{path(anonymous, "get", "/healthz"), "probes", "exempt"},
+		{path(anonymous, "get", "/readyz/etcd"), "probes", "exempt"}, // under /readyz
+		{path(anonymous, "post", "/healthz"), "global-default", "global-default"},
+		{path(anonymous, "get", "/version"), "global-default", "global-default"},
+		{path(alice, "get", "/livez"), "probes", "exempt"},
+		{res(alice, "list", "", "configmaps", ""), "global-default", "global-default"},
+		{res(sa("team", "ci"), "get", "", "secrets", "team"), "service-accounts", "workload-low"},
+		{res(sa("kube-system", "x"), "update", "coordination.k8s.io", "leases", "kube-system"), "system-leader-election", "leader-election"},
+		// A cluster-scoped request is not a lease rule's (no clusterScope).
+		{res(sa("kube-system", "x"), "list", "coordination.k8s.io", "leases", ""), "kube-system-service-accounts", "workload-high"},
+		{res(sa("kube-system", "x"), "delete", "coordination.k8s.io", "leases", "a"), "kube-system-service-accounts", "workload-high"},
+		{res(user("system:kube-controller-manager", "system:authenticated"), "list", "", "secrets", ""), "kube-controller-manager", "workload-high"},
+		{res(node, "patch", "", "nodes", ""), "system-node-high", "node-high"},
+		{res(node, "update", "", "nodes/status", ""), "system-node-high", "node-high"},
+		{res(node, "get", "", "configmaps", "a"), "system-nodes", "system"},
+		// In neither authenticated nor unauthenticated: the catch-all.
+		{res(user("odd"), "get", "", "configmaps", "a"), "catch-all", "catch-all"},
+	} {
+		st := c.state.Load()
+		var got *classifier
+		for _, s := range st.schemas {
+			if s.matches(c1.a) {
+				got = s
+				break
+			}
+		}
+		if got == nil {
+			got = st.schemas[len(st.schemas)-1]
+		}
+		if got.name != c1.schema || got.l.name != c1.lvl {
+			t.Errorf("%+v: %s at %s, want %s at %s", *c1.a, got.name, got.l.name, c1.schema, c1.lvl)
+		}
+	}
+}
+
+// Each level's seats are its share of the server's, and what it may lend
+// and borrow, as upstream computes them (600 seats: kube-apiserver's
+// defaults).
+func TestNominalSeats(t *testing.T) {
+	c := New(Config{Seats: 600})
+	// Shares: catch-all 5, exempt 0, system 30, node-high 40,
+	// leader-election 10, workload-high 40, workload-low 100,
+	// global-default 20: 245 in all.
+	for name, want := range map[string][3]int{
+		"exempt": {0, 0, 600}, "catch-all": {13, 13, 613}, "system": {74, 50, 674}, "node-high": {98, 73, 698},
+		"leader-election": {25, 25, 625}, "workload-high": {98, 49, 698}, "workload-low": {245, 24, 845}, "global-default": {49, 24, 649},
+	} {
+		l := c.levels[name]
+		if got := [3]int{l.nominal, l.minCL, l.maxCL}; got != want {
+			t.Errorf("%s: nominal, lower, upper %v, want %v", name, got, want)
+		}
+	}
+}
+
+// limitedLevel is a level with n queues of hand h and length qlen (a
+// Reject level if n is 0), and the seats given.
+func limitedLevel(seats, n, h, qlen int) *level {
+	l := newLevel("t")
+	spec := flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+		Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: ptr32(1), LendablePercent: ptr32(0),
+			LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}
+	if n > 0 {
+		spec.Limited.LimitResponse = flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
+			Queuing: &flowcontrolv1.QueuingConfiguration{Queues: int32(n), HandSize: int32(h), QueueLengthLimit: int32(qlen)}}
+	}
+	l.configure(&flowcontrolv1.PriorityLevelConfiguration{Spec: spec}, seats, 1, true, time.Unix(1000, 0))
+	return l
+}
+
+func TestRejectLevel(t *testing.T) {
+	l := limitedLevel(2, 0, 0, 0)
+	now := time.Unix(1000, 0)
+	a, _ := l.enter(context.Background(), time.Second, 1, now)
+	b, _ := l.enter(context.Background(), time.Second, 2, now)
+	if a == nil || b == nil {
+		t.Fatal("refused within the limit")
+	}
+	if s, reason := l.enter(context.Background(), time.Second, 3, now); s != nil || reason != reasonConcurrencyLimit {
+		t.Fatalf("past the limit: %v %q", s, reason)
+	}
+	a.release(now)
+	if s, _ := l.enter(context.Background(), time.Second, 3, now); s == nil {
+		t.Fatal("refused after a seat was given back")
+	}
+}
+
+func TestQueueFullTimeOutAndCancel(t *testing.T) {
+	l := limitedLevel(1, 1, 1, 1)
+	now := time.Unix(1000, 0)
+	holder, _ := l.enter(context.Background(), time.Second, 1, now)
+	if holder == nil {
+		t.Fatal("the first request waited")
+	}
+	got := make(chan string, 1)
+	go func() {
+		_, reason := l.enter(context.Background(), 50*time.Millisecond, 2, now)
+		got <- reason
+	}()
+	waitFor(t, func() bool { return l.waitingNow() == 1 })
+	if s, reason := l.enter(context.Background(), time.Second, 3, now); s != nil || reason != reasonQueueFull {
+		t.Fatalf("a full queue took a request: %v %q", s, reason)
+	}
+	if reason := <-got; reason != reasonTimeOut {
+		t.Fatalf("a wait past its limit: %q", reason)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, reason := l.enter(ctx, time.Minute, 2, now)
+		got <- reason
+	}()
+	waitFor(t, func() bool { return l.waitingNow() == 1 })
+	cancel()
+	if reason := <-got; reason != reasonCancelled {
+		t.Fatalf("a request whose client left: %q", reason)
+	}
+	if l.waitingNow() != 0 {
+		t.Fatal("a request that gave up is still queued")
+	}
+	// A waiting request gets the seat given back.
+	seat := make(chan *seat, 1)
+	go func() {
+		s, _ := l.enter(context.Background(), time.Minute, 2, now)
+		seat <- s
+	}()
+	waitFor(t, func() bool { return l.waitingNow() == 1 })
+	holder.release(now.Add(time.Millisecond))
+	if s := <-seat; s == nil || s.q == nil {
+		t.Fatal("the waiting request was not dispatched")
+	}
+}
+
+func (l *level) waitingNow() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}
+
+// Two flows in two queues share the seat in turn: a flow with many
+// requests waiting does not hold back one with few.
+func TestFairQueuing(t *testing.T) {
+	l := limitedLevel(1, 2, 1, 50)
+	now := time.Unix(1000, 0)
+	holder, _ := l.enter(context.Background(), time.Second, 0, now)
+	type result struct {
+		flow string
+		s    *seat
+	}
+	order := make(chan result, 16)
+	enqueue := func(flow string, hash uint64) {
+		go func() {
+			s, _ := l.enter(context.Background(), time.Minute, hash, now)
+			order <- result{flow, s}
+		}()
+	}
+	// Flow a's 6 requests in queue 0 before flow b's 3 in queue 1.
+	for i := 0; i < 6; i++ {
+		enqueue("a", 0)
+		n := i + 1
+		waitFor(t, func() bool { return l.waitingNow() == n })
+	}
+	for i := 0; i < 3; i++ {
+		enqueue("b", 1)
+		n := 7 + i
+		waitFor(t, func() bool { return l.waitingNow() == n })
+	}
+	// Each request runs 1 ms.
+	var got string
+	prev := holder
+	for i := 0; i < 9; i++ {
+		now = now.Add(time.Millisecond)
+		prev.release(now)
+		r := <-order
+		got += r.flow
+		prev = r.s
+	}
+	prev.release(now.Add(time.Millisecond))
+	if b := countIn(got[:6], 'b'); b != 3 {
+		t.Fatalf("dispatch order %s: flow b's 3 requests should be among the first 6", got)
+	}
+}
+
+func countIn(s string, c byte) int {
+	n := 0
+	for i := range len(s) {
+		if s[i] == c {
+			n++
+		}
+	}
+	return n
+}
+
+// A flow's hand holds distinct queues, and requests join the shortest.
+func TestShuffleSharding(t *testing.T) {
+	l := limitedLevel(1, 8, 3, 50)
+	for flow := uint64(0); flow < 2000; flow++ {
+		seen := map[*queue]bool{}
+		// Each queue chosen is made the longest: the next choice is
+		// another of the hand, until the hand is used up.
+		for i := 0; i < 3; i++ {
+			q := l.choose(flow)
+			if seen[q] {
+				t.Fatalf("flow %d: queue dealt twice", flow)
+			}
+			seen[q] = true
+			q.executing += 100
+		}
+		if q := l.choose(flow); !seen[q] {
+			t.Fatalf("flow %d: a queue outside its hand of 3", flow)
+		}
+		for _, q := range l.queues {
+			q.executing = 0
+		}
+	}
+}
+
+func TestShareOut(t *testing.T) {
+	parts := []share{{lower: 10, upper: 100, target: 50}, {lower: 5, upper: 20, target: 50}, {lower: 0, upper: 300, target: 10}}
+	out := shareOut(100, parts)
+	sum := 0.0
+	for i, v := range out {
+		if v < parts[i].lower-1e-9 || v > parts[i].upper+1e-9 {
+			t.Errorf("part %d: %v outside [%v, %v]", i, v, parts[i].lower, parts[i].upper)
+		}
+		sum += v
+	}
+	if math.Abs(sum-100) > 1e-6 {
+		t.Fatalf("shared %v of 100: %v", sum, out)
+	}
+	// The capped part takes its upper bound; the others share in
+	// proportion to their targets (50 to 10).
+	if math.Abs(out[1]-20) > 1e-6 || math.Abs(out[0]/out[2]-5) > 1e-6 {
+		t.Fatalf("shares %v", out)
+	}
+}
+
+// A level asked for more than its seats borrows what idle levels lend;
+// when it asks for less again, it gives them back.
+func TestBorrowing(t *testing.T) {
+	start := time.Unix(1000, 0)
+	now := start
+	c := New(Config{Seats: 600, Now: func() time.Time { return now }})
+	low := c.levels["workload-low"]
+	// 400 seats asked for during a whole period, nothing elsewhere.
+	low.mu.Lock()
+	low.demand.observe(now, 400)
+	low.mu.Unlock()
+	now = now.Add(borrowingPeriod)
+	c.mu.Lock()
+	c.rebalanceLocked(now, true)
+	c.mu.Unlock()
+	if low.current <= 245 {
+		t.Fatalf("workload-low, asked for 400 seats, has %d (nominal 245)", low.current)
+	}
+	total := 0
+	for _, l := range c.levels {
+		if !l.exempt {
+			total += l.current
+			if l.current < l.minCL || l.current > l.maxCL {
+				t.Errorf("%s: %d seats outside [%d, %d]", l.name, l.current, l.minCL, l.maxCL)
+			}
+		}
+	}
+	if total < 600 || total > 610 {
+		t.Errorf("the levels share %d seats", total)
+	}
+	global := c.levels["global-default"]
+	if global.current != global.minCL {
+		t.Errorf("idle global-default kept %d seats, lends down to %d", global.current, global.minCL)
+	}
+}
+
+// Retry-After starts at 1 s, doubles while refusals keep coming at three
+// or more a second, and comes down when they stop.
+func TestRetryAfter(t *testing.T) {
+	var d drops
+	sec := int64(1000)
+	for s := sec; s < sec+20; s++ {
+		for range 10 {
+			d.record(time.Unix(s, 0))
+		}
+	}
+	if d.after() < 8 {
+		t.Fatalf("after 20 s of 10 refusals a second, Retry-After %d", d.after())
+	}
+	high := d.after()
+	for s := sec + 100; s < sec+140; s++ {
+		d.record(time.Unix(s, 0)) // one a second
+	}
+	if d.after() >= high {
+		t.Fatalf("Retry-After stayed %d at one refusal a second", d.after())
+	}
+}

@@ -1,0 +1,274 @@
+package flowcontrol
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// serviceEstimate is the time a request is first assumed to take, for fair
+// queuing's virtual time; each request's real time replaces it when it
+// ends. Upstream assumes the same 3 ms.
+const serviceEstimate = 0.003 // seconds
+
+// Reasons a request is refused, as the rejected requests metric labels
+// them.
+const (
+	reasonQueueFull        = "queue-full"
+	reasonConcurrencyLimit = "concurrency-limit"
+	reasonTimeOut          = "time-out"
+	reasonCancelled        = "cancelled"
+)
+
+// level is a priority level's dispatcher: the seats it may fill at once
+// (current, moved between nominal's bounds by the borrowing), the requests
+// executing, and its queues. A level outlives a change of its
+// configuration: its executing and queued requests stay.
+type level struct {
+	name string
+
+	mu     sync.Mutex
+	uid    string
+	exempt bool // never limited
+	reject bool // Limited with the Reject response: no queues
+	// The seats: nominal from the shares; minCL and maxCL the bounds the
+	// borrowing keeps current in (nominal less what it lends, plus what it
+	// may borrow).
+	nominal, minCL, maxCL, current int
+	queues                         []*queue
+	handSize, queueLengthLimit     int
+
+	executing int // requests holding a seat
+	waiting   int // requests in a queue
+
+	// Fair queuing's virtual time: the service each active queue has had
+	// a right to, in seconds, at vtAt. It advances at the rate of the
+	// seats in use shared among the queues with requests.
+	vt     float64
+	vtAt   time.Time
+	active int // queues with requests waiting or executing
+
+	demand demand // the seats asked for (executing and waiting), for the borrowing
+	drops  drops  // for Retry-After
+}
+
+// queue is one of a level's queues: its waiting requests, first first,
+// the requests it dispatched that still run, and the virtual time at which
+// its next request starts.
+type queue struct {
+	waiters   []*waiter
+	executing int
+	next      float64
+	// detached is set on the queues a new configuration replaced: they
+	// only see their executing requests end.
+	detached bool
+}
+
+func (q *queue) load() int { return len(q.waiters) + q.executing }
+
+// waiter is a request in a queue.
+type waiter struct {
+	flow  uint64
+	ready chan struct{} // closed when dispatched
+	// from is set, under the level's lock, to the queue that gave the
+	// waiter its seat; a waiter that gave up before then is removed
+	// instead.
+	from *queue
+	at   time.Time // when it was dispatched
+}
+
+// seat is a request's hold on a level, given back by release.
+type seat struct {
+	l       *level
+	q       *queue // nil for an exempt level's or a Reject level's
+	start   time.Time
+	limited bool // not an exempt level's
+}
+
+func newLevel(name string) *level { return &level{name: name} }
+
+// advance moves the virtual time on to now.
+func (l *level) advance(now time.Time) {
+	if l.active > 0 && !l.vtAt.IsZero() {
+		inUse := min(l.executing, l.current)
+		l.vt += now.Sub(l.vtAt).Seconds() * float64(inUse) / float64(l.active)
+	}
+	l.vtAt = now
+	l.demand.observe(now, l.executing+l.waiting)
+}
+
+// activate counts q as active if it was not, before a request joins it;
+// an idle queue starts no earlier than the virtual time, so idleness earns
+// no credit.
+func (l *level) activate(q *queue) {
+	if q.load() == 0 && !q.detached {
+		l.active++
+		q.next = math.Max(q.next, l.vt)
+	}
+}
+
+// deactivate uncounts q if it just emptied.
+func (l *level) deactivate(q *queue) {
+	if q.load() == 0 && !q.detached {
+		l.active--
+	}
+}
+
+// enter waits for a seat for a request of flow, at most wait or until
+// ctx ends: at once
+// if the level is exempt or has a seat free and no one waiting, else in
+// the shortest of the flow's hand of queues. It returns the seat, or the
+// reason the request was refused.
+func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time) (*seat, string) {
+	l.mu.Lock()
+	l.advance(now)
+	if l.exempt {
+		l.executing++
+		l.mu.Unlock()
+		return &seat{l: l, start: now}, ""
+	}
+	if l.reject || len(l.queues) == 0 {
+		if l.executing >= l.current {
+			l.drops.record(now)
+			l.mu.Unlock()
+			return nil, reasonConcurrencyLimit
+		}
+		l.executing++
+		l.mu.Unlock()
+		return &seat{l: l, start: now, limited: true}, ""
+	}
+	q := l.choose(flow)
+	if l.waiting == 0 && l.executing < l.current {
+		l.activate(q)
+		l.startOn(q)
+		l.mu.Unlock()
+		return &seat{l: l, q: q, start: now, limited: true}, ""
+	}
+	if len(q.waiters) >= l.queueLengthLimit {
+		l.drops.record(now)
+		l.mu.Unlock()
+		return nil, reasonQueueFull
+	}
+	w := &waiter{flow: flow, ready: make(chan struct{})}
+	l.activate(q)
+	q.waiters = append(q.waiters, w)
+	l.waiting++
+	l.mu.Unlock()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	reason := reasonTimeOut
+	select {
+	case <-w.ready:
+		return &seat{l: l, q: w.from, start: w.at, limited: true}, ""
+	case <-timer.C:
+	case <-ctx.Done():
+		reason = reasonCancelled
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.from != nil { // dispatched as the wait ran out: take the seat
+		return &seat{l: l, q: w.from, start: w.at, limited: true}, ""
+	}
+	end := time.Now()
+	l.advance(end)
+	l.remove(w)
+	l.drops.record(end)
+	return nil, reason
+}
+
+// startOn gives a seat to a request of q.
+func (l *level) startOn(q *queue) {
+	q.executing++
+	l.executing++
+	q.next += serviceEstimate
+}
+
+// release gives s's seat back at now, and dispatches the requests the
+// freed seats (and any the borrowing added) allow.
+func (s *seat) release(now time.Time) {
+	l := s.l
+	l.mu.Lock()
+	l.advance(now)
+	l.executing--
+	if q := s.q; q != nil {
+		q.executing--
+		// The request's real service replaces the estimate.
+		q.next += now.Sub(s.start).Seconds() - serviceEstimate
+		l.deactivate(q)
+	}
+	l.dispatch()
+	l.mu.Unlock()
+}
+
+// dispatch starts waiting requests while seats are free: each time the
+// head of the queue whose next request starts earliest in virtual time.
+func (l *level) dispatch() {
+	for l.waiting > 0 && l.executing < l.current {
+		var next *queue
+		for _, q := range l.queues {
+			if len(q.waiters) > 0 && (next == nil || q.next < next.next) {
+				next = q
+			}
+		}
+		if next == nil {
+			return
+		}
+		w := next.waiters[0]
+		next.waiters[0] = nil
+		next.waiters = next.waiters[1:]
+		l.waiting--
+		l.startOn(next)
+		w.from, w.at = next, l.vtAt
+		close(w.ready)
+	}
+}
+
+// remove takes a waiter that gave up out of its queue.
+func (l *level) remove(w *waiter) {
+	for _, q := range l.queues {
+		for i, x := range q.waiters {
+			if x == w {
+				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+				l.waiting--
+				l.deactivate(q)
+				return
+			}
+		}
+	}
+}
+
+// choose is the queue a request of flow joins: the least loaded of the
+// flow's hand, handSize queues dealt from the deck by the flow's hash
+// (shuffle sharding), so that a heavy flow fills few queues and another
+// flow rarely has all of its own among them.
+func (l *level) choose(flow uint64) *queue {
+	n := len(l.queues)
+	if n == 1 {
+		return l.queues[0]
+	}
+	var dealt [handSizeMax]int // the cards dealt so far, in order
+	h := min(l.handSize, n, handSizeMax)
+	var best *queue
+	for i := 0; i < h; i++ {
+		left := uint64(n - i)
+		card := int(flow % left)
+		flow /= left
+		// The card-th queue not dealt yet: each dealt one at or below it
+		// moves it up one.
+		at := 0
+		for ; at < i && dealt[at] <= card; at++ {
+			card++
+		}
+		copy(dealt[at+1:i+1], dealt[at:i])
+		dealt[at] = card
+		if q := l.queues[card]; best == nil || q.load() < best.load() {
+			best = q
+		}
+	}
+	return best
+}
+
+// handSizeMax is validation's bound on a hand.
+const handSizeMax = 128

@@ -1,0 +1,362 @@
+package flowcontrol
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	gvr "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+)
+
+// The field managers of kube-apiserver's writes: the one that keeps the
+// bootstrap objects, and the one that writes the flow schemas' status.
+const (
+	producer = "api-priority-and-fairness-config-producer-v1"
+	consumer = "api-priority-and-fairness-config-consumer-v1"
+)
+
+// ensurePeriod is how often the bootstrap objects are made again and put
+// back, as upstream's (besides at start).
+const ensurePeriod = time.Minute
+
+var (
+	schemasGR = gvr.GroupResource{Group: flowcontrolv1.GroupName, Resource: "flowschemas"}
+	levelsGR  = gvr.GroupResource{Group: flowcontrolv1.GroupName, Resource: "prioritylevelconfigurations"}
+)
+
+// Run keeps the configuration until ctx ends: it makes the bootstrap
+// objects (at once, then every minute), follows the stored flow schemas
+// and priority levels into the classifier, writes each flow schema's
+// Dangling condition, and shares the seats out again every 10 seconds.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx = registry.AsController(ctx, registry.APIServerUser)
+	var schemas, levels *registry.Resource
+	for {
+		var ok1, ok2 bool
+		schemas, ok1 = c.cfg.Registry.Get(schemasGR)
+		levels, ok2 = c.cfg.Registry.Get(levelsGR)
+		if ok1 && ok2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Registry.Changed():
+		}
+	}
+	go func() {
+		tick := time.NewTicker(ensurePeriod)
+		defer tick.Stop()
+		for {
+			if err := c.ensure(ctx, schemas, levels); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("priority and fairness: the bootstrap configuration", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	go func() {
+		tick := time.NewTicker(borrowingPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				c.mu.Lock()
+				c.rebalanceLocked(c.cfg.Now(), true)
+				c.mu.Unlock()
+			}
+		}
+	}()
+	for ctx.Err() == nil {
+		if err := c.follow(ctx, schemas, levels); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("priority and fairness: watch", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// follow watches both kinds until a watch ends, configuring the
+// classifier after each batch of events.
+func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resource) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sw, err := schemas.Watch(wctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer sw.Stop()
+	lw, err := levels.Watch(wctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer lw.Stop()
+	fsObjs := map[string]*flowcontrolv1.FlowSchema{}
+	plObjs := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
+	apply := func(ev watch.Event, isSchema bool) error {
+		if ev.Type == watch.Error {
+			return fmt.Errorf("watch error: %v", ev.Object)
+		}
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || ev.Type == watch.Bookmark {
+			return nil
+		}
+		name := u.GetName()
+		if isSchema {
+			if ev.Type == watch.Deleted {
+				delete(fsObjs, name)
+				return nil
+			}
+			fs := &flowcontrolv1.FlowSchema{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, fs); err != nil {
+				return err
+			}
+			fsObjs[name] = fs
+			return nil
+		}
+		if ev.Type == watch.Deleted {
+			delete(plObjs, name)
+			return nil
+		}
+		pl := &flowcontrolv1.PriorityLevelConfiguration{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pl); err != nil {
+			return err
+		}
+		plObjs[name] = pl
+		return nil
+	}
+	// next takes one event, or reports that none is waiting.
+	next := func(block bool) (bool, error) {
+		var ev watch.Event
+		var ok, isSchema bool
+		if block {
+			select {
+			case <-ctx.Done():
+				return false, nil
+			case ev, ok = <-sw.ResultChan():
+				isSchema = true
+			case ev, ok = <-lw.ResultChan():
+			}
+		} else {
+			select {
+			case ev, ok = <-sw.ResultChan():
+				isSchema = true
+			case ev, ok = <-lw.ResultChan():
+			default:
+				return false, nil
+			}
+		}
+		if !ok {
+			return false, errWatchEnded
+		}
+		return true, apply(ev, isSchema)
+	}
+	for ctx.Err() == nil {
+		if got, err := next(true); err != nil || !got {
+			return err
+		}
+		for { // the rest of the batch
+			got, err := next(false)
+			if err != nil {
+				return err
+			}
+			if !got {
+				break
+			}
+		}
+		fsCopy := make(map[string]*flowcontrolv1.FlowSchema, len(fsObjs))
+		for k, v := range fsObjs {
+			fsCopy[k] = v
+		}
+		plCopy := make(map[string]*flowcontrolv1.PriorityLevelConfiguration, len(plObjs))
+		for k, v := range plObjs {
+			plCopy[k] = v
+		}
+		dangling := c.configure(fsCopy, plCopy)
+		for name, fs := range fsCopy {
+			c.writeDangling(ctx, schemas, fs, dangling[name])
+		}
+	}
+	return nil
+}
+
+var errWatchEnded = fmt.Errorf("the watch ended")
+
+// writeDangling sets fs's Dangling condition, if it says otherwise: true
+// if its priority level is missing.
+func (c *Controller) writeDangling(ctx context.Context, schemas *registry.Resource, fs *flowcontrolv1.FlowSchema, dangling bool) {
+	level := fs.Spec.PriorityLevelConfiguration.Name
+	want := flowcontrolv1.FlowSchemaCondition{Type: flowcontrolv1.FlowSchemaConditionDangling, Status: flowcontrolv1.ConditionFalse, Reason: "Found",
+		Message: fmt.Sprintf("This FlowSchema references the PriorityLevelConfiguration object named %q and it exists", level)}
+	if dangling {
+		want.Status, want.Reason = flowcontrolv1.ConditionTrue, "NotFound"
+		want.Message = fmt.Sprintf("This FlowSchema references the PriorityLevelConfiguration object named %q but there is no such object", level)
+	}
+	for _, have := range fs.Status.Conditions {
+		if have.Type == want.Type && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message {
+			return
+		}
+	}
+	want.LastTransitionTime = metav1.NewTime(c.cfg.Now())
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": flowcontrolv1.SchemeGroupVersion.String(), "kind": "FlowSchema",
+		"metadata": map[string]any{"name": fs.Name},
+		"status":   map[string]any{"conditions": []flowcontrolv1.FlowSchemaCondition{want}},
+	})
+	if err != nil {
+		return
+	}
+	_, _, err = schemas.Patch(ctx, "v1", "", fs.Name, body, registry.PatchOptions{
+		WriteOptions: registry.WriteOptions{Subresource: "status", FieldManager: consumer},
+		Type:         types.ApplyPatchType, Force: true,
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		c.cfg.Logger.Warn("priority and fairness: a flow schema's status", "flowSchema", fs.Name, "err", err)
+	}
+}
+
+// ensure makes the bootstrap objects that are missing and puts back the
+// spec of those that changed, as upstream's: always for the mandatory
+// ones, for the suggested ones if their annotation
+// apf.kubernetes.io/autoupdate-spec says "true" (or, without one that
+// parses, if they were never changed); the annotation is set to what was
+// decided. Then it deletes the objects that say "true" but that the
+// bootstrap configuration no longer has.
+func (c *Controller) ensure(ctx context.Context, schemas, levels *registry.Resource) error {
+	type boot struct {
+		res       *registry.Resource
+		obj       runtime.Object
+		name      string
+		mandatory bool
+	}
+	var boots []boot
+	for _, pl := range suggestedLevels() {
+		boots = append(boots, boot{levels, pl, pl.Name, false})
+	}
+	for _, fs := range suggestedSchemas() {
+		boots = append(boots, boot{schemas, fs, fs.Name, false})
+	}
+	for _, pl := range mandatoryLevels() {
+		boots = append(boots, boot{levels, pl, pl.Name, true})
+	}
+	for _, fs := range mandatorySchemas() {
+		boots = append(boots, boot{schemas, fs, fs.Name, true})
+	}
+	wanted := map[*registry.Resource]map[string]bool{schemas: {}, levels: {}}
+	opts := registry.WriteOptions{FieldManager: producer}
+	for _, b := range boots {
+		wanted[b.res][b.name] = true
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b.obj)
+		if err != nil {
+			return err
+		}
+		want := &unstructured.Unstructured{Object: m}
+		unstructured.RemoveNestedField(want.Object, "metadata", "creationTimestamp")
+		unstructured.RemoveNestedField(want.Object, "status")
+		have, err := b.res.Get(ctx, "v1", "", b.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if _, err = b.res.Create(ctx, "v1", "", want, opts); err == nil || apierrors.IsAlreadyExists(err) {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		autoUpdate := b.mandatory
+		if !autoUpdate {
+			if v, err := strconv.ParseBool(have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]); err == nil {
+				autoUpdate = v
+			} else {
+				autoUpdate = have.GetGeneration() == 1
+			}
+		}
+		annotation, hasAnnotation := have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]
+		fixAnnotation := true
+		if v, err := strconv.ParseBool(annotation); hasAnnotation && err == nil && v == autoUpdate {
+			fixAnnotation = false
+		}
+		fixSpec := autoUpdate && !specEqualish(b.name, want, have)
+		if !fixAnnotation && !fixSpec {
+			continue
+		}
+		next := have.DeepCopy()
+		if fixSpec {
+			next.Object["spec"] = want.Object["spec"]
+		}
+		if fixAnnotation {
+			ann := next.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[flowcontrolv1.AutoUpdateAnnotationKey] = strconv.FormatBool(autoUpdate)
+			next.SetAnnotations(ann)
+		}
+		if _, err := b.res.Update(ctx, "v1", "", b.name, next, opts); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, res := range []*registry.Resource{levels, schemas} {
+		list, err := res.List(ctx, "v1", "", registry.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, obj := range list.Items {
+			if wanted[res][obj.GetName()] {
+				continue
+			}
+			if v, err := strconv.ParseBool(obj.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]); err != nil || !v {
+				continue
+			}
+			uid := obj.GetUID()
+			if _, _, err := res.Delete(ctx, "v1", "", obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}, opts); err != nil &&
+				!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// specEqualish reports whether the stored object have has the bootstrap
+// spec of want; the exempt level's shares and lendable percent are the
+// user's to set.
+func specEqualish(name string, want, have *unstructured.Unstructured) bool {
+	if _, isLevel := want.Object["spec"].(map[string]any)["type"]; isLevel {
+		var w, h flowcontrolv1.PriorityLevelConfiguration
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w) != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(have.Object, &h) != nil {
+			return false
+		}
+		if name == exemptName {
+			if h.Spec.Exempt == nil {
+				return false
+			}
+			w.Spec.Exempt.NominalConcurrencyShares, w.Spec.Exempt.LendablePercent = h.Spec.Exempt.NominalConcurrencyShares, h.Spec.Exempt.LendablePercent
+		}
+		return equality.Semantic.DeepEqual(w.Spec, h.Spec)
+	}
+	var w, h flowcontrolv1.FlowSchema
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w) != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(have.Object, &h) != nil {
+		return false
+	}
+	return equality.Semantic.DeepEqual(w.Spec, h.Spec)
+}
