@@ -29,7 +29,7 @@ func TestClassifyBootstrap(t *testing.T) {
 		return &registry.Attributes{User: u, Verb: verb, Path: p}
 	}
 	for _, c1 := range []struct {
-		a            *registry.Attributes
+		a           *registry.Attributes
 		schema, lvl string
 	}{
 		{res(admin, "create", "", "configmaps", "default"), "exempt", "exempt"},
