@@ -94,6 +94,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	listFlag("requestheader-extra-headers-prefix", "prefixes of the request headers a front proxy names the user's extra in: <prefix><key> (X-Remote-Extra-)", &cfg.RequestHeader.ExtraHeaderPrefixes)
 	fs.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long an Event is kept after it was last written, as kube-apiserver's flag (0 keeps Events forever)")
 	fs.DurationVar(&cfg.ResourceQuotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often the objects every ResourceQuota counts are counted again, as kube-controller-manager's flag (deletes and new quotas are counted at once)")
+	enableAPF := fs.Bool("enable-priority-and-fairness", true, "classify every request by the FlowSchemas into PriorityLevelConfigurations, which share out the server's seats and queue or refuse (429) what they cannot serve, as kube-apiserver's API Priority and Fairness; false limits requests by --max-requests-inflight and --max-mutating-requests-inflight alone")
+	fs.IntVar(&cfg.MaxRequestsInflight, "max-requests-inflight", 400, "with --max-mutating-requests-inflight, the seats priority and fairness shares out; without it, the most reads served at once (0: no limit), as kube-apiserver's flag")
+	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "with --max-requests-inflight, the seats priority and fairness shares out; without it, the most other requests served at once (0: no limit), as kube-apiserver's flag")
 	fs.DurationVar(&cfg.ClusterSigningDuration, "cluster-signing-duration", 365*24*time.Hour, "the longest a client certificate kplane issues for an approved CertificateSigningRequest (signer kubernetes.io/kube-apiserver-client) lasts, as kube-controller-manager's flag")
 	fs.BoolVar(&cfg.EnableBootstrapTokenAuth, "enable-bootstrap-token-auth", false, "let bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in kube-system) authenticate, as kube-apiserver's flag, and delete them once expired, as kube-controller-manager's tokencleaner")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "CSV file of static bearer tokens, as kube-apiserver's: token,user,uid[,\"group1,group2\"] per line, read at start")
@@ -188,6 +191,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(endpoints, ",")
+	}
+	cfg.DisablePriorityAndFairness = !*enableAPF
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-requests-inflight", cfg.MaxRequestsInflight}, {"max-mutating-requests-inflight", cfg.MaxMutatingRequestsInflight}} {
+		if f.n < 0 {
+			fmt.Fprintf(stderr, "kplane serve: --%s can not be negative value\n", f.name)
+			return 2
+		}
+	}
+	if *enableAPF && cfg.MaxRequestsInflight+cfg.MaxMutatingRequestsInflight <= 0 {
+		fmt.Fprintln(stderr, "kplane serve: --max-requests-inflight plus --max-mutating-requests-inflight must be positive with --enable-priority-and-fairness")
+		return 2
 	}
 	cfg.Version = version
 	if err := app.Run(ctx, cfg); err != nil {

@@ -38,6 +38,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	s.auth.write(&b)
 	s.writeAuditMetrics(&b)
 	s.inflight.write(&b, time.Now())
+	if fc := s.cfg.FlowControl; fc != nil {
+		fc.WriteMetrics(&b)
+	}
 	s.watchEvents.write(&b)
 	s.writeCacheMetrics(&b)
 	for _, m := range s.cfg.Metrics {

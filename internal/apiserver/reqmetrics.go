@@ -44,6 +44,11 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 	// GET and LIST; a watch by ?watch on a list is one of those, one by
 	// the /watch/ path is not.
 	sw.sized = l.verb == "GET" || l.verb == "LIST" || l.verb == "WATCH" && !ri.watchPrefix
+	if watch {
+		// A watch holds its priority-and-fairness seat until it is set
+		// up, as upstream's.
+		sw.ticket.Done()
+	}
 	if watch && sw.inflight {
 		// Long-running: kube-apiserver leaves watches out of its
 		// in-flight counts.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kplane-dev/kplane/internal/apiserver/audit"
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/flowcontrol"
 )
 
 // KubernetesMinor is the Kubernetes minor version whose API kplane
@@ -56,6 +57,13 @@ type Config struct {
 	// the client sets none: a random duration in [1, 2)× this, as
 	// kube-apiserver's --min-request-timeout. Default 30 minutes.
 	MinWatchTimeout time.Duration
+	// FlowControl, if set, is API Priority and Fairness: every
+	// authenticated request is classified and waits for a seat of its
+	// priority level, or is refused with 429.
+	FlowControl *flowcontrol.Controller
+	// MaxInflight limits the requests served at once when FlowControl is
+	// not set.
+	MaxInflight MaxInflight
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Profiling serves Go's profiles under /debug/pprof/ to authenticated
@@ -111,6 +119,7 @@ type Server struct {
 	openapi       openAPICache // the published documents, rebuilt when the kinds change
 	requests      requestMetrics
 	inflight      inflightRequests
+	limited       inflightLimit // Config.MaxInflight's counts
 	watchEvents   watchEventMetrics
 	healthPaths   []string   // /livez, /livez/ping, ...: for the index
 	slis          healthSLIs // the health checks' results, for /metrics/slis
@@ -315,6 +324,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.impersonated(r)
+	// Priority and fairness, after impersonation and before
+	// authorization, as upstream's filters: a request may wait here for
+	// a seat, or be refused.
+	var ticket *flowcontrol.Ticket
+	if fc := s.cfg.FlowControl; fc != nil {
+		if ticket = s.admit(w, r, fc); ticket == nil {
+			return
+		}
+		defer ticket.Done()
+	} else if s.cfg.MaxInflight != (MaxInflight{}) {
+		release, ok := s.limit(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	if r = s.authorize(w, r, rec); r == nil {
 		return
 	}
@@ -327,7 +352,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := kindOf(r)
 	s.inflight.add(kind, 1, start)
-	sw := &statusWriter{ResponseWriter: w, inflight: true, accept: r.Header.Get("Accept")}
+	sw := &statusWriter{ResponseWriter: w, inflight: true, accept: r.Header.Get("Accept"), ticket: ticket}
 	defer func() {
 		// Deferred: a handler's panic (net/http recovers it) must not
 		// leave the request counted for ever.
@@ -399,6 +424,9 @@ type statusWriter struct {
 	sized    bool           // the response's size is counted (apiserver_response_sizes)
 	written  int64          // bytes of the body written
 	accept   string         // the request's Accept, for the form of an error (writeError)
+	// ticket holds the request's priority-and-fairness seat: until it
+	// ends, or turns out to be a watch.
+	ticket *flowcontrol.Ticket
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/registry/flowcontrol"
 	"github.com/kplane-dev/kplane/internal/registry/gc"
 	"github.com/kplane-dev/kplane/internal/registry/jwt"
 	"github.com/kplane-dev/kplane/internal/registry/migration"
@@ -89,6 +90,16 @@ type Config struct {
 	// are counted again, as kube-controller-manager's
 	// --resource-quota-sync-period (0: 5 minutes).
 	ResourceQuotaSyncPeriod time.Duration
+	// DisablePriorityAndFairness turns API Priority and Fairness off, as
+	// kube-apiserver's --enable-priority-and-fairness=false: requests are
+	// then limited by MaxRequestsInflight and MaxMutatingRequestsInflight
+	// alone.
+	DisablePriorityAndFairness bool
+	// MaxRequestsInflight and MaxMutatingRequestsInflight are
+	// kube-apiserver's flags: their sum is the seats priority and fairness
+	// shares out (0 and 0: 400 and 200); without it, the limits of reads
+	// and of the other requests (0: none).
+	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// EnableBootstrapTokenAuth is --enable-bootstrap-token-auth: bootstrap
 	// tokens (Secrets in kube-system) authenticate, and expired ones are
 	// deleted.
@@ -466,6 +477,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	reg.SetQuota(quotas)
+	var flow *flowcontrol.Controller
+	if !cfg.DisablePriorityAndFairness {
+		seats := cfg.MaxRequestsInflight + cfg.MaxMutatingRequestsInflight
+		if seats <= 0 {
+			seats = 600
+		}
+		flow = flowcontrol.New(flowcontrol.Config{Registry: reg, Seats: seats, Logger: log})
+	}
 	conversions := &webhook.Conversions{}
 	reg.SetConverter(conversions)
 
@@ -488,6 +507,9 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("resourcequota-controller", quotas.Run)
+	if flow != nil {
+		goRun("priority-and-fairness", flow.Run)
+	}
 	if cfg.EnableBootstrapTokenAuth {
 		goRun("token-cleaner", (&core.BootstrapTokenCleaner{Registry: reg, Logger: log}).Run)
 	}
@@ -553,6 +575,8 @@ func Run(ctx context.Context, cfg Config) error {
 		RefuseAnonymous:       refuseAnonymous,
 		AnonymousPaths:        anonymousPaths,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
+		FlowControl:           flow,
+		MaxInflight:           apiserver.MaxInflight{ReadOnly: cfg.MaxRequestsInflight, Mutating: cfg.MaxMutatingRequestsInflight},
 	})
 	pr := <-pkiDone
 	if pr.err != nil {

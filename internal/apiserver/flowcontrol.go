@@ -1,0 +1,93 @@
+package apiserver
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/flowcontrol"
+)
+
+// The response headers that name a request's flow schema and priority
+// level, by uid, as upstream's.
+const (
+	headerFlowSchemaUID    = "X-Kubernetes-Pf-Flowschema-Uid"
+	headerPriorityLevelUID = "X-Kubernetes-Pf-Prioritylevel-Uid"
+)
+
+// defaultWaitLimit is how long a request may wait for a seat when it
+// names no timeout: a quarter of kube-apiserver's default request
+// timeout (60 s). A request's ?timeout= allows a quarter of itself, and
+// no request waits over a minute.
+const defaultWaitLimit = 15 * time.Second
+
+// admit classifies r and waits for its seat (see Config.FlowControl),
+// naming the classification in the response's headers. It returns the
+// ticket that holds the seat, or nil once it has refused the request
+// (429, in plain text with a Retry-After, as upstream's).
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.Controller) *flowcontrol.Ticket {
+	a := requestAttributes(r, flowUser(r))
+	wait := defaultWaitLimit
+	if t := r.URL.Query().Get("timeout"); t != "" && !isWatch(r) {
+		if d, err := time.ParseDuration(t); err == nil && d > 0 {
+			wait = min(d/4, time.Minute)
+		}
+	}
+	t, err := fc.Admit(r.Context(), &a, wait)
+	h := w.Header()
+	h[headerFlowSchemaUID] = []string{t.FlowSchemaUID}
+	h[headerPriorityLevelUID] = []string{t.PriorityLevelUID}
+	if err != nil {
+		h.Set("Retry-After", strconv.FormatInt(t.RetryAfter, 10))
+		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+		return nil
+	}
+	return t
+}
+
+// flowUser is the user r is classified as: the authenticated (or
+// impersonated) one, or that of its client certificate.
+func flowUser(r *http.Request) registry.User {
+	if u, ok := registry.UserFrom(r.Context()); ok {
+		return u
+	}
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return registry.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+	}
+	cert := r.TLS.VerifiedChains[0][0]
+	return registry.User{Name: cert.Subject.CommonName, Groups: append(slices.Clip(cert.Subject.Organization), "system:authenticated")}
+}
+
+// MaxInflight are the limits of requests served at once without priority
+// and fairness, as kube-apiserver's --max-requests-inflight and
+// --max-mutating-requests-inflight with --enable-priority-and-fairness=false:
+// reads (get, list) and the rest. 0 is no limit. Watches and system:masters
+// are never limited.
+type MaxInflight struct {
+	ReadOnly, Mutating int
+}
+
+// inflightLimit counts the requests MaxInflight limits.
+type inflightLimit struct {
+	now [2]atomic.Int64 // readOnly, mutating
+}
+
+// limit takes a place for r, or refuses it (429, Retry-After 1, as
+// upstream's) and returns false. release gives the place back.
+func (s *Server) limit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	max := [2]int{s.cfg.MaxInflight.ReadOnly, s.cfg.MaxInflight.Mutating}
+	kind := kindOf(r)
+	if max[kind] <= 0 || isWatch(r) || slices.Contains(flowUser(r).Groups, "system:masters") {
+		return func() {}, true
+	}
+	if s.limited.now[kind].Add(1) > int64(max[kind]) {
+		s.limited.now[kind].Add(-1)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+		return nil, false
+	}
+	return func() { s.limited.now[kind].Add(-1) }, true
+}
