@@ -30,6 +30,7 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/registry/crd"
+	"github.com/kplane-dev/kplane/internal/registry/flowcontrol"
 	"github.com/kplane-dev/kplane/internal/registry/quota"
 	"github.com/kplane-dev/kplane/internal/registry/webhook"
 	"github.com/kplane-dev/kplane/internal/storage"
@@ -232,7 +233,10 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 	reg.SetQuota(quotas)
 	go reg.Run(ctx)
 	go quotas.Run(ctx)
-	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens}
+	// Priority and fairness, as kplane serve runs it by default.
+	flow := flowcontrol.New(flowcontrol.Config{Registry: reg, Seats: 600})
+	go flow.Run(ctx)
+	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens, FlowControl: flow}
 	if authz != nil {
 		go authz.Run(ctx)
 		cfg.Authorizer = authz.Chain()
