@@ -89,7 +89,8 @@ func (s *Server) servedGroups() []*servedGroup {
 var groupPriorities = map[string]int{
 	"events.k8s.io": 17750, "authentication.k8s.io": 17700, "authorization.k8s.io": 17600,
 	"certificates.k8s.io": 17300, "rbac.authorization.k8s.io": 17000, "apiextensions.k8s.io": 16700,
-	"admissionregistration.k8s.io": 16700, "coordination.k8s.io": 16500, "storagemigration.k8s.io": 15800,
+	"admissionregistration.k8s.io": 16700, "coordination.k8s.io": 16500, "flowcontrol.apiserver.k8s.io": 16100,
+	"storagemigration.k8s.io": 15800,
 }
 
 func groupPriority(group string) int {

@@ -107,6 +107,11 @@ func (t *tableOf) write(b []byte, lm metav1.ListMeta, n int, row func(i int) (ta
 		return nil, err
 	}
 	b = append(b, data[:len(data)-len("]}")]...) // rows are last
+	if t.k.TableOrder != nil && n > 1 {
+		if row, err = t.ordered(n, row); err != nil {
+			return nil, err
+		}
+	}
 	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
@@ -123,6 +128,30 @@ func (t *tableOf) write(b []byte, lm metav1.ListMeta, n int, row func(i int) (ta
 		}
 	}
 	return append(b, "]}"...), nil
+}
+
+// ordered reads the n rows and returns them in the kind's order
+// (registry.Kind.TableOrder), ties in their own.
+func (t *tableOf) ordered(n int, row func(i int) (tableRow, error)) (func(i int) (tableRow, error), error) {
+	rows := make([]tableRow, n)
+	for i := range rows {
+		var err error
+		if rows[i], err = row(i); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b tableRow) int { return t.k.TableOrder(a.object(), b.object()) })
+	return func(i int) (tableRow, error) { return rows[i], nil }, nil
+}
+
+// object is the row's object as TableOrder compares it: what the row
+// decoded, with its name.
+func (tr tableRow) object() *unstructured.Unstructured {
+	if tr.obj != nil {
+		return tr.obj
+	}
+	name, _ := tr.nameAndCreated()
+	return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}}
 }
 
 func (t *tableOf) columns() []metav1.TableColumnDefinition {

@@ -168,6 +168,12 @@ type Kind struct {
 	// has them; a NAME column (CellName) comes first unless one of them
 	// is the name.
 	Columns []Column
+	// TableOrder, if set, orders the rows of a list's Table, as a
+	// printer that sorts them does (upstream's FlowSchema printer sorts
+	// by matching precedence): it compares two rows' objects, which hold
+	// their name and the members the columns read (Column.Reads).
+	// Nil: the list's order.
+	TableOrder func(a, b *unstructured.Unstructured) int
 	// VersionColumns are the columns of the versions whose columns are
 	// not Columns (a custom resource's versions may declare their own
 	// additionalPrinterColumns); nil: Columns for every version.

@@ -21,7 +21,9 @@ func TestColumnsReadWhatTheyDeclare(t *testing.T) {
 		`"reason":"R","roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"secrets":[{"name":"s"},{"name":"t"}],` +
 		`"source":{"component":"c","host":"h"},"spec":{"holderIdentity":"h","resource":{"group":"example.com","resource":"widgets"},"validations":[{"expression":"true"}],"mutations":[{"patchType":"JSONPatch"}],` +
 		`"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},"policyName":"p","paramRef":{"name":"x","namespace":"ns"},` +
-		`"signerName":"example.com/s","username":"alice","expirationSeconds":3600},"status":{"hard":{"configmaps":"2","limits.cpu":"1"},"used":{"configmaps":"1"},"phase":"Active","conditions":[{"type":"Approved","status":"True"},{"type":"Running","status":"True"}],"certificate":"Y2VydA=="},` +
+		`"signerName":"example.com/s","username":"alice","expirationSeconds":3600,"priorityLevelConfiguration":{"name":"pl"},"matchingPrecedence":500,` +
+		`"distinguisherMethod":{"type":"ByUser"},"type":"Limited","limited":{"nominalConcurrencyShares":5,` +
+		`"limitResponse":{"type":"Queue","queuing":{"queues":64,"handSize":6,"queueLengthLimit":50}}}},"status":{"hard":{"configmaps":"2","limits.cpu":"1"},"used":{"configmaps":"1"},"phase":"Active","conditions":[{"type":"Approved","status":"True"},{"type":"Running","status":"True"},{"type":"Dangling","status":"False"}],"certificate":"Y2VydA=="},` +
 		`"subjects":[{"kind":"User","name":"u"},{"kind":"Group","name":"g"},{"kind":"ServiceAccount","name":"sa","namespace":"ns"}],"type":"Opaque"}`
 	rec, err := storage.NewRecord("/any/n", []byte(value), 3)
 	if err != nil {

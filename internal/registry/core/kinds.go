@@ -81,7 +81,7 @@ func Kinds() []*registry.Kind {
 		CertificateSigningRequests(nil),
 		ClusterTrustBundles(nil),
 		StorageVersionMigrations(),
-	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews())...)
+	}, slices.Concat(webhookConfigurations(), admissionPolicies(), reviews(), flowControlKinds())...)
 	for _, k := range kinds {
 		// Upstream's strategies of these kinds all validate
 		// declaratively too, which reports each error once.

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -30,6 +31,7 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 	admission := admissionregistrationv1.SchemeGroupVersion.WithKind
 	certificates := certificatesv1.SchemeGroupVersion.WithKind
 	svm := svmv1.SchemeGroupVersion.WithKind
+	flowcontrol := flowcontrolv1.SchemeGroupVersion.WithKind
 	return map[schema.GroupVersionKind]runtime.Object{
 		core("Namespace"):                                 &corev1.Namespace{},
 		core("NamespaceList"):                             &corev1.NamespaceList{},
@@ -47,6 +49,10 @@ func served() map[schema.GroupVersionKind]runtime.Object {
 		certificates("ClusterTrustBundleList"):            &certificatesv1.ClusterTrustBundleList{},
 		svm("StorageVersionMigration"):                    &svmv1.StorageVersionMigration{},
 		svm("StorageVersionMigrationList"):                &svmv1.StorageVersionMigrationList{},
+		flowcontrol("FlowSchema"):                         &flowcontrolv1.FlowSchema{},
+		flowcontrol("FlowSchemaList"):                     &flowcontrolv1.FlowSchemaList{},
+		flowcontrol("PriorityLevelConfiguration"):         &flowcontrolv1.PriorityLevelConfiguration{},
+		flowcontrol("PriorityLevelConfigurationList"):     &flowcontrolv1.PriorityLevelConfigurationList{},
 		core("Event"):                                     &corev1.Event{},
 		core("EventList"):                                 &corev1.EventList{},
 		eventsv1.SchemeGroupVersion.WithKind("Event"):     &eventsv1.Event{},

@@ -107,6 +107,30 @@ var fieldMarkers = map[string]map[string]marker{
 		"policyName":        {required: true},
 		"validationActions": {required: true, listType: listSet, itemEnum: []any{"Audit", "Deny", "Warn"}},
 	},
+	"io.k8s.api.flowcontrol.v1.FlowSchema":                 {"spec": {required: true}},
+	"io.k8s.api.flowcontrol.v1.FlowSchemaSpec":             {"matchingPrecedence": {optional: true}},
+	"io.k8s.api.flowcontrol.v1.FlowSchemaCondition":        {"type": {required: true}},
+	"io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration": {"spec": {required: true}},
+	"io.k8s.api.flowcontrol.v1.ResourcePolicyRule": {
+		"verbs":      {listType: listSet},
+		"apiGroups":  {listType: listSet},
+		"resources":  {listType: listSet},
+		"namespaces": {optional: true, listType: listSet},
+	},
+	"io.k8s.api.flowcontrol.v1.NonResourcePolicyRule": {
+		"verbs":           {listType: listSet},
+		"nonResourceURLs": {listType: listSet},
+	},
+	"io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration": {
+		"nominalConcurrencyShares": {optional: true},
+		"limitResponse":            {required: true},
+	},
+	"io.k8s.api.flowcontrol.v1.QueuingConfiguration": {
+		"queues":           {optional: true},
+		"handSize":         {optional: true},
+		"queueLengthLimit": {optional: true},
+	},
+	"io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": {"type": {required: true}},
 	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
 		// Conditions merge by type under server-side apply although the
 		// field has no patch strategy.

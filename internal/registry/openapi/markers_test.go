@@ -31,6 +31,7 @@ func TestMatchesSourceMarkers(t *testing.T) {
 		"k8s.io/api/core/v1",
 		"k8s.io/api/coordination/v1",
 		"k8s.io/api/events/v1",
+		"k8s.io/api/flowcontrol/v1",
 		"k8s.io/api/rbac/v1",
 		"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1",
 		"k8s.io/apimachinery/pkg/apis/meta/v1",
