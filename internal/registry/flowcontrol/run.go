@@ -117,10 +117,11 @@ func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resou
 		if ev.Type == watch.Error {
 			return fmt.Errorf("watch error: %v", ev.Object)
 		}
-		u, ok := ev.Object.(*unstructured.Unstructured)
+		obj, ok := ev.Object.(runtime.Unstructured)
 		if !ok || ev.Type == watch.Bookmark {
 			return nil
 		}
+		u := &unstructured.Unstructured{Object: obj.UnstructuredContent()}
 		name := u.GetName()
 		if isSchema {
 			if ev.Type == watch.Deleted {
