@@ -236,6 +236,7 @@ func newInProcessAuthorizing(tb testing.TB, rbac bool, opts ...func(*apiserver.C
 	// Priority and fairness, as kplane serve runs it by default.
 	flow := flowcontrol.New(flowcontrol.Config{Registry: reg, Seats: 600})
 	go flow.Run(ctx)
+	<-flow.Synced() // its writes done, as kplane serve's before it is ready
 	cfg := apiserver.Config{Registry: reg, Anonymous: true, Tokens: tokens, FlowControl: flow}
 	if authz != nil {
 		go authz.Run(ctx)

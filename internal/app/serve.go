@@ -613,7 +613,13 @@ func Run(ctx context.Context, cfg Config) error {
 	// rather than h2 to a server that cannot answer it.
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 
-	for _, synced := range []<-chan struct{}{crds.Synced(), rbacSynced} {
+	ready := []<-chan struct{}{crds.Synced(), rbacSynced}
+	if flow != nil {
+		// As upstream's priority-and-fairness post-start hook: the
+		// bootstrap configuration is stored before kplane is ready.
+		ready = append(ready, flow.Synced())
+	}
+	for _, synced := range ready {
 		select {
 		case <-synced:
 		case <-ctx.Done():

@@ -42,6 +42,9 @@ type Controller struct {
 	// The configuration as last read: the objects by name.
 	schemaObjs map[string]*flowcontrolv1.FlowSchema
 	levelObjs  map[string]*flowcontrolv1.PriorityLevelConfiguration
+
+	synced   chan struct{}
+	syncOnce sync.Once
 }
 
 // state is a configuration as the classifier reads it, replaced whole.
@@ -67,7 +70,7 @@ func New(cfg Config) *Controller {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Controller{cfg: cfg, levels: map[string]*level{}, stats: map[flowKey]*flowStats{}}
+	c := &Controller{cfg: cfg, levels: map[string]*level{}, stats: map[flowKey]*flowStats{}, synced: make(chan struct{})}
 	schemas := map[string]*flowcontrolv1.FlowSchema{}
 	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
 	for _, fs := range append(mandatorySchemas(), suggestedSchemas()...) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/storage"
 )
 
 // The field managers of kube-apiserver's writes: the one that keeps the
@@ -40,6 +42,8 @@ var (
 // objects (at once, then every minute), follows the stored flow schemas
 // and priority levels into the classifier, writes each flow schema's
 // Dangling condition, and shares the seats out again every 10 seconds.
+// Synced is closed once the bootstrap objects are stored, classify and
+// have their conditions.
 func (c *Controller) Run(ctx context.Context) error {
 	ctx = registry.AsController(ctx, registry.APIServerUser)
 	var schemas, levels *registry.Resource
@@ -56,17 +60,31 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.cfg.Registry.Changed():
 		}
 	}
+	// The first ensure before anything follows, as upstream's post-start
+	// hook before the server is ready; then every minute.
+	for {
+		err := c.ensure(ctx, schemas, levels)
+		if err == nil {
+			break
+		}
+		c.cfg.Logger.Warn("priority and fairness: the bootstrap configuration; again in a second", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 	go func() {
 		tick := time.NewTicker(ensurePeriod)
 		defer tick.Stop()
 		for {
-			if err := c.ensure(ctx, schemas, levels); err != nil && ctx.Err() == nil {
-				c.cfg.Logger.Warn("priority and fairness: the bootstrap configuration", "err", err)
-			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			}
+			if err := c.ensure(ctx, schemas, levels); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("priority and fairness: the bootstrap configuration", "err", err)
 			}
 		}
 	}()
@@ -96,21 +114,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// follow watches both kinds until a watch ends, configuring the
-// classifier after each batch of events.
+// Synced is closed once Run has stored the bootstrap configuration and
+// classifies by the stored objects (their conditions written).
+func (c *Controller) Synced() <-chan struct{} { return c.synced }
+
+// follow lists both kinds, then watches them from there until a watch
+// ends, configuring the classifier after each batch of events.
 func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resource) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sw, err := schemas.Watch(wctx, "v1", "", registry.ListOptions{})
-	if err != nil {
-		return err
-	}
-	defer sw.Stop()
-	lw, err := levels.Watch(wctx, "v1", "", registry.ListOptions{})
-	if err != nil {
-		return err
-	}
-	defer lw.Stop()
 	fsObjs := map[string]*flowcontrolv1.FlowSchema{}
 	plObjs := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
 	apply := func(ev watch.Event, isSchema bool) error {
@@ -146,6 +156,39 @@ func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resou
 		plObjs[name] = pl
 		return nil
 	}
+	// The state first, as a list (an informer's), so that Synced means
+	// the whole of it.
+	var revs [2]string
+	for i, res := range []*registry.Resource{schemas, levels} {
+		list, err := res.List(ctx, "v1", "", registry.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for j := range list.Items {
+			if err := apply(watch.Event{Type: watch.Added, Object: &list.Items[j]}, i == 0); err != nil {
+				return err
+			}
+		}
+		revs[i] = list.GetResourceVersion()
+	}
+	c.sync(ctx, schemas, fsObjs, plObjs)
+	c.syncOnce.Do(func() { close(c.synced) })
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	from := func(rv string) registry.ListOptions {
+		return registry.ListOptions{ListOptions: storage.ListOptions{ResourceVersion: rv}}
+	}
+	sw, err := schemas.Watch(wctx, "v1", "", from(revs[0]))
+	if err != nil {
+		return err
+	}
+	defer sw.Stop()
+	lw, err := levels.Watch(wctx, "v1", "", from(revs[1]))
+	if err != nil {
+		return err
+	}
+	defer lw.Stop()
 	// next takes one event, or reports that none is waiting.
 	next := func(block bool) (bool, error) {
 		var ev watch.Event
@@ -185,20 +228,18 @@ func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resou
 				break
 			}
 		}
-		fsCopy := make(map[string]*flowcontrolv1.FlowSchema, len(fsObjs))
-		for k, v := range fsObjs {
-			fsCopy[k] = v
-		}
-		plCopy := make(map[string]*flowcontrolv1.PriorityLevelConfiguration, len(plObjs))
-		for k, v := range plObjs {
-			plCopy[k] = v
-		}
-		dangling := c.configure(fsCopy, plCopy)
-		for name, fs := range fsCopy {
-			c.writeDangling(ctx, schemas, fs, dangling[name])
-		}
+		c.sync(ctx, schemas, fsObjs, plObjs)
 	}
 	return nil
+}
+
+// sync configures the classifier with the objects, and writes the flow
+// schemas' conditions that changed.
+func (c *Controller) sync(ctx context.Context, schemas *registry.Resource, fsObjs map[string]*flowcontrolv1.FlowSchema, plObjs map[string]*flowcontrolv1.PriorityLevelConfiguration) {
+	dangling := c.configure(maps.Clone(fsObjs), maps.Clone(plObjs))
+	for name, fs := range fsObjs {
+		c.writeDangling(ctx, schemas, fs, dangling[name])
+	}
 }
 
 var errWatchEnded = fmt.Errorf("the watch ended")
