@@ -18,11 +18,10 @@ const (
 	headerPriorityLevelUID = "X-Kubernetes-Pf-Prioritylevel-Uid"
 )
 
-// defaultWaitLimit is how long a request may wait for a seat when it
-// names no timeout: a quarter of kube-apiserver's default request
-// timeout (60 s). A request's ?timeout= allows a quarter of itself, and
-// no request waits over a minute.
-const defaultWaitLimit = 15 * time.Second
+// requestTimeout is kube-apiserver's default --request-timeout, which
+// bounds a request's ?timeout=. A request may wait a quarter of its
+// timeout for a seat: 15 s without one.
+const requestTimeout = time.Minute
 
 // admit classifies r and waits for its seat (see Config.FlowControl),
 // naming the classification in the response's headers. It returns the
@@ -30,10 +29,10 @@ const defaultWaitLimit = 15 * time.Second
 // (429, in plain text with a Retry-After, as upstream's).
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.Controller) *flowcontrol.Ticket {
 	a := requestAttributes(r, flowUser(r))
-	wait := defaultWaitLimit
+	wait := requestTimeout / 4
 	if t := r.URL.Query().Get("timeout"); t != "" && !isWatch(r) {
 		if d, err := time.ParseDuration(t); err == nil && d > 0 {
-			wait = min(d/4, time.Minute)
+			wait = min(d, requestTimeout) / 4
 		}
 	}
 	t, err := fc.Admit(r.Context(), &a, wait)

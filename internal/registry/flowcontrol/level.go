@@ -17,8 +17,9 @@ const serviceEstimate = 0.003 // seconds
 const (
 	reasonQueueFull        = "queue-full"
 	reasonConcurrencyLimit = "concurrency-limit"
-	reasonTimeOut          = "time-out"
-	reasonCancelled        = "cancelled"
+	// A wait that ran out, or whose client left (upstream counts both
+	// so).
+	reasonTimeOut = "time-out"
 )
 
 // level is a priority level's dispatcher: the seats it may fill at once
@@ -158,13 +159,11 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	reason := reasonTimeOut
 	select {
 	case <-w.ready:
 		return &seat{l: l, q: w.from, start: w.at, limited: true}, ""
 	case <-timer.C:
 	case <-ctx.Done():
-		reason = reasonCancelled
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -175,7 +174,7 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 	l.advance(end)
 	l.remove(w)
 	l.drops.record(end)
-	return nil, reason
+	return nil, reasonTimeOut
 }
 
 // startOn gives a seat to a request of q.

@@ -18,13 +18,13 @@ type flowKey struct{ schema, level string }
 type flowStats struct {
 	dispatched         atomic.Int64
 	waiting, executing atomic.Int64
-	rejected           [4]atomic.Int64 // by reasons' index
+	rejected           [3]atomic.Int64 // by reasons' index
 	waited             [len(waitBuckets) + 1]atomic.Int64
 	waitedSum          atomic.Int64 // nanoseconds
 }
 
 // reasons are the rejection reasons, in rejected's order.
-var reasons = [...]string{reasonConcurrencyLimit, reasonQueueFull, reasonTimeOut, reasonCancelled}
+var reasons = [...]string{reasonConcurrencyLimit, reasonQueueFull, reasonTimeOut}
 
 func (s *flowStats) reject(reason string) {
 	s.rejected[slices.Index(reasons[:], reason)].Add(1)
