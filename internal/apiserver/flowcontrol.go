@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,15 +31,15 @@ const requestTimeout = time.Minute
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.Controller) *flowcontrol.Ticket {
 	a := requestAttributes(r, flowUser(r))
 	wait := requestTimeout / 4
-	if t := r.URL.Query().Get("timeout"); t != "" && !isWatch(r) {
+	if strings.Contains(r.URL.RawQuery, "timeout=") && !isWatch(r) {
+		t := r.URL.Query().Get("timeout")
 		if d, err := time.ParseDuration(t); err == nil && d > 0 {
 			wait = min(d, requestTimeout) / 4
 		}
 	}
 	t, err := fc.Admit(r.Context(), &a, wait)
 	h := w.Header()
-	h[headerFlowSchemaUID] = []string{t.FlowSchemaUID}
-	h[headerPriorityLevelUID] = []string{t.PriorityLevelUID}
+	h[headerFlowSchemaUID], h[headerPriorityLevelUID] = t.HeaderValues()
 	if err != nil {
 		h.Set("Retry-After", strconv.FormatInt(t.RetryAfter, 10))
 		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
@@ -47,6 +48,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.C
 	return t
 }
 
+// unauthenticated are an anonymous request's groups (not to be changed).
+var unauthenticated = []string{"system:unauthenticated"}
+
 // flowUser is the user r is classified as: the authenticated (or
 // impersonated) one, or that of its client certificate.
 func flowUser(r *http.Request) registry.User {
@@ -54,7 +58,7 @@ func flowUser(r *http.Request) registry.User {
 		return u
 	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return registry.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+		return registry.User{Name: "system:anonymous", Groups: unauthenticated}
 	}
 	cert := r.TLS.VerifiedChains[0][0]
 	return registry.User{Name: cert.Subject.CommonName, Groups: append(slices.Clip(cert.Subject.Organization), "system:authenticated")}

@@ -57,7 +57,8 @@ type state struct {
 type classifier struct {
 	schema
 	l       *level
-	levelID string // the level's uid
+	levelID string      // the level's uid
+	headers [2][]string // the uids as header values
 	stats   *flowStats
 }
 
@@ -93,15 +94,21 @@ type Ticket struct {
 	FlowSchemaUID, PriorityLevelUID string
 	// RetryAfter is the seconds a refused request is told to wait.
 	RetryAfter int64
-	seat       *seat
-	stats      *flowStats
-	done       atomic.Bool
+	// The uids as header values, shared by every ticket of the schema.
+	schemaHeader, levelHeader []string
+	seat                      seat // its level nil if refused
+	stats                     *flowStats
+	done                      atomic.Bool
 }
+
+// HeaderValues are the uids as the values of the response's headers, one
+// slice per schema and level (not to be changed).
+func (t *Ticket) HeaderValues() (schema, level []string) { return t.schemaHeader, t.levelHeader }
 
 // Done gives the request's seat back (the request ended, or a watch
 // started). Calls after the first do nothing.
 func (t *Ticket) Done() {
-	if t == nil || t.seat == nil || t.done.Swap(true) {
+	if t == nil || t.seat.l == nil || t.done.Swap(true) {
 		return
 	}
 	t.stats.executing.Add(-1)
@@ -125,7 +132,7 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	if cl == nil { // the catch-all takes authenticated and unauthenticated users; a user in neither:
 		cl = st.schemas[len(st.schemas)-1]
 	}
-	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, stats: cl.stats}
+	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, schemaHeader: cl.headers[0], levelHeader: cl.headers[1], stats: cl.stats}
 	var flow uint64
 	if cl.l.queued() {
 		flow = flowHash(cl.name, distinguish(cl.distinguisher, a))
@@ -134,7 +141,7 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	cl.stats.waiting.Add(1)
 	s, reason := cl.l.enter(ctx, wait, flow, c.cfg.Now())
 	cl.stats.waiting.Add(-1)
-	if s == nil {
+	if reason != "" {
 		cl.stats.reject(reason)
 		cl.l.mu.Lock()
 		t.RetryAfter = cl.l.drops.after()
@@ -233,6 +240,7 @@ func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, 
 		if pl := levelSpecs[l.name]; pl != nil {
 			cl.levelID = string(pl.UID)
 		}
+		cl.headers = [2][]string{{cl.uid}, {cl.levelID}}
 		return cl
 	}
 	for name, fs := range schemaObjs {

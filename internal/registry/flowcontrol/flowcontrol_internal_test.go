@@ -49,6 +49,8 @@ func TestClassifyBootstrap(t *testing.T) {
 		// A cluster-scoped request is not a lease rule's (no clusterScope).
 		{res(sa("kube-system", "x"), "list", "coordination.k8s.io", "leases", ""), "kube-system-service-accounts", "workload-high"},
 		{res(sa("kube-system", "x"), "delete", "coordination.k8s.io", "leases", "a"), "kube-system-service-accounts", "workload-high"},
+		// A namespace that only begins with kube-system's name.
+		{res(sa("kube-systems", "x"), "get", "", "secrets", "a"), "service-accounts", "workload-low"},
 		{res(user("system:kube-controller-manager", "system:authenticated"), "list", "", "secrets", ""), "kube-controller-manager", "workload-high"},
 		{res(node, "patch", "", "nodes", ""), "system-node-high", "node-high"},
 		{res(node, "update", "", "nodes/status", ""), "system-node-high", "node-high"},
@@ -112,14 +114,14 @@ func TestRejectLevel(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a, _ := l.enter(context.Background(), time.Second, 1, now)
 	b, _ := l.enter(context.Background(), time.Second, 2, now)
-	if a == nil || b == nil {
+	if a.l == nil || b.l == nil {
 		t.Fatal("refused within the limit")
 	}
-	if s, reason := l.enter(context.Background(), time.Second, 3, now); s != nil || reason != reasonConcurrencyLimit {
+	if s, reason := l.enter(context.Background(), time.Second, 3, now); s.l != nil || reason != reasonConcurrencyLimit {
 		t.Fatalf("past the limit: %v %q", s, reason)
 	}
 	a.release(now)
-	if s, _ := l.enter(context.Background(), time.Second, 3, now); s == nil {
+	if s, _ := l.enter(context.Background(), time.Second, 3, now); s.l == nil {
 		t.Fatal("refused after a seat was given back")
 	}
 }
@@ -128,7 +130,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	l := limitedLevel(1, 1, 1, 1)
 	now := time.Unix(1000, 0)
 	holder, _ := l.enter(context.Background(), time.Second, 1, now)
-	if holder == nil {
+	if holder.l == nil {
 		t.Fatal("the first request waited")
 	}
 	got := make(chan string, 1)
@@ -137,7 +139,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 		got <- reason
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
-	if s, reason := l.enter(context.Background(), time.Second, 3, now); s != nil || reason != reasonQueueFull {
+	if s, reason := l.enter(context.Background(), time.Second, 3, now); s.l != nil || reason != reasonQueueFull {
 		t.Fatalf("a full queue took a request: %v %q", s, reason)
 	}
 	if reason := <-got; reason != reasonTimeOut {
@@ -157,14 +159,14 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 		t.Fatal("a request that gave up is still queued")
 	}
 	// A waiting request gets the seat given back.
-	seat := make(chan *seat, 1)
+	seated := make(chan seat, 1)
 	go func() {
 		s, _ := l.enter(context.Background(), time.Minute, 2, now)
-		seat <- s
+		seated <- s
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
 	holder.release(now.Add(time.Millisecond))
-	if s := <-seat; s == nil || s.q == nil {
+	if s := <-seated; s.l == nil || s.q == nil {
 		t.Fatal("the waiting request was not dispatched")
 	}
 }
@@ -192,7 +194,7 @@ func TestFairQueuing(t *testing.T) {
 	holder, _ := l.enter(context.Background(), time.Second, 0, now)
 	type result struct {
 		flow string
-		s    *seat
+		s    seat
 	}
 	order := make(chan result, 16)
 	enqueue := func(flow string, hash uint64) {

@@ -121,35 +121,35 @@ func (l *level) deactivate(q *queue) {
 // if the level is exempt or has a seat free and no one waiting, else in
 // the shortest of the flow's hand of queues. It returns the seat, or the
 // reason the request was refused.
-func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time) (*seat, string) {
+func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time) (seat, string) {
 	l.mu.Lock()
 	l.advance(now)
 	if l.exempt {
 		l.executing++
 		l.mu.Unlock()
-		return &seat{l: l, start: now}, ""
+		return seat{l: l, start: now}, ""
 	}
 	if l.reject || len(l.queues) == 0 {
 		if l.executing >= l.current {
 			l.drops.record(now)
 			l.mu.Unlock()
-			return nil, reasonConcurrencyLimit
+			return seat{}, reasonConcurrencyLimit
 		}
 		l.executing++
 		l.mu.Unlock()
-		return &seat{l: l, start: now, limited: true}, ""
+		return seat{l: l, start: now, limited: true}, ""
 	}
 	q := l.choose(flow)
 	if l.waiting == 0 && l.executing < l.current {
 		l.activate(q)
 		l.startOn(q)
 		l.mu.Unlock()
-		return &seat{l: l, q: q, start: now, limited: true}, ""
+		return seat{l: l, q: q, start: now, limited: true}, ""
 	}
 	if len(q.waiters) >= l.queueLengthLimit {
 		l.drops.record(now)
 		l.mu.Unlock()
-		return nil, reasonQueueFull
+		return seat{}, reasonQueueFull
 	}
 	w := &waiter{flow: flow, ready: make(chan struct{})}
 	l.activate(q)
@@ -161,20 +161,20 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 	defer timer.Stop()
 	select {
 	case <-w.ready:
-		return &seat{l: l, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, q: w.from, start: w.at, limited: true}, ""
 	case <-timer.C:
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w.from != nil { // dispatched as the wait ran out: take the seat
-		return &seat{l: l, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, q: w.from, start: w.at, limited: true}, ""
 	}
 	end := time.Now()
 	l.advance(end)
 	l.remove(w)
 	l.drops.record(end)
-	return nil, reasonTimeOut
+	return seat{}, reasonTimeOut
 }
 
 // startOn gives a seat to a request of q.

@@ -36,19 +36,33 @@ func before(a, b *schema) int {
 // subjects names a's user, and one of its resource rules (for a resource
 // request) or non-resource rules (for the others) covers what a asks.
 func (s *schema) matches(a *registry.Attributes) bool {
+	// Loops, not closures: this runs for every request, and a closure
+	// over a would escape.
 	for i := range s.rules {
 		r := &s.rules[i]
-		if !slices.ContainsFunc(r.Subjects, func(sub flowcontrolv1.Subject) bool { return subjectNames(sub, a.User) }) {
+		named := false
+		for _, sub := range r.Subjects {
+			if subjectNames(sub, &a.User) {
+				named = true
+				break
+			}
+		}
+		if !named {
 			continue
 		}
 		if a.ResourceRequest {
-			if slices.ContainsFunc(r.ResourceRules, func(rule flowcontrolv1.ResourcePolicyRule) bool { return resourceRuleCovers(rule, a) }) {
+			for j := range r.ResourceRules {
+				if resourceRuleCovers(&r.ResourceRules[j], a) {
+					return true
+				}
+			}
+			continue
+		}
+		for j := range r.NonResourceRules {
+			rule := &r.NonResourceRules[j]
+			if listHas(rule.Verbs, a.Verb, flowcontrolv1.VerbAll) && pathCovered(rule.NonResourceURLs, a.Path) {
 				return true
 			}
-		} else if slices.ContainsFunc(r.NonResourceRules, func(rule flowcontrolv1.NonResourcePolicyRule) bool {
-			return listHas(rule.Verbs, a.Verb, flowcontrolv1.VerbAll) && pathCovered(rule.NonResourceURLs, a.Path)
-		}) {
-			return true
 		}
 	}
 	return false
@@ -57,7 +71,7 @@ func (s *schema) matches(a *registry.Attributes) bool {
 // subjectNames reports whether sub names u: a user by name, a group u is
 // in, or a service account (a name of "*" for each of the namespace's).
 // "*" names every user or group.
-func subjectNames(sub flowcontrolv1.Subject, u registry.User) bool {
+func subjectNames(sub flowcontrolv1.Subject, u *registry.User) bool {
 	switch sub.Kind {
 	case flowcontrolv1.SubjectKindUser:
 		return sub.User != nil && (sub.User.Name == flowcontrolv1.NameAll || sub.User.Name == u.Name)
@@ -67,8 +81,17 @@ func subjectNames(sub flowcontrolv1.Subject, u registry.User) bool {
 		if sub.ServiceAccount == nil {
 			return false
 		}
-		rest, ok := strings.CutPrefix(u.Name, "system:serviceaccount:"+sub.ServiceAccount.Namespace+":")
-		return ok && (sub.ServiceAccount.Name == flowcontrolv1.NameAll || rest == sub.ServiceAccount.Name)
+		// "system:serviceaccount:<namespace>:<name>", read without
+		// building it.
+		rest, ok := strings.CutPrefix(u.Name, "system:serviceaccount:")
+		if !ok {
+			return false
+		}
+		rest, ok = strings.CutPrefix(rest, sub.ServiceAccount.Namespace)
+		if !ok || !strings.HasPrefix(rest, ":") {
+			return false
+		}
+		return sub.ServiceAccount.Name == flowcontrolv1.NameAll || rest[1:] == sub.ServiceAccount.Name
 	}
 	return false
 }
@@ -76,19 +99,37 @@ func subjectNames(sub flowcontrolv1.Subject, u registry.User) bool {
 // resourceRuleCovers reports whether rule covers resource request a. A
 // request without a namespace (of a cluster-scoped resource, or across
 // all namespaces) is covered only by a rule with clusterScope.
-func resourceRuleCovers(rule flowcontrolv1.ResourcePolicyRule, a *registry.Attributes) bool {
-	resource := a.Resource
-	if a.Subresource != "" {
-		resource += "/" + a.Subresource
-	}
-	if !listHas(rule.Verbs, a.Verb, flowcontrolv1.VerbAll) || !listHas(rule.Resources, resource, flowcontrolv1.ResourceAll) ||
-		!listHas(rule.APIGroups, a.APIGroup, flowcontrolv1.APIGroupAll) {
+func resourceRuleCovers(rule *flowcontrolv1.ResourcePolicyRule, a *registry.Attributes) bool {
+	if !listHas(rule.Verbs, a.Verb, flowcontrolv1.VerbAll) || !listHas(rule.APIGroups, a.APIGroup, flowcontrolv1.APIGroupAll) ||
+		!resourceListed(rule.Resources, a.Resource, a.Subresource) {
 		return false
 	}
 	if a.Namespace == "" {
 		return rule.ClusterScope
 	}
 	return listHas(rule.Namespaces, a.Namespace, flowcontrolv1.NamespaceEvery)
+}
+
+// resourceListed reports whether resources holds resource/subresource
+// (resource alone without a subresource), or is "*" alone; without
+// building the string.
+func resourceListed(resources []string, resource, subresource string) bool {
+	if len(resources) == 1 && resources[0] == flowcontrolv1.ResourceAll {
+		return true
+	}
+	for _, r := range resources {
+		if subresource == "" {
+			if r == resource {
+				return true
+			}
+			continue
+		}
+		if len(r) == len(resource)+1+len(subresource) && r[len(resource)] == '/' &&
+			strings.HasPrefix(r, resource) && strings.HasSuffix(r, subresource) {
+			return true
+		}
+	}
+	return false
 }
 
 // listHas reports whether list holds x, or is the wildcard alone (as
