@@ -15,10 +15,10 @@ import (
 
 // Discovery says what kube-apiserver v1.37.2's says, in the details a
 // client can read: the storage version hashes (sha256 of
-// group/version/kind, the core group's empty), the groups' order, a custom resource's verbs
-// in apiextensions' order, and in the aggregated form a built-in kind's
-// responseKind without its group and version and its subresources by
-// name.
+// group/version/kind, the core group's empty), the groups' order, a
+// custom resource's verbs in apiextensions' order, and in the aggregated
+// form a built-in kind's responseKind without its group and version and
+// its subresources by name.
 func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 	_, h := newCustomResourcesHandler(t, gizmoCRD)
 	get := func(path, accept string, into any) {
