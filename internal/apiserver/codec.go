@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane-dev/kplane/internal/registry"
@@ -292,9 +294,36 @@ func checkTypeMeta(body, raw []byte, gv, kind string) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", a, gv))
 	}
 	if sent != "" && sent != kind {
+		if msg, ok := unknownConversion(gv, sent, kind); ok {
+			return apierrors.NewBadRequest(msg)
+		}
 		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", sent, kind))
 	}
 	return nil
+}
+
+// unknownConversion is upstream's refusal of a body of another kind of
+// the request's group version (a FlowSchema sent to
+// prioritylevelconfigurations) that its scheme knows: the decoder reads
+// the body as that kind, whose conversion to the resource's internal
+// type does not exist. false: kplane does not know the kind sent.
+func unknownConversion(gv, sent, kind string) (string, bool) {
+	v, err := schema.ParseGroupVersion(gv)
+	if err != nil || !protoScheme().Recognizes(v.WithKind(sent)) {
+		return "", false
+	}
+	obj, err := protoScheme().New(v.WithKind(sent))
+	if err != nil {
+		return "", false
+	}
+	// Upstream's internal types are in a package named for the group
+	// (core for the core group and events.k8s.io's Events).
+	internal, _, _ := strings.Cut(v.Group, ".")
+	if internal == "" || internal == "events" {
+		internal = "core"
+	}
+	return fmt.Sprintf("%s in version %q cannot be handled as a %s: converting (%s) to (%s.%s): unknown conversion",
+		sent, v.Version, kind, reflect.TypeOf(obj).Elem(), internal, kind), true
 }
 
 // probeTypeMeta decodes the apiVersion and kind of body, as upstream's

@@ -15,10 +15,10 @@ import (
 
 // Discovery says what kube-apiserver v1.37.2's says, in the details a
 // client can read: the storage version hashes (sha256 of
-// group/version/kind, the core group's empty), a custom resource's verbs
-// in apiextensions' order, and in the aggregated form a built-in kind's
-// responseKind without its group and version and its subresources by
-// name.
+// group/version/kind, the core group's empty), the groups' order, a
+// custom resource's verbs in apiextensions' order, and in the aggregated
+// form a built-in kind's responseKind without its group and version and
+// its subresources by name.
 func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 	_, h := newCustomResourcesHandler(t, gizmoCRD)
 	get := func(path, accept string, into any) {
@@ -37,6 +37,7 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 		"/apis/coordination.k8s.io/v1 leases": "gqkMMb/YqFM=", "/apis/rbac.authorization.k8s.io/v1 clusterrolebindings": "48tpQ8gZHFc=",
 		"/apis/rbac.authorization.k8s.io/v1 roles": "7FuwZcIIItM=",
 		"/api/v1 resourcequotas":                   "8uhSgffRX6w=", "/apis/storagemigration.k8s.io/v1 storageversionmigrations": "pCjmmKOkLy4=",
+		"/apis/flowcontrol.apiserver.k8s.io/v1 flowschemas": "GJVAJZSZBIw=", "/apis/flowcontrol.apiserver.k8s.io/v1 prioritylevelconfigurations": "Kir5PVfvNeI=",
 	}
 	for key, want := range hashes {
 		path, name, _ := strings.Cut(key, " ")

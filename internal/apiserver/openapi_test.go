@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -535,5 +537,46 @@ func TestOpenAPIDeleteCollectionOperationID(t *testing.T) {
 	del, _ := doc.Paths["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"]["delete"].(map[string]any)
 	if del["operationId"] != "deleteCoordinationV1CollectionNamespacedLease" {
 		t.Errorf("operationId %v", del["operationId"])
+	}
+}
+
+// The flowcontrol.apiserver.k8s.io/v1 types are described as
+// kube-apiserver v1.37.2 describes them in its v3 document (what kubectl
+// explain reads): every property, description, required field, list
+// type, union and group-version-kind of
+// testdata/flowcontrol-openapi-kube-apiserver-v1.37.2.json, its 23
+// definitions, and the v2 document has each of them.
+func TestFlowControlOpenAPIAsKubeAPIServer(t *testing.T) {
+	data, err := os.ReadFile("testdata/flowcontrol-openapi-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream struct{ Schemas map[string]any }
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	if len(upstream.Schemas) < 23 {
+		t.Fatalf("%d definitions", len(upstream.Schemas))
+	}
+	h := newInProcess(t)
+	var v3 struct {
+		Components struct{ Schemas map[string]any }
+	}
+	if err := json.Unmarshal(get(t, h, "/openapi/v3/apis/flowcontrol.apiserver.k8s.io/v1").Body.Bytes(), &v3); err != nil {
+		t.Fatal(err)
+	}
+	var v2 struct{ Definitions map[string]any }
+	if err := json.Unmarshal(get(t, h, "/openapi/v2").Body.Bytes(), &v2); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range upstream.Schemas {
+		if got := v3.Components.Schemas[name]; !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Errorf("%s:\n got  %s\n want %s", name, g, w)
+		}
+		if v2.Definitions[name] == nil {
+			t.Errorf("%s: not in the v2 document", name)
+		}
 	}
 }

@@ -58,6 +58,34 @@ func TestStorageVersionMigrationsAsKubeAPIServer(t *testing.T) {
 	replayUpstream(t, "testdata/storageversionmigrations-kube-apiserver-v1.37.2.json", 27)
 }
 
+// FlowSchemas and PriorityLevelConfigurations are served as
+// kube-apiserver v1.37.2 serves them.
+// testdata/flowcontrol-kube-apiserver-v1.37.2.json holds 170 requests and
+// upstream's answers:
+//   - creates: the v1 defaults (matching precedence, shares, lendable
+//     percent, queuing), a status and generation sent (dropped), dry runs,
+//     unknown fields (Warn and Strict), names; refused as existing;
+//   - every validation rule of both kinds, in upstream's order and words,
+//     with values shown as upstream's internal types, the declarative
+//     checks' errors ("Forbidden", "Required value") after the others, the
+//     v1beta3 annotation, the mandatory names' fixed specs on create;
+//   - bodies of another kind (upstream's "unknown conversion") or
+//     version, malformed or of the wrong field type;
+//   - reads, label selectors, 404s;
+//   - updates and patches (merge, JSON): the generation bumped by a spec
+//     change only, the status kept; name mismatches, stale
+//     resourceVersions, missing objects;
+//   - /status writes: the status alone (spec, labels and annotations
+//     kept), its conditions' checks;
+//   - deletes.
+//
+// Left out: the 21 requests upstream answered about its bootstrap objects
+// (exempt, catch-all and two suggested ones already there), which
+// kplane's flowcontrol bootstrap makes, not these kinds.
+func TestFlowControlAsKubeAPIServer(t *testing.T) {
+	replayUpstream(t, "testdata/flowcontrol-kube-apiserver-v1.37.2.json", 170)
+}
+
 // The reviews kubectl auth asks (can-i, whoami) answer as kube-apiserver
 // v1.37.2's do for its admin: every access allowed (kplane, without an
 // authorizer, allows every authenticated request; upstream allows

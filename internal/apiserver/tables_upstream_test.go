@@ -79,3 +79,87 @@ func TestTablesAsKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// The Tables of FlowSchemas and PriorityLevelConfigurations are
+// kube-apiserver v1.37.2's. testdata/flowcontrol-tables-kube-apiserver-v1.37.2.json
+// holds upstream's bootstrap objects of both kinds, as it listed them, and
+// the Tables it answered for lists and single objects: the printers'
+// columns (a level's numbers as "<none>" when it is exempt or does not
+// queue, a schema's missing level from its Dangling condition), and a
+// FlowSchema list's rows sorted by matching precedence, then name, where
+// the list itself is in name order.
+func TestFlowControlTablesAsKubeAPIServer(t *testing.T) {
+	data, err := os.ReadFile("testdata/flowcontrol-tables-kube-apiserver-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstream struct {
+		Objects map[string][]map[string]any
+		Tables  map[string]struct {
+			ColumnDefinitions []any
+			Rows              [][]any
+		}
+	}
+	if err := json.Unmarshal(data, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	do, h := newCustomResourcesHandler(t, gizmoCRD)
+	const base = "/apis/flowcontrol.apiserver.k8s.io/v1/"
+	for _, resource := range []string{"prioritylevelconfigurations", "flowschemas"} {
+		for _, obj := range upstream.Objects[resource] {
+			// Created, then given the status upstream's controller wrote.
+			status := obj["status"]
+			delete(obj, "status")
+			body, _ := json.Marshal(obj)
+			w := do(http.MethodPost, base+resource, string(body))
+			if w.Code != http.StatusCreated {
+				t.Fatalf("POST %s %s: %d %s", resource, body, w.Code, w.Body)
+			}
+			if status == nil {
+				continue
+			}
+			var created map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &created); err != nil {
+				t.Fatal(err)
+			}
+			created["status"] = status
+			body, _ = json.Marshal(created)
+			path := base + resource + "/" + created["metadata"].(map[string]any)["name"].(string) + "/status"
+			if w := do(http.MethodPut, path, string(body)); w.Code != http.StatusOK {
+				t.Fatalf("PUT %s: %d %s", path, w.Code, w.Body)
+			}
+		}
+	}
+	if len(upstream.Tables) < 5 {
+		t.Fatalf("%d tables", len(upstream.Tables))
+	}
+	age := regexp.MustCompile(`^([0-9]+[smhdy])+$`)
+	for path, want := range upstream.Tables {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Header.Set("Accept", asTable)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var got struct {
+			ColumnDefinitions []any
+			Rows              []struct{ Cells []any }
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+		if !reflect.DeepEqual(got.ColumnDefinitions, want.ColumnDefinitions) {
+			t.Errorf("%s: columns\n got  %v\n want %v", path, got.ColumnDefinitions, want.ColumnDefinitions)
+		}
+		var rows [][]any
+		for _, row := range got.Rows {
+			for i, c := range row.Cells {
+				if s, ok := c.(string); ok && age.MatchString(s) {
+					row.Cells[i] = "<age>"
+				}
+			}
+			rows = append(rows, row.Cells)
+		}
+		if !reflect.DeepEqual(rows, want.Rows) {
+			t.Errorf("%s: cells\n got  %v\n want %v", path, rows, want.Rows)
+		}
+	}
+}

@@ -9,7 +9,11 @@
 // (ValidatingAdmissionPolicy with its /status,
 // ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy and
 // MutatingAdmissionPolicyBinding, their expressions type-checked as
-// upstream's validation does; stored only, not enforced here) and the
+// upstream's validation does; stored only, not enforced here), API
+// Priority and Fairness's configuration (flowcontrol.apiserver.k8s.io/v1
+// FlowSchema and PriorityLevelConfiguration with their /status, the
+// mandatory objects' fixed specs; served only, their bootstrap objects
+// and the dispatching by them are package flowcontrol's) and the
 // reviews (authorization.k8s.io/v1,
 // authentication.k8s.io/v1; never stored): the access reviews of kubectl
 // auth and of metrics auth filters, whoami's, and TokenReview. Each has

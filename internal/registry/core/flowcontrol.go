@@ -63,8 +63,7 @@ func FlowSchemas() *registry.Kind {
 		ValidateSubresourceUpdate: func(sub string, obj, _ *unstructured.Unstructured) field.ErrorList {
 			fs := TypedFlowSchema(obj)
 			if sub == "status" {
-				return validateConditionTypes(field.NewPath("status", "conditions"), fs.Status.Conditions,
-					func(c flowcontrolv1.FlowSchemaCondition) string { return string(c.Type) })
+				return validateFlowSchemaStatus(fs)
 			}
 			return validateFlowSchema(fs)
 		},
@@ -94,8 +93,7 @@ func PriorityLevelConfigurations() *registry.Kind {
 		ValidateSubresourceUpdate: func(sub string, obj, old *unstructured.Unstructured) field.ErrorList {
 			pl := TypedPriorityLevelConfiguration(obj)
 			if sub == "status" {
-				return validateConditionTypes(field.NewPath("status", "conditions"), pl.Status.Conditions,
-					func(c flowcontrolv1.PriorityLevelConfigurationCondition) string { return string(c.Type) })
+				return validatePriorityLevelStatus(pl)
 			}
 			return validatePriorityLevel(pl, TypedPriorityLevelConfiguration(old))
 		},
@@ -324,8 +322,14 @@ func validateFlowSchema(fs *flowcontrolv1.FlowSchema) field.ErrorList {
 			errs = append(errs, field.Invalid(specPath, internalForm{fs.Spec}, fmt.Sprintf("spec of '%s' must equal the fixed value", fs.Name)))
 		}
 	}
-	return append(errs, validateConditionTypes(field.NewPath("status", "conditions"), fs.Status.Conditions,
-		func(c flowcontrolv1.FlowSchemaCondition) string { return string(c.Type) })...)
+	return append(errs, validateFlowSchemaStatus(fs)...)
+}
+
+// validateFlowSchemaStatus is upstream's ValidateFlowSchemaStatus, all a
+// write of /status is checked for.
+func validateFlowSchemaStatus(fs *flowcontrolv1.FlowSchema) field.ErrorList {
+	return validateConditionTypes(field.NewPath("status", "conditions"), fs.Status.Conditions,
+		func(c flowcontrolv1.FlowSchemaCondition) string { return string(c.Type) })
 }
 
 func validateFlowSchemaSpec(name string, spec *flowcontrolv1.FlowSchemaSpec, p *field.Path) field.ErrorList {
@@ -557,8 +561,7 @@ func validatePriorityLevel(pl, old *flowcontrolv1.PriorityLevelConfiguration) fi
 	specPath := field.NewPath("spec")
 	errs = append(errs, validatePriorityLevelSpec(pl.Name, &pl.Spec, specPath)...)
 	errs = append(errs, validateMandatoryPriorityLevel(pl, specPath)...)
-	errs = append(errs, validateConditionTypes(field.NewPath("status", "conditions"), pl.Status.Conditions,
-		func(c flowcontrolv1.PriorityLevelConfigurationCondition) string { return string(c.Type) })...)
+	errs = append(errs, validatePriorityLevelStatus(pl)...)
 	var oldSpec *flowcontrolv1.PriorityLevelConfigurationSpec
 	if old != nil {
 		oldSpec = &old.Spec
@@ -572,6 +575,14 @@ func validatePriorityLevel(pl, old *flowcontrolv1.PriorityLevelConfiguration) fi
 		}
 	}
 	return append(kept, dv...)
+}
+
+// validatePriorityLevelStatus is upstream's
+// ValidatePriorityLevelConfigurationStatus, all a write of /status is
+// checked for.
+func validatePriorityLevelStatus(pl *flowcontrolv1.PriorityLevelConfiguration) field.ErrorList {
+	return validateConditionTypes(field.NewPath("status", "conditions"), pl.Status.Conditions,
+		func(c flowcontrolv1.PriorityLevelConfigurationCondition) string { return string(c.Type) })
 }
 
 // validateMandatoryPriorityLevel fixes the spec of a mandatory level: the

@@ -112,6 +112,7 @@ const (
 	extMapType       = "x-kubernetes-map-type"
 	extPatchStrategy = "x-kubernetes-patch-strategy"
 	extPatchMergeKey = "x-kubernetes-patch-merge-key"
+	extUnions        = "x-kubernetes-unions"
 
 	listAtomic = "atomic" // also the map type of an atomic struct
 	// listUnmarked, as a marker's list type: no x-kubernetes-list-type.
@@ -174,7 +175,25 @@ func (b *builder) define(t reflect.Type) (string, error) {
 	if atomicStructs[name] {
 		s.AddExtension(extMapType, listAtomic)
 	}
+	if disc, ok := unionDiscriminators[name]; ok {
+		s.AddExtension(extUnions, unionOf(t, disc))
+	}
 	return name, nil
+}
+
+// unionOf is the x-kubernetes-unions openapi-gen writes for struct t,
+// marked +union, whose field disc (a JSON name) is the discriminator:
+// every other field is a member, which the discriminator names by its Go
+// field name.
+func unionOf(t reflect.Type, disc string) []any {
+	members := map[string]any{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if jsonName, _, _ := strings.Cut(f.Tag.Get("json"), ","); jsonName != "" && jsonName != "-" && jsonName != disc {
+			members[jsonName] = f.Name
+		}
+	}
+	return []any{map[string]any{"discriminator": disc, "fields-to-discriminateBy": members}}
 }
 
 // fields adds the JSON fields of struct t to s. Embedded structs without a

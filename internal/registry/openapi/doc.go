@@ -84,8 +84,11 @@
 //     (+enum, with the "Possible enum values" text openapi-gen appends to
 //     descriptions) only where the table lists them (a namespace's phase,
 //     a CRD rule's reason, an admission webhook's policies and its rules'
-//     scope and operations: every enum of the served kinds), no validation
-//     markers (+k8s:..., x-kubernetes-validations), no unions.
+//     scope and operations: every enum of the served kinds), unions
+//     (+union, published as x-kubernetes-unions) only where the table
+//     lists them (a FlowSchema's subject, a priority level's spec and
+//     limit response: every union of the served kinds), no validation
+//     markers (+k8s:..., x-kubernetes-validations).
 //   - A $ref property carries its description and default beside the
 //     $ref, the v2 form. kube-apiserver's v3 documents wrap such refs in
 //     allOf; a v3 publisher does the same with kube-openapi's

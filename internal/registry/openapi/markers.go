@@ -171,6 +171,15 @@ func webhookMarkers(mutating bool) map[string]marker {
 	return m
 }
 
+// unionDiscriminators are the definitions upstream marks +union, each
+// with its field marked +unionDiscriminator (a JSON name): openapi-gen
+// publishes them with x-kubernetes-unions.
+var unionDiscriminators = map[string]string{
+	"io.k8s.api.flowcontrol.v1.Subject":                        "kind",
+	"io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec": "type",
+	"io.k8s.api.flowcontrol.v1.LimitResponse":                  "type",
+}
+
 // atomicStructs are the definitions upstream marks +structType=atomic:
 // server-side apply owns and replaces such a value as a whole (one
 // manager owns an owner reference, a role binding's subject, a label

@@ -76,6 +76,7 @@ type sourceStruct struct {
 
 type sourceField struct {
 	json     string
+	goName   string
 	omit     bool
 	list     bool
 	tag      reflect.StructTag
@@ -130,8 +131,13 @@ func parseStructs(t *testing.T, dir string) []sourceStruct {
 					if ident, ok := fld.Type.(*ast.Ident); ok && ident.Name == "Verbs" {
 						isList = true
 					}
+					goName := ""
+					if len(fld.Names) > 0 {
+						goName = fld.Names[0].Name
+					}
 					s.fields = append(s.fields, sourceField{
 						json:     name,
+						goName:   goName,
 						omit:     hasOpt(opts, "omitempty"),
 						list:     isList,
 						tag:      tag,
@@ -174,6 +180,7 @@ func (s sourceStruct) check(name string, def any) []string {
 		Required   []string                  `json:"required"`
 		Properties map[string]map[string]any `json:"properties"`
 		MapType    any                       `json:"x-kubernetes-map-type"`
+		Unions     any                       `json:"x-kubernetes-unions"`
 	}
 	_ = json.Unmarshal(raw, &schema)
 	var out []string
@@ -181,6 +188,22 @@ func (s sourceStruct) check(name string, def any) []string {
 
 	if want := first(s.markers["structType"]); want != "" && schema.MapType != want {
 		add("x-kubernetes-map-type = %v, +structType=%s", schema.MapType, want)
+	}
+	var union any
+	if s.markers["union"] != nil {
+		members := map[string]any{}
+		u := map[string]any{"fields-to-discriminateBy": members}
+		for _, f := range s.fields {
+			if f.markers["unionDiscriminator"] != nil {
+				u["discriminator"] = f.json
+			} else if f.json != "" {
+				members[f.json] = f.goName
+			}
+		}
+		union = []any{u}
+	}
+	if !reflect.DeepEqual(schema.Unions, union) {
+		add("x-kubernetes-unions = %v, upstream %v", schema.Unions, union)
 	}
 	for _, f := range s.fields {
 		if f.embedded || f.json == "" {
