@@ -3,6 +3,8 @@ package flowcontrol
 import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kplane-dev/kplane/internal/registry/core"
 )
 
 // The configuration kube-apiserver v1.37 makes at its first start, and
@@ -45,21 +47,14 @@ func level1(name string, spec flowcontrolv1.PriorityLevelConfigurationSpec) *flo
 	}
 }
 
-// mandatoryLevels are the priority levels the server always has.
+// mandatoryLevels are the priority levels the server always has, those
+// validation holds fixed (catch-all, exempt).
 func mandatoryLevels() []*flowcontrolv1.PriorityLevelConfiguration {
-	return []*flowcontrolv1.PriorityLevelConfiguration{
-		level1(catchAllName, flowcontrolv1.PriorityLevelConfigurationSpec{
-			Type: flowcontrolv1.PriorityLevelEnablementLimited,
-			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-				NominalConcurrencyShares: ptr32(5), LendablePercent: ptr32(0),
-				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
-			},
-		}),
-		level1(exemptName, flowcontrolv1.PriorityLevelConfigurationSpec{
-			Type:   flowcontrolv1.PriorityLevelEnablementExempt,
-			Exempt: &flowcontrolv1.ExemptPriorityLevelConfiguration{NominalConcurrencyShares: ptr32(0), LendablePercent: ptr32(0)},
-		}),
+	levels := core.MandatoryPriorityLevelConfigurations()
+	for _, pl := range levels {
+		pl.TypeMeta = metav1.TypeMeta{APIVersion: flowcontrolv1.SchemeGroupVersion.String(), Kind: "PriorityLevelConfiguration"}
 	}
+	return levels
 }
 
 // suggestedLevels are the priority levels made at the first start.
@@ -133,12 +128,14 @@ const (
 	byNamespace = flowcontrolv1.FlowDistinguisherMethodByNamespaceType
 )
 
-// mandatorySchemas are the flow schemas the server always has.
+// mandatorySchemas are the flow schemas the server always has, those
+// validation holds fixed (exempt, catch-all).
 func mandatorySchemas() []*flowcontrolv1.FlowSchema {
-	return []*flowcontrolv1.FlowSchema{
-		flowSchema(exemptName, exemptName, 1, "", everything(groups("system:masters"))),
-		flowSchema(catchAllName, catchAllName, 10000, byUser, everything(groups("system:unauthenticated", "system:authenticated"))),
+	schemas := core.MandatoryFlowSchemas()
+	for _, fs := range schemas {
+		fs.TypeMeta = metav1.TypeMeta{APIVersion: flowcontrolv1.SchemeGroupVersion.String(), Kind: "FlowSchema"}
 	}
+	return schemas
 }
 
 // suggestedSchemas are the flow schemas made at the first start.
