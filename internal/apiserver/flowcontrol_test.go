@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // client-go's typed flowcontrol client, which speaks protobuf as
@@ -48,16 +49,28 @@ func TestFlowControlThroughClientGoProtobuf(t *testing.T) {
 	if fs.Spec.MatchingPrecedence != 1000 {
 		t.Fatalf("matching precedence %d", fs.Spec.MatchingPrecedence)
 	}
-	fs.Status.Conditions = []flowcontrolv1.FlowSchemaCondition{{Type: flowcontrolv1.FlowSchemaConditionDangling, Status: flowcontrolv1.ConditionFalse,
-		LastTransitionTime: metav1.Now(), Reason: "Found", Message: "found"}}
-	if _, err := fc.FlowSchemas().UpdateStatus(ctx, fs, metav1.UpdateOptions{}); err != nil {
+	// The server's controller writes the status too: retried on
+	// conflict, as a controller would.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fs, err := fc.FlowSchemas().Get(ctx, "f", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		fs.Status.Conditions = []flowcontrolv1.FlowSchemaCondition{{Type: flowcontrolv1.FlowSchemaConditionDangling, Status: flowcontrolv1.ConditionFalse,
+			LastTransitionTime: metav1.Now(), Reason: "Found", Message: "found"}}
+		_, err = fc.FlowSchemas().UpdateStatus(ctx, fs, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := fc.FlowSchemas().List(ctx, metav1.ListOptions{})
+	// The server's bootstrap objects are there too: this one alone. (Its
+	// controller may rewrite the condition's message: Found either way.)
+	list, err := fc.FlowSchemas().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=f"})
 	if err != nil || len(list.Items) != 1 || len(list.Items[0].Status.Conditions) != 1 || list.Items[0].Status.Conditions[0].Reason != "Found" {
 		t.Fatalf("list %+v, %v", list, err)
 	}
-	levels, err := fc.PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
+	levels, err := fc.PriorityLevelConfigurations().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=p"})
 	if err != nil || len(levels.Items) != 1 || levels.Items[0].Name != "p" {
 		t.Fatalf("levels %+v, %v", levels, err)
 	}
