@@ -92,8 +92,9 @@ func internalError(w http.ResponseWriter, r *http.Request, err error) {
 //   - a list, watch or deletecollection (not by a /watch/ path) carries
 //     its selectors' requirements (registry.SelectorAttributes).
 func requestAttributes(r *http.Request, u registry.User) registry.Attributes {
-	a := registry.Attributes{User: u, Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	a := registry.Attributes{User: u, Path: r.URL.Path, Verb: lowerMethod(r.Method)}
+	var segments [10]string // enough for every resource path, on the stack
+	parts := splitPath(strings.Trim(r.URL.Path, "/"), segments[:0])
 	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
 		return a
 	}
@@ -197,3 +198,35 @@ func forbidden(a registry.Attributes, reason string) error {
 
 // htmlEscaper escapes what upstream escapes in a 403's message.
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// lowerMethod is method in lower case, the verb of a non-resource
+// request; without an allocation for the usual ones.
+func lowerMethod(method string) string {
+	switch method {
+	case http.MethodGet:
+		return "get"
+	case http.MethodPost:
+		return "post"
+	case http.MethodPut:
+		return "put"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodHead:
+		return "head"
+	}
+	return strings.ToLower(method)
+}
+
+// splitPath appends the "/"-separated segments of p to into, as
+// strings.Split would return them.
+func splitPath(p string, into []string) []string {
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(into, p)
+		}
+		into, p = append(into, p[:i]), p[i+1:]
+	}
+}

@@ -137,10 +137,8 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	if cl.l.queued() {
 		flow = flowHash(cl.name, distinguish(cl.distinguisher, a))
 	}
-	begin := time.Now()
-	cl.stats.waiting.Add(1)
-	s, reason := cl.l.enter(ctx, wait, flow, c.cfg.Now())
-	cl.stats.waiting.Add(-1)
+	now := c.cfg.Now()
+	s, reason := cl.l.enter(ctx, wait, flow, now, &cl.stats.waiting)
 	if reason != "" {
 		cl.stats.reject(reason)
 		cl.l.mu.Lock()
@@ -149,7 +147,7 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 		return t, ErrRejected
 	}
 	if s.limited {
-		cl.stats.observeWait(time.Since(begin))
+		cl.stats.observeWait(s.start.Sub(now)) // 0 unless it waited
 	}
 	cl.stats.dispatched.Add(1)
 	cl.stats.executing.Add(1)

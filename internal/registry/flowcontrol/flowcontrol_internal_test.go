@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,16 +113,16 @@ func limitedLevel(seats, n, h, qlen int) *level {
 func TestRejectLevel(t *testing.T) {
 	l := limitedLevel(2, 0, 0, 0)
 	now := time.Unix(1000, 0)
-	a, _ := l.enter(context.Background(), time.Second, 1, now)
-	b, _ := l.enter(context.Background(), time.Second, 2, now)
+	a, _ := l.enter(context.Background(), time.Second, 1, now, &noCount)
+	b, _ := l.enter(context.Background(), time.Second, 2, now, &noCount)
 	if a.l == nil || b.l == nil {
 		t.Fatal("refused within the limit")
 	}
-	if s, reason := l.enter(context.Background(), time.Second, 3, now); s.l != nil || reason != reasonConcurrencyLimit {
+	if s, reason := l.enter(context.Background(), time.Second, 3, now, &noCount); s.l != nil || reason != reasonConcurrencyLimit {
 		t.Fatalf("past the limit: %v %q", s, reason)
 	}
 	a.release(now)
-	if s, _ := l.enter(context.Background(), time.Second, 3, now); s.l == nil {
+	if s, _ := l.enter(context.Background(), time.Second, 3, now, &noCount); s.l == nil {
 		t.Fatal("refused after a seat was given back")
 	}
 }
@@ -129,17 +130,17 @@ func TestRejectLevel(t *testing.T) {
 func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	l := limitedLevel(1, 1, 1, 1)
 	now := time.Unix(1000, 0)
-	holder, _ := l.enter(context.Background(), time.Second, 1, now)
+	holder, _ := l.enter(context.Background(), time.Second, 1, now, &noCount)
 	if holder.l == nil {
 		t.Fatal("the first request waited")
 	}
 	got := make(chan string, 1)
 	go func() {
-		_, reason := l.enter(context.Background(), 50*time.Millisecond, 2, now)
+		_, reason := l.enter(context.Background(), 50*time.Millisecond, 2, now, &noCount)
 		got <- reason
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
-	if s, reason := l.enter(context.Background(), time.Second, 3, now); s.l != nil || reason != reasonQueueFull {
+	if s, reason := l.enter(context.Background(), time.Second, 3, now, &noCount); s.l != nil || reason != reasonQueueFull {
 		t.Fatalf("a full queue took a request: %v %q", s, reason)
 	}
 	if reason := <-got; reason != reasonTimeOut {
@@ -147,7 +148,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, reason := l.enter(ctx, time.Minute, 2, now)
+		_, reason := l.enter(ctx, time.Minute, 2, now, &noCount)
 		got <- reason
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
@@ -161,7 +162,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	// A waiting request gets the seat given back.
 	seated := make(chan seat, 1)
 	go func() {
-		s, _ := l.enter(context.Background(), time.Minute, 2, now)
+		s, _ := l.enter(context.Background(), time.Minute, 2, now, &noCount)
 		seated <- s
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
@@ -170,6 +171,9 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 		t.Fatal("the waiting request was not dispatched")
 	}
 }
+
+// noCount counts the test's queued requests, unread.
+var noCount atomic.Int64
 
 func (l *level) waitingNow() int {
 	l.mu.Lock()
@@ -191,7 +195,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestFairQueuing(t *testing.T) {
 	l := limitedLevel(1, 2, 1, 50)
 	now := time.Unix(1000, 0)
-	holder, _ := l.enter(context.Background(), time.Second, 0, now)
+	holder, _ := l.enter(context.Background(), time.Second, 0, now, &noCount)
 	type result struct {
 		flow string
 		s    seat
@@ -199,7 +203,7 @@ func TestFairQueuing(t *testing.T) {
 	order := make(chan result, 16)
 	enqueue := func(flow string, hash uint64) {
 		go func() {
-			s, _ := l.enter(context.Background(), time.Minute, hash, now)
+			s, _ := l.enter(context.Background(), time.Minute, hash, now, &noCount)
 			order <- result{flow, s}
 		}()
 	}

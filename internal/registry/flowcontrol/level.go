@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -121,7 +122,7 @@ func (l *level) deactivate(q *queue) {
 // if the level is exempt or has a seat free and no one waiting, else in
 // the shortest of the flow's hand of queues. It returns the seat, or the
 // reason the request was refused.
-func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time) (seat, string) {
+func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time, queued *atomic.Int64) (seat, string) {
 	l.mu.Lock()
 	l.advance(now)
 	if l.exempt {
@@ -156,6 +157,8 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 	q.waiters = append(q.waiters, w)
 	l.waiting++
 	l.mu.Unlock()
+	queued.Add(1)
+	defer queued.Add(-1)
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
