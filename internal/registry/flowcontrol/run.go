@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -237,9 +238,13 @@ func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resou
 // schemas' conditions that changed.
 func (c *Controller) sync(ctx context.Context, schemas *registry.Resource, fsObjs map[string]*flowcontrolv1.FlowSchema, plObjs map[string]*flowcontrolv1.PriorityLevelConfiguration) {
 	dangling := c.configure(maps.Clone(fsObjs), maps.Clone(plObjs))
+	// At once, to share the store's commits (a first start writes every
+	// schema's).
+	var wg sync.WaitGroup
 	for name, fs := range fsObjs {
-		c.writeDangling(ctx, schemas, fs, dangling[name])
+		wg.Go(func() { c.writeDangling(ctx, schemas, fs, dangling[name]) })
 	}
+	wg.Wait()
 }
 
 var errWatchEnded = fmt.Errorf("the watch ended")
@@ -306,56 +311,22 @@ func (c *Controller) ensure(ctx context.Context, schemas, levels *registry.Resou
 	}
 	wanted := map[*registry.Resource]map[string]bool{schemas: {}, levels: {}}
 	opts := registry.WriteOptions{FieldManager: producer}
+	// Each object on its own goroutine: a first start's creates then
+	// share the store's commits (one fsync for many), rather than wait
+	// for one each.
+	errs := make(chan error, len(boots))
 	for _, b := range boots {
 		wanted[b.res][b.name] = true
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b.obj)
-		if err != nil {
-			return err
+		go func() { errs <- ensureOne(ctx, b.res, b.obj, b.name, b.mandatory, opts) }()
+	}
+	var first error
+	for range boots {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
-		want := &unstructured.Unstructured{Object: m}
-		unstructured.RemoveNestedField(want.Object, "metadata", "creationTimestamp")
-		unstructured.RemoveNestedField(want.Object, "status")
-		have, err := b.res.Get(ctx, "v1", "", b.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			if _, err = b.res.Create(ctx, "v1", "", want, opts); err == nil || apierrors.IsAlreadyExists(err) {
-				continue
-			}
-		}
-		if err != nil {
-			return err
-		}
-		autoUpdate := b.mandatory
-		if !autoUpdate {
-			if v, err := strconv.ParseBool(have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]); err == nil {
-				autoUpdate = v
-			} else {
-				autoUpdate = have.GetGeneration() == 1
-			}
-		}
-		annotation, hasAnnotation := have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]
-		fixAnnotation := true
-		if v, err := strconv.ParseBool(annotation); hasAnnotation && err == nil && v == autoUpdate {
-			fixAnnotation = false
-		}
-		fixSpec := autoUpdate && !specEqualish(b.name, want, have)
-		if !fixAnnotation && !fixSpec {
-			continue
-		}
-		next := have.DeepCopy()
-		if fixSpec {
-			next.Object["spec"] = want.Object["spec"]
-		}
-		if fixAnnotation {
-			ann := next.GetAnnotations()
-			if ann == nil {
-				ann = map[string]string{}
-			}
-			ann[flowcontrolv1.AutoUpdateAnnotationKey] = strconv.FormatBool(autoUpdate)
-			next.SetAnnotations(ann)
-		}
-		if _, err := b.res.Update(ctx, "v1", "", b.name, next, opts); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return err
-		}
+	}
+	if first != nil {
+		return first
 	}
 	for _, res := range []*registry.Resource{levels, schemas} {
 		list, err := res.List(ctx, "v1", "", registry.ListOptions{})
@@ -375,6 +346,60 @@ func (c *Controller) ensure(ctx context.Context, schemas, levels *registry.Resou
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// ensureOne makes the bootstrap object obj of res if it is missing, or
+// puts back its spec and annotation as ensure says.
+func ensureOne(ctx context.Context, res *registry.Resource, obj runtime.Object, name string, mandatory bool, opts registry.WriteOptions) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	want := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(want.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(want.Object, "status")
+	have, err := res.Get(ctx, "v1", "", name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err = res.Create(ctx, "v1", "", want, opts); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	autoUpdate := mandatory
+	if !autoUpdate {
+		if v, err := strconv.ParseBool(have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]); err == nil {
+			autoUpdate = v
+		} else {
+			autoUpdate = have.GetGeneration() == 1
+		}
+	}
+	annotation, hasAnnotation := have.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey]
+	fixAnnotation := true
+	if v, err := strconv.ParseBool(annotation); hasAnnotation && err == nil && v == autoUpdate {
+		fixAnnotation = false
+	}
+	fixSpec := autoUpdate && !specEqualish(name, want, have)
+	if !fixAnnotation && !fixSpec {
+		return nil
+	}
+	next := have.DeepCopy()
+	if fixSpec {
+		next.Object["spec"] = want.Object["spec"]
+	}
+	if fixAnnotation {
+		ann := next.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[flowcontrolv1.AutoUpdateAnnotationKey] = strconv.FormatBool(autoUpdate)
+		next.SetAnnotations(ann)
+	}
+	if _, err := res.Update(ctx, "v1", "", name, next, opts); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return err
 	}
 	return nil
 }
