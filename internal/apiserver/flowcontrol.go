@@ -28,7 +28,7 @@ const requestTimeout = time.Minute
 // naming the classification in the response's headers. It returns the
 // ticket that holds the seat, or nil once it has refused the request
 // (429, in plain text with a Retry-After, as upstream's).
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.Controller) *flowcontrol.Ticket {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.Controller, start time.Time) *flowcontrol.Ticket {
 	a := requestAttributes(r, flowUser(r))
 	wait := requestTimeout / 4
 	if strings.Contains(r.URL.RawQuery, "timeout=") && !isWatch(r) {
@@ -43,9 +43,27 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.C
 	if err != nil {
 		h.Set("Retry-After", strconv.FormatInt(t.RetryAfter, 10))
 		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+		s.countRefused(r, &a, start)
 		return nil
 	}
 	return t
+}
+
+// countRefused counts a request refused before it was routed in the
+// request metrics, as upstream counts its 429s, if it names a served
+// resource (the others are not counted, see countRequest).
+func (s *Server) countRefused(r *http.Request, a *registry.Attributes, start time.Time) {
+	if !a.ResourceRequest || s.cfg.Registry == nil {
+		return
+	}
+	if _, served := s.cfg.Registry.Lookup(a.APIGroup, a.APIVersion, a.Resource); !served {
+		return
+	}
+	ri, ok := parsePath(r.URL.Path)
+	if !ok || ri.discovery || ri.groupOnly {
+		return
+	}
+	s.requests.of(labelsFor(r, ri, a.Verb == "watch")).observe(http.StatusTooManyRequests, time.Since(start))
 }
 
 // unauthenticated are an anonymous request's groups (not to be changed).
@@ -80,7 +98,7 @@ type inflightLimit struct {
 
 // limit takes a place for r, or refuses it (429, Retry-After 1, as
 // upstream's) and returns false. release gives the place back.
-func (s *Server) limit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+func (s *Server) limit(w http.ResponseWriter, r *http.Request, start time.Time) (release func(), ok bool) {
 	max := [2]int{s.cfg.MaxInflight.ReadOnly, s.cfg.MaxInflight.Mutating}
 	kind := kindOf(r)
 	if max[kind] <= 0 || isWatch(r) || slices.Contains(flowUser(r).Groups, "system:masters") {
@@ -90,6 +108,8 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request) (release func(), 
 		s.limited.now[kind].Add(-1)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+		a := requestAttributes(r, registry.User{})
+		s.countRefused(r, &a, start)
 		return nil, false
 	}
 	return func() { s.limited.now[kind].Add(-1) }, true

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // Without priority and fairness, --max-requests-inflight and
@@ -21,7 +22,7 @@ func TestMaxInflight(t *testing.T) {
 	}
 	take := func(r *http.Request) (func(), *httptest.ResponseRecorder) {
 		w := httptest.NewRecorder()
-		release, ok := s.limit(w, r)
+		release, ok := s.limit(w, r, time.Now())
 		if !ok {
 			return nil, w
 		}

@@ -329,12 +329,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// a seat, or be refused.
 	var ticket *flowcontrol.Ticket
 	if fc := s.cfg.FlowControl; fc != nil {
-		if ticket = s.admit(w, r, fc); ticket == nil {
+		if ticket = s.admit(w, r, fc, start); ticket == nil {
 			return
 		}
 		defer ticket.Done()
 	} else if s.cfg.MaxInflight != (MaxInflight{}) {
-		release, ok := s.limit(w, r)
+		release, ok := s.limit(w, r, start)
 		if !ok {
 			return
 		}
