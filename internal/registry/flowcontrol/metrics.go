@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -53,9 +54,9 @@ func (c *Controller) WriteMetrics(b *bytes.Buffer) {
 	c.mu.Lock()
 	keys := slices.SortedFunc(maps.Keys(c.stats), func(a, b flowKey) int {
 		if a.schema != b.schema {
-			return compare(a.schema, b.schema)
+			return strings.Compare(a.schema, b.schema)
 		}
-		return compare(a.level, b.level)
+		return strings.Compare(a.level, b.level)
 	})
 	stats := make([]*flowStats, len(keys))
 	for i, k := range keys {
@@ -78,21 +79,19 @@ func (c *Controller) WriteMetrics(b *bytes.Buffer) {
 	family := func(name, typ, help string) {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 	}
-	family("apiserver_flowcontrol_current_executing_requests", "gauge", "[BETA] Requests holding a seat of their priority level now, by flow schema.")
-	for i, k := range keys {
-		fmt.Fprintf(b, "apiserver_flowcontrol_current_executing_requests{%s} %d\n", labels(k), stats[i].executing.Load())
-	}
-	family("apiserver_flowcontrol_current_executing_seats", "gauge", "[BETA] Seats held now, by flow schema: one per executing request.")
-	for i, k := range keys {
-		fmt.Fprintf(b, "apiserver_flowcontrol_current_executing_seats{%s} %d\n", labels(k), stats[i].executing.Load())
-	}
-	family("apiserver_flowcontrol_current_inqueue_requests", "gauge", "[BETA] Requests waiting for a seat now, by flow schema.")
-	for i, k := range keys {
-		fmt.Fprintf(b, "apiserver_flowcontrol_current_inqueue_requests{%s} %d\n", labels(k), stats[i].waiting.Load())
-	}
-	family("apiserver_flowcontrol_dispatched_requests_total", "counter", "[BETA] Requests given a seat, by flow schema.")
-	for i, k := range keys {
-		fmt.Fprintf(b, "apiserver_flowcontrol_dispatched_requests_total{%s} %d\n", labels(k), stats[i].dispatched.Load())
+	for _, m := range []struct {
+		name, typ, help string
+		value           func(*flowStats) int64
+	}{
+		{"apiserver_flowcontrol_current_executing_requests", "gauge", "[BETA] Requests holding a seat of their priority level now, by flow schema.", func(s *flowStats) int64 { return s.executing.Load() }},
+		{"apiserver_flowcontrol_current_executing_seats", "gauge", "[BETA] Seats held now, by flow schema: one per executing request.", func(s *flowStats) int64 { return s.executing.Load() }},
+		{"apiserver_flowcontrol_current_inqueue_requests", "gauge", "[BETA] Requests waiting for a seat now, by flow schema.", func(s *flowStats) int64 { return s.waiting.Load() }},
+		{"apiserver_flowcontrol_dispatched_requests_total", "counter", "[BETA] Requests given a seat, by flow schema.", func(s *flowStats) int64 { return s.dispatched.Load() }},
+	} {
+		family(m.name, m.typ, m.help)
+		for i, k := range keys {
+			fmt.Fprintf(b, "%s{%s} %d\n", m.name, labels(k), m.value(stats[i]))
+		}
 	}
 	family("apiserver_flowcontrol_rejected_requests_total", "counter", "[BETA] Requests refused (429), by flow schema and reason.")
 	for i, k := range keys {
@@ -129,14 +128,4 @@ func (c *Controller) WriteMetrics(b *bytes.Buffer) {
 			fmt.Fprintf(b, "%s{priority_level=%q} %d\n", m.name, n, m.value(lims[i]))
 		}
 	}
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

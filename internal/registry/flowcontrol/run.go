@@ -133,29 +133,10 @@ func (c *Controller) follow(ctx context.Context, schemas, levels *registry.Resou
 			return nil
 		}
 		u := &unstructured.Unstructured{Object: obj.UnstructuredContent()}
-		name := u.GetName()
 		if isSchema {
-			if ev.Type == watch.Deleted {
-				delete(fsObjs, name)
-				return nil
-			}
-			fs := &flowcontrolv1.FlowSchema{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, fs); err != nil {
-				return err
-			}
-			fsObjs[name] = fs
-			return nil
+			return keep(fsObjs, ev.Type, u)
 		}
-		if ev.Type == watch.Deleted {
-			delete(plObjs, name)
-			return nil
-		}
-		pl := &flowcontrolv1.PriorityLevelConfiguration{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pl); err != nil {
-			return err
-		}
-		plObjs[name] = pl
-		return nil
+		return keep(plObjs, ev.Type, u)
 	}
 	// The state first, as a list (an informer's), so that Synced means
 	// the whole of it.
@@ -248,6 +229,21 @@ func (c *Controller) sync(ctx context.Context, schemas *registry.Resource, fsObj
 }
 
 var errWatchEnded = fmt.Errorf("the watch ended")
+
+// keep records an event's object u in objs, by name, as a T; or forgets
+// it if it was deleted.
+func keep[T any](objs map[string]*T, typ watch.EventType, u *unstructured.Unstructured) error {
+	if typ == watch.Deleted {
+		delete(objs, u.GetName())
+		return nil
+	}
+	obj := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return err
+	}
+	objs[u.GetName()] = obj
+	return nil
+}
 
 // writeDangling sets fs's Dangling condition, if it says otherwise: true
 // if its priority level is missing.
