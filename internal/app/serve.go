@@ -477,13 +477,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	reg.SetQuota(quotas)
-	var flow *flowcontrol.Controller
+	seats := cfg.MaxRequestsInflight + cfg.MaxMutatingRequestsInflight
+	if seats <= 0 {
+		seats = 600
+	}
+	// Off, the objects are kept still, as upstream's storage of the kinds
+	// keeps them; only the requests are not classified.
+	flow := flowcontrol.New(flowcontrol.Config{Registry: reg, Seats: seats, Logger: log, ObjectsOnly: cfg.DisablePriorityAndFairness})
+	var classify *flowcontrol.Controller
 	if !cfg.DisablePriorityAndFairness {
-		seats := cfg.MaxRequestsInflight + cfg.MaxMutatingRequestsInflight
-		if seats <= 0 {
-			seats = 600
-		}
-		flow = flowcontrol.New(flowcontrol.Config{Registry: reg, Seats: seats, Logger: log})
+		classify = flow
 	}
 	conversions := &webhook.Conversions{}
 	reg.SetConverter(conversions)
@@ -507,9 +510,7 @@ func Run(ctx context.Context, cfg Config) error {
 	goRun("admission-manifests", webhooks.WatchStatic)
 	goRun("namespace-controller", (&core.NamespaceController{Registry: reg, Logger: log}).Run)
 	goRun("resourcequota-controller", quotas.Run)
-	if flow != nil {
-		goRun("priority-and-fairness", flow.Run)
-	}
+	goRun("priority-and-fairness", flow.Run)
 	if cfg.EnableBootstrapTokenAuth {
 		goRun("token-cleaner", (&core.BootstrapTokenCleaner{Registry: reg, Logger: log}).Run)
 	}
@@ -575,7 +576,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RefuseAnonymous:       refuseAnonymous,
 		AnonymousPaths:        anonymousPaths,
 		ServiceAccountJWKSURI: cfg.ServiceAccountJWKSURI,
-		FlowControl:           flow,
+		FlowControl:           classify,
 		MaxInflight:           apiserver.MaxInflight{ReadOnly: cfg.MaxRequestsInflight, Mutating: cfg.MaxMutatingRequestsInflight},
 	})
 	pr := <-pkiDone
@@ -614,11 +615,9 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 
 	ready := []<-chan struct{}{crds.Synced(), rbacSynced}
-	if flow != nil {
-		// As upstream's priority-and-fairness post-start hook: the
-		// bootstrap configuration is stored before kplane is ready.
-		ready = append(ready, flow.Synced())
-	}
+	// As upstream's priority-and-fairness post-start hook: the bootstrap
+	// configuration is stored before kplane is ready.
+	ready = append(ready, flow.Synced())
 	for _, synced := range ready {
 		select {
 		case <-synced:

@@ -27,6 +27,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (tests); time.Now if nil.
 	Now func() time.Time
+	// ObjectsOnly, with priority and fairness off, only keeps the
+	// bootstrap objects, as kube-apiserver's storage of the kinds does
+	// then: no conditions are written and nothing is classified.
+	ObjectsOnly bool
 }
 
 // Controller is API Priority and Fairness: it keeps the configuration

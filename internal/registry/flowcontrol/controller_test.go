@@ -24,6 +24,11 @@ const waitLimit = 30 * time.Second
 // running is a registry with the built-in kinds over an in-memory store,
 // and a Controller running on it, until the test ends.
 func running(t *testing.T) (context.Context, *Controller, *registry.Resource, *registry.Resource) {
+	return runningWith(t, Config{Seats: 600})
+}
+
+// runningWith is running, with the Controller's configuration cfg.
+func runningWith(t *testing.T, cfg Config) (context.Context, *Controller, *registry.Resource, *registry.Resource) {
 	t.Helper()
 	kvs, err := mvcc.Open(mvcc.Config{InMemory: true})
 	if err != nil {
@@ -39,7 +44,8 @@ func running(t *testing.T) (context.Context, *Controller, *registry.Resource, *r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { reg.Run(ctx); done <- struct{}{} }()
-	c := New(Config{Registry: reg, Seats: 600})
+	cfg.Registry = reg
+	c := New(cfg)
 	go func() { c.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	schemas, _ := reg.Get(schemasGR)
@@ -238,5 +244,33 @@ func TestEnsure(t *testing.T) {
 	}
 	if got := get(ctx, t, levels, "workload-high"); shares("workload-high") != 9 || got.GetAnnotations()[flowcontrolv1.AutoUpdateAnnotationKey] != "false" {
 		t.Errorf("workload-high changed without the annotation: shares %d, annotations %v", shares("workload-high"), got.GetAnnotations())
+	}
+}
+
+// With priority and fairness off, the bootstrap objects are kept all the
+// same, as upstream's storage of the kinds keeps them; no condition is
+// written.
+func TestObjectsOnly(t *testing.T) {
+	ctx, c, schemas, levels := runningWith(t, Config{Seats: 600, ObjectsOnly: true})
+	select {
+	case <-c.Synced():
+	case <-time.After(waitLimit):
+		t.Fatal("not synced")
+	}
+	fs, err := schemas.List(ctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := levels.List(ctx, "v1", "", registry.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.Items) != 11 || len(pl.Items) != 8 {
+		t.Fatalf("%d flow schemas, %d levels", len(fs.Items), len(pl.Items))
+	}
+	for _, o := range fs.Items {
+		if s, _, _ := dangling(&o); s != "" {
+			t.Errorf("%s: a condition written with priority and fairness off", o.GetName())
+		}
 	}
 }

@@ -75,7 +75,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	go func() {
+	keep := func() {
 		tick := time.NewTicker(ensurePeriod)
 		defer tick.Stop()
 		for {
@@ -88,7 +88,13 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.cfg.Logger.Warn("priority and fairness: the bootstrap configuration", "err", err)
 			}
 		}
-	}()
+	}
+	if c.cfg.ObjectsOnly {
+		c.syncOnce.Do(func() { close(c.synced) })
+		keep()
+		return nil
+	}
+	go keep()
 	go func() {
 		tick := time.NewTicker(borrowingPeriod)
 		defer tick.Stop()
