@@ -179,6 +179,7 @@ type Cache struct {
 		// JSON, not decoded objects (see storage.Record), in key order,
 		// counted so that a page's remainingItemCount is O(log n).
 		objects recordTree
+		bytes   int64 // the objects' stored JSON, in all
 		rev     int64 // everything up to rev is reflected
 		// history holds the last events in revision order (Capacity, or
 		// more while they are fresh): every event after floor. A watch
@@ -248,8 +249,10 @@ func (c *Cache) follow(ctx context.Context) error {
 
 	c.mu.Lock()
 	c.mu.objects.Clear()
+	c.mu.bytes = 0
 	for _, r := range list.Items {
 		c.mu.objects.ReplaceOrInsert(r)
+		c.mu.bytes += int64(len(r.Value))
 	}
 	c.mu.rev, c.mu.floor, c.mu.history = list.ResourceVersion, list.ResourceVersion, eventLog{}
 	c.forgetChangesLocked(math.MaxInt64) // all: they came from the history dropped
@@ -302,8 +305,10 @@ func (c *Cache) apply(ev storage.RecordEvent) error {
 		e.prior, _ = c.mu.objects.Delete(ev.Key)
 	} else {
 		e.prior, _ = c.mu.objects.ReplaceOrInsert(ev.Record)
+		c.mu.bytes += int64(len(ev.Record.Value))
 	}
 	if e.prior != nil {
+		c.mu.bytes -= int64(len(e.prior.Value))
 		// Superseded: what was kept for reading it again goes.
 		e.prior.DropAlt()
 	}
@@ -402,6 +407,7 @@ func (c *Cache) waitFor(ctx context.Context, rev int64) bool {
 // Stats are a cache's figures, for /metrics.
 type Stats struct {
 	Objects  int   // objects held
+	Bytes    int64 // their stored JSON, in all
 	Ready    bool  // false until the first list from the store is in
 	Revision int64 // the store revision the cache reflects
 	// Events received from the store's watch since New: every write
@@ -414,7 +420,7 @@ type Stats struct {
 // Stats returns the cache's figures.
 func (c *Cache) Stats() Stats {
 	c.mu.RLock()
-	st := Stats{Objects: c.mu.objects.Len(), Ready: c.mu.ready, Revision: c.mu.rev}
+	st := Stats{Objects: c.mu.objects.Len(), Bytes: c.mu.bytes, Ready: c.mu.ready, Revision: c.mu.rev}
 	c.mu.RUnlock()
 	st.EventsReceived, st.WatchersTerminated = c.received.Load(), c.terminated.Load()
 	return st

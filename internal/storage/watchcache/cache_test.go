@@ -873,3 +873,40 @@ func TestInitialEventsInBatches(t *testing.T) {
 		t.Fatalf("ResultChan: got %v,\nwant %v", got, want)
 	}
 }
+
+// Stats counts the bytes of the objects held, as stored: what priority
+// and fairness estimates a list's work by. Creates, updates and deletes
+// each move it.
+func TestStatsCountBytes(t *testing.T) {
+	s, c := start(t, watchcache.Config{})
+	stored := func() int64 {
+		l, err := s.ListRecords(ctx, prefix, storage.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(0)
+		for _, r := range l.Items {
+			n += int64(len(r.Value))
+		}
+		return n
+	}
+	check := func(what string, objects int) {
+		t.Helper()
+		if _, err := c.List(ctx, prefix, storage.ListOptions{}); err != nil { // caught up
+			t.Fatal(err)
+		}
+		if st, want := c.Stats(), stored(); st.Objects != objects || st.Bytes != want || want == 0 && objects > 0 {
+			t.Errorf("after %s: %d objects of %d bytes, want %d of %d", what, st.Objects, st.Bytes, objects, want)
+		}
+	}
+	for i := range 5 {
+		create(t, s, fmt.Sprint("o", i), "red")
+	}
+	check("5 creates", 5)
+	relabel(t, s, "o1", 3)
+	check("updates", 5)
+	if _, err := s.Delete(ctx, prefix+"default/o2", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("a delete", 4)
+}
