@@ -37,7 +37,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.C
 			wait = min(d, requestTimeout) / 4
 		}
 	}
-	t, err := fc.Admit(r.Context(), &a, wait)
+	t, err := fc.Admit(r.Context(), &a, wait, s.listSeats(r, &a))
 	h := w.Header()
 	h[headerFlowSchemaUID], h[headerPriorityLevelUID] = t.HeaderValues()
 	if err != nil {
@@ -68,6 +68,45 @@ func (s *Server) countRefused(r *http.Request, a *registry.Attributes, start tim
 
 // unauthenticated are an anonymous request's groups (not to be changed).
 var unauthenticated = []string{"system:unauthenticated"}
+
+// The size-based estimate of a list's work, upstream's (on by default in
+// 1.37): a seat per listSeatBytes of the objects it reads at once, at
+// most listMaxBytes of them counted (a list from the cache streams).
+const (
+	listSeatBytes = 100_000
+	listMaxBytes  = 1_000_000
+)
+
+// listSeats is the seats request a takes: for a list, or a watch that
+// starts with the state (no resourceVersion, "0", or sendInitialEvents),
+// its estimated work from the resource's objects in the cache (their
+// count and mean size; one object for a list by name, limit objects for
+// a page); 1 for anything else. The level caps it.
+func (s *Server) listSeats(r *http.Request, a *registry.Attributes) int {
+	if !a.ResourceRequest || a.Verb != "list" && a.Verb != "watch" || s.cfg.Registry == nil {
+		return 1
+	}
+	q := r.URL.Query()
+	if rv := q.Get("resourceVersion"); a.Verb == "watch" && rv != "" && rv != "0" && q.Get("sendInitialEvents") != "true" {
+		return 1
+	}
+	res, ok := s.cfg.Registry.Lookup(a.APIGroup, a.APIVersion, a.Resource)
+	if !ok {
+		return 1
+	}
+	st := res.CacheStats()
+	if st.Objects == 0 {
+		return 1
+	}
+	objects := int64(st.Objects)
+	if a.Name != "" {
+		objects = 1
+	} else if limit, err := strconv.ParseInt(q.Get("limit"), 10, 64); err == nil && limit > 0 && limit < objects {
+		objects = limit
+	}
+	bytes := min(objects*(st.Bytes/int64(st.Objects)), listMaxBytes)
+	return int(max(1, (bytes+listSeatBytes-1)/listSeatBytes))
+}
 
 // flowUser is the user r is classified as: the authenticated (or
 // impersonated) one, or that of its client certificate.

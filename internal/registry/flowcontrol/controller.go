@@ -64,6 +64,10 @@ type classifier struct {
 	levelID string      // the level's uid
 	headers [2][]string // the uids as header values
 	stats   *flowStats
+	// Of the level, as configured: whether a request's flow matters
+	// (more than one queue), and the most seats a request may take.
+	queued bool
+	widest int
 }
 
 // New returns a Controller serving the bootstrap configuration until Run
@@ -116,15 +120,17 @@ func (t *Ticket) Done() {
 		return
 	}
 	t.stats.executing.Add(-1)
+	t.stats.seats.Add(-int64(t.seat.width))
 	t.seat.release(time.Now())
 }
 
 // Admit classifies request a by the first flow schema that takes it, and
-// waits for a seat at the schema's priority level, at most wait (or until
-// ctx ends). It returns the ticket, which names the classification, and
+// waits for width seats (the request's estimated work, at most the
+// level's widest; at least 1) at the schema's priority level, at most
+// wait (or until ctx ends). It returns the ticket, which names the classification, and
 // ErrRejected if the request was refused: a full queue, a full Reject
 // level, or a wait that ran out.
-func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait time.Duration) (*Ticket, error) {
+func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait time.Duration, width int) (*Ticket, error) {
 	st := c.state.Load()
 	var cl *classifier
 	for _, s := range st.schemas {
@@ -138,11 +144,12 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	}
 	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, schemaHeader: cl.headers[0], levelHeader: cl.headers[1], stats: cl.stats}
 	var flow uint64
-	if cl.l.queued() {
+	if cl.queued {
 		flow = flowHash(cl.name, distinguish(cl.distinguisher, a))
 	}
 	now := c.cfg.Now()
-	s, reason := cl.l.enter(ctx, wait, flow, now, &cl.stats.waiting)
+	width = max(1, min(width, cl.widest))
+	s, reason := cl.l.enter(ctx, wait, flow, width, now, &cl.stats.waiting)
 	if reason != "" {
 		cl.stats.reject(reason)
 		cl.l.mu.Lock()
@@ -155,6 +162,7 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	}
 	cl.stats.dispatched.Add(1)
 	cl.stats.executing.Add(1)
+	cl.stats.seats.Add(int64(width))
 	t.seat = s
 	return t, nil
 }
@@ -186,6 +194,22 @@ func (l *level) queued() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.queues) > 1
+}
+
+// maxListSeats is the most seats any request takes, as upstream's list
+// estimate allows (its size-based estimate, on by default in 1.37).
+const maxListSeats = 100
+
+// widest is the most seats a request may take at l: for a queuing level,
+// 15 % of its nominal seats or its seats over its hand size, whichever is
+// fewer, and at least 1, as upstream's; elsewhere maxListSeats.
+func (l *level) widest() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queues) == 0 || l.handSize == 0 {
+		return maxListSeats
+	}
+	return max(1, min(int(math.Ceil(0.15*float64(l.nominal))), l.nominal/l.handSize))
 }
 
 // configure makes the classifier and the levels those of the objects
@@ -243,6 +267,7 @@ func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, 
 			cl.levelID = string(pl.UID)
 		}
 		cl.headers = [2][]string{{cl.uid}, {cl.levelID}}
+		cl.queued, cl.widest = l.queued(), l.widest()
 		return cl
 	}
 	for name, fs := range schemaObjs {
@@ -342,7 +367,7 @@ func (l *level) requeue(n int) {
 	var waiters []*waiter
 	for _, q := range l.queues {
 		waiters = append(waiters, q.waiters...)
-		q.waiters = nil
+		q.waiters, q.asked = nil, 0
 		q.detached = true
 	}
 	l.queues, l.active, l.waiting = nil, 0, 0
@@ -351,15 +376,16 @@ func (l *level) requeue(n int) {
 	}
 	for _, w := range waiters {
 		if n == 0 {
-			l.executing++
-			w.from, w.at = &queue{detached: true, executing: 1}, l.vtAt
+			l.executing += w.width
+			w.from, w.at = &queue{detached: true, executing: w.width}, l.vtAt
 			close(w.ready)
 			continue
 		}
 		q := l.choose(w.flow)
 		l.activate(q)
 		q.waiters = append(q.waiters, w)
-		l.waiting++
+		q.asked += w.width
+		l.waiting += w.width
 	}
 }
 

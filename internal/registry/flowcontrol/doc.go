@@ -30,7 +30,9 @@
 // objects into the classifier, and writes each FlowSchema's Dangling
 // condition (run.go).
 //
-// Not done as upstream: every request takes one seat (upstream's work
-// estimator gives large lists and writes with many watchers more), and a
-// watch holds its seat only until it is set up, as upstream.
+// A request takes one seat, a list the seats of its estimated work (the
+// caller's estimate, capped by the level); a watch holds its seats only
+// until it is set up, as upstream. Not done as upstream: the seats a
+// write keeps for a moment after it ends when the object has many
+// watchers.
 package flowcontrol

@@ -41,8 +41,8 @@ type level struct {
 	queues                         []*queue
 	handSize, queueLengthLimit     int
 
-	executing int // requests holding a seat
-	waiting   int // requests in a queue
+	executing int // seats held by requests
+	waiting   int // seats asked for by the requests in a queue
 
 	// Fair queuing's virtual time: the service each active queue has had
 	// a right to, in seconds, at vtAt. It advances at the rate of the
@@ -60,18 +60,20 @@ type level struct {
 // its next request starts.
 type queue struct {
 	waiters   []*waiter
-	executing int
+	asked     int // the waiters' seats
+	executing int // seats held by the requests it dispatched
 	next      float64
 	// detached is set on the queues a new configuration replaced: they
 	// only see their executing requests end.
 	detached bool
 }
 
-func (q *queue) load() int { return len(q.waiters) + q.executing }
+func (q *queue) load() int { return q.asked + q.executing }
 
 // waiter is a request in a queue.
 type waiter struct {
 	flow  uint64
+	width int           // the seats it asks for
 	ready chan struct{} // closed when dispatched
 	// from is set, under the level's lock, to the queue that gave the
 	// waiter its seat; a waiter that gave up before then is removed
@@ -83,6 +85,7 @@ type waiter struct {
 // seat is a request's hold on a level, given back by release.
 type seat struct {
 	l       *level
+	width   int    // seats held
 	q       *queue // nil for an exempt level's or a Reject level's
 	start   time.Time
 	limited bool // not an exempt level's
@@ -117,45 +120,49 @@ func (l *level) deactivate(q *queue) {
 	}
 }
 
-// enter waits for a seat for a request of flow, at most wait or until
-// ctx ends: at once
-// if the level is exempt or has a seat free and no one waiting, else in
-// the shortest of the flow's hand of queues. It returns the seat, or the
-// reason the request was refused.
-func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now time.Time, queued *atomic.Int64) (seat, string) {
+// enter waits for width seats for a request of flow, at most wait or
+// until ctx ends: at once if the level is exempt or has the seats free and
+// no one waiting, else in the shortest of the flow's hand of queues. It
+// returns the seats, or the reason the request was refused. queued counts
+// the request while it is in a queue.
+func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, width int, now time.Time, queued *atomic.Int64) (seat, string) {
 	l.mu.Lock()
 	l.advance(now)
 	if l.exempt {
-		l.executing++
+		l.executing += width
 		l.mu.Unlock()
-		return seat{l: l, start: now}, ""
+		return seat{l: l, width: width, start: now}, ""
 	}
 	if l.reject || len(l.queues) == 0 {
-		if l.executing >= l.current {
+		if !l.fits(width) {
 			l.drops.record(now)
 			l.mu.Unlock()
 			return seat{}, reasonConcurrencyLimit
 		}
-		l.executing++
+		l.executing += width
 		l.mu.Unlock()
-		return seat{l: l, start: now, limited: true}, ""
+		return seat{l: l, width: width, start: now, limited: true}, ""
 	}
 	q := l.choose(flow)
-	if l.waiting == 0 && l.executing < l.current {
+	if l.waiting == 0 && l.fits(width) {
 		l.activate(q)
-		l.startOn(q)
+		l.startOn(q, width)
 		l.mu.Unlock()
-		return seat{l: l, q: q, start: now, limited: true}, ""
+		return seat{l: l, width: width, q: q, start: now, limited: true}, ""
 	}
 	if len(q.waiters) >= l.queueLengthLimit {
 		l.drops.record(now)
 		l.mu.Unlock()
 		return seat{}, reasonQueueFull
 	}
-	w := &waiter{flow: flow, ready: make(chan struct{})}
+	w := &waiter{flow: flow, width: width, ready: make(chan struct{})}
 	l.activate(q)
 	q.waiters = append(q.waiters, w)
-	l.waiting++
+	q.asked += width
+	l.waiting += width
+	// Seats may be free that the head of the first queue does not fit
+	// in, and this queue may now come first.
+	l.dispatch()
 	l.mu.Unlock()
 	queued.Add(1)
 	defer queued.Add(-1)
@@ -164,14 +171,14 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 	defer timer.Stop()
 	select {
 	case <-w.ready:
-		return seat{l: l, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, width: width, q: w.from, start: w.at, limited: true}, ""
 	case <-timer.C:
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w.from != nil { // dispatched as the wait ran out: take the seat
-		return seat{l: l, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, width: width, q: w.from, start: w.at, limited: true}, ""
 	}
 	end := time.Now()
 	l.advance(end)
@@ -180,11 +187,18 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, now 
 	return seat{}, reasonTimeOut
 }
 
-// startOn gives a seat to a request of q.
-func (l *level) startOn(q *queue) {
-	q.executing++
-	l.executing++
-	q.next += serviceEstimate
+// fits reports whether width more seats may be taken now: within the
+// level's seats, or alone (a request wider than the level runs when
+// nothing else does, so it is never starved).
+func (l *level) fits(width int) bool {
+	return l.executing == 0 || l.executing+width <= l.current
+}
+
+// startOn gives width seats to a request of q.
+func (l *level) startOn(q *queue, width int) {
+	q.executing += width
+	l.executing += width
+	q.next += serviceEstimate * float64(width)
 }
 
 // release gives s's seat back at now, and dispatches the requests the
@@ -193,21 +207,23 @@ func (s *seat) release(now time.Time) {
 	l := s.l
 	l.mu.Lock()
 	l.advance(now)
-	l.executing--
+	l.executing -= s.width
 	if q := s.q; q != nil {
-		q.executing--
+		q.executing -= s.width
 		// The request's real service replaces the estimate.
-		q.next += now.Sub(s.start).Seconds() - serviceEstimate
+		q.next += (now.Sub(s.start).Seconds() - serviceEstimate) * float64(s.width)
 		l.deactivate(q)
 	}
 	l.dispatch()
 	l.mu.Unlock()
 }
 
-// dispatch starts waiting requests while seats are free: each time the
-// head of the queue whose next request starts earliest in virtual time.
+// dispatch starts waiting requests while their seats are free: each time
+// the head of the queue whose next request starts earliest in virtual
+// time, and none while that one does not fit (a wide request is not
+// passed by narrow ones of other queues).
 func (l *level) dispatch() {
-	for l.waiting > 0 && l.executing < l.current {
+	for l.waiting > 0 {
 		var next *queue
 		for _, q := range l.queues {
 			if len(q.waiters) > 0 && (next == nil || q.next < next.next) {
@@ -218,10 +234,14 @@ func (l *level) dispatch() {
 			return
 		}
 		w := next.waiters[0]
+		if !l.fits(w.width) {
+			return
+		}
 		next.waiters[0] = nil
 		next.waiters = next.waiters[1:]
-		l.waiting--
-		l.startOn(next)
+		next.asked -= w.width
+		l.waiting -= w.width
+		l.startOn(next, w.width)
 		w.from, w.at = next, l.vtAt
 		close(w.ready)
 	}
@@ -233,7 +253,8 @@ func (l *level) remove(w *waiter) {
 		for i, x := range q.waiters {
 			if x == w {
 				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-				l.waiting--
+				q.asked -= w.width
+				l.waiting -= w.width
 				l.deactivate(q)
 				return
 			}

@@ -18,7 +18,8 @@ type flowKey struct{ schema, level string }
 // flowStats are the counts of a flow schema's requests at a level.
 type flowStats struct {
 	dispatched         atomic.Int64
-	waiting, executing atomic.Int64
+	waiting, executing atomic.Int64 // requests
+	seats              atomic.Int64 // held by the executing requests
 	rejected           [3]atomic.Int64 // by reasons' index
 	waited             [len(waitBuckets) + 1]atomic.Int64
 	waitedSum          atomic.Int64 // nanoseconds
@@ -84,7 +85,7 @@ func (c *Controller) WriteMetrics(b *bytes.Buffer) {
 		value           func(*flowStats) int64
 	}{
 		{"apiserver_flowcontrol_current_executing_requests", "gauge", "[BETA] Requests holding a seat of their priority level now, by flow schema.", func(s *flowStats) int64 { return s.executing.Load() }},
-		{"apiserver_flowcontrol_current_executing_seats", "gauge", "[BETA] Seats held now, by flow schema: one per executing request.", func(s *flowStats) int64 { return s.executing.Load() }},
+		{"apiserver_flowcontrol_current_executing_seats", "gauge", "[BETA] Seats held now, by flow schema: a request's estimated work, one seat or more.", func(s *flowStats) int64 { return s.seats.Load() }},
 		{"apiserver_flowcontrol_current_inqueue_requests", "gauge", "[BETA] Requests waiting for a seat now, by flow schema.", func(s *flowStats) int64 { return s.waiting.Load() }},
 		{"apiserver_flowcontrol_dispatched_requests_total", "counter", "[BETA] Requests given a seat, by flow schema.", func(s *flowStats) int64 { return s.dispatched.Load() }},
 	} {
