@@ -18,8 +18,8 @@ type flowKey struct{ schema, level string }
 // flowStats are the counts of a flow schema's requests at a level.
 type flowStats struct {
 	dispatched         atomic.Int64
-	waiting, executing atomic.Int64 // requests
-	seats              atomic.Int64 // held by the executing requests
+	waiting, executing atomic.Int64    // requests
+	seats              atomic.Int64    // held by the executing requests
 	rejected           [3]atomic.Int64 // by reasons' index
 	waited             [len(waitBuckets) + 1]atomic.Int64
 	waitedSum          atomic.Int64 // nanoseconds
