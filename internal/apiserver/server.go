@@ -332,7 +332,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ticket = s.admit(w, r, fc, start); ticket == nil {
 			return
 		}
-		defer ticket.Done()
+		defer ticket.Finish()
 	} else if s.cfg.MaxInflight != (MaxInflight{}) {
 		release, ok := s.limit(w, r, start)
 		if !ok {

@@ -49,6 +49,8 @@ type Controller struct {
 
 	synced   chan struct{}
 	syncOnce sync.Once
+
+	watches watchCounts // the open watches, for a write's work
 }
 
 // state is a configuration as the classifier reads it, replaced whole.
@@ -68,6 +70,7 @@ type classifier struct {
 	// (more than one queue), and the most seats a request may take.
 	queued bool
 	widest int
+	exempt bool // never limited: its requests' work is not estimated
 }
 
 // New returns a Controller serving the bootstrap configuration until Run
@@ -107,6 +110,10 @@ type Ticket struct {
 	seat                      seat // its level nil if refused
 	stats                     *flowStats
 	done                      atomic.Bool
+	// linger is how long the seat is held once the request ends (a write
+	// with watchers); forget uncounts a watch.
+	linger time.Duration
+	forget func()
 }
 
 // HeaderValues are the uids as the values of the response's headers, one
@@ -120,8 +127,28 @@ func (t *Ticket) Done() {
 		return
 	}
 	t.stats.executing.Add(-1)
+	if t.linger > 0 {
+		time.AfterFunc(t.linger, t.release)
+		return
+	}
+	t.release()
+}
+
+func (t *Ticket) release() {
 	t.stats.seats.Add(-int64(t.seat.width))
 	t.seat.release(time.Now())
+}
+
+// Finish is Done, at the end of the request: a watch is no longer
+// counted.
+func (t *Ticket) Finish() {
+	if t == nil {
+		return
+	}
+	t.Done()
+	if t.forget != nil {
+		t.forget()
+	}
 }
 
 // Admit classifies request a by the first flow schema that takes it, and
@@ -149,6 +176,11 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	}
 	now := c.cfg.Now()
 	width = max(1, min(width, cl.widest))
+	var lingering int
+	if a.ResourceRequest && !cl.exempt {
+		lingering, t.linger = writeWork(a, c.watches.interested(a), cl.widest)
+		width = max(width, lingering)
+	}
 	s, reason := cl.l.enter(ctx, wait, flow, width, now, &cl.stats.waiting)
 	if reason != "" {
 		cl.stats.reject(reason)
@@ -163,6 +195,9 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	cl.stats.dispatched.Add(1)
 	cl.stats.executing.Add(1)
 	cl.stats.seats.Add(int64(width))
+	if a.ResourceRequest && a.Verb == "watch" {
+		t.forget = c.watches.started(a)
+	}
 	t.seat = s
 	return t, nil
 }
@@ -268,6 +303,9 @@ func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, 
 		}
 		cl.headers = [2][]string{{cl.uid}, {cl.levelID}}
 		cl.queued, cl.widest = l.queued(), l.widest()
+		l.mu.Lock()
+		cl.exempt = l.exempt
+		l.mu.Unlock()
 		return cl
 	}
 	for name, fs := range schemaObjs {

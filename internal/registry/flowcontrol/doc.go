@@ -31,8 +31,8 @@
 // condition (run.go).
 //
 // A request takes one seat, a list the seats of its estimated work (the
-// caller's estimate, capped by the level); a watch holds its seats only
-// until it is set up, as upstream. Not done as upstream: the seats a
-// write keeps for a moment after it ends when the object has many
-// watchers.
+// caller's estimate, capped by the level), and a write that many open
+// watches will be told of a seat per 10 of them, held a moment after it
+// ends (watches.go); a watch holds its seats only until it is set up, as
+// upstream.
 package flowcontrol
