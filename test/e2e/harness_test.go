@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -56,11 +57,30 @@ func kplaneBinary(t testing.TB) string {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kplane: %v\n%s", err, out)
 		}
+		consultSources(root)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binary
+}
+
+// consultSources looks at every file the binary is built from, so that
+// go test's cache, which keys a package's result on the files its tests
+// consult, runs the suite again when the server's code changed: the
+// build above happens in another process, which the cache does not see.
+func consultSources(root string) {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		os.Stat(filepath.Join(root, f))
+	}
+	for _, dir := range []string{"cmd", "internal"} {
+		filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				os.Stat(path)
+			}
+			return nil
+		})
+	}
 }
 
 // server is a running `kplane serve`.
