@@ -138,12 +138,12 @@ type inflightLimit struct {
 // limit takes a place for r, or refuses it (429, Retry-After 1, as
 // upstream's) and returns false. release gives the place back.
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, start time.Time) (release func(), ok bool) {
-	max := [2]int{s.cfg.MaxInflight.ReadOnly, s.cfg.MaxInflight.Mutating}
+	limits := [2]int{s.cfg.MaxInflight.ReadOnly, s.cfg.MaxInflight.Mutating}
 	kind := kindOf(r)
-	if max[kind] <= 0 || isWatch(r) || slices.Contains(flowUser(r).Groups, "system:masters") {
+	if limits[kind] <= 0 || isWatch(r) || slices.Contains(flowUser(r).Groups, "system:masters") {
 		return func() {}, true
 	}
-	if s.limited.now[kind].Add(1) > int64(max[kind]) {
+	if s.limited.now[kind].Add(1) > int64(limits[kind]) {
 		s.limited.now[kind].Add(-1)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)

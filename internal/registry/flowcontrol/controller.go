@@ -43,9 +43,6 @@ type Controller struct {
 	mu     sync.Mutex             // guards what follows
 	levels map[string]*level      // by name, the configured ones
 	stats  map[flowKey]*flowStats // by flow schema and level
-	// The configuration as last read: the objects by name.
-	schemaObjs map[string]*flowcontrolv1.FlowSchema
-	levelObjs  map[string]*flowcontrolv1.PriorityLevelConfiguration
 
 	synced   chan struct{}
 	syncOnce sync.Once
@@ -57,6 +54,8 @@ type Controller struct {
 type state struct {
 	// schemas in matching order, the dangling ones left out.
 	schemas []*classifier
+	// catchAll is the catch-all schema, which takes what none matches.
+	catchAll *classifier
 }
 
 // classifier is a flow schema with its level.
@@ -167,7 +166,7 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 		}
 	}
 	if cl == nil { // the catch-all takes authenticated and unauthenticated users; a user in neither:
-		cl = st.schemas[len(st.schemas)-1]
+		cl = st.catchAll
 	}
 	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, schemaHeader: cl.headers[0], levelHeader: cl.headers[1], stats: cl.stats}
 	var flow uint64
@@ -256,7 +255,6 @@ func (l *level) widest() int {
 func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, levelObjs map[string]*flowcontrolv1.PriorityLevelConfiguration) map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.schemaObjs, c.levelObjs = schemaObjs, levelObjs
 	levelSpecs := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
 	for name, pl := range levelObjs {
 		levelSpecs[name] = pl
@@ -325,7 +323,13 @@ func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, 
 	if !haveCatchAll {
 		schemas = append(schemas, add(mandatory[1]))
 	}
-	c.state.Store(&state{schemas: schemas})
+	st := &state{schemas: schemas}
+	for _, cl := range schemas {
+		if cl.name == catchAllName {
+			st.catchAll = cl
+		}
+	}
+	c.state.Store(st)
 	c.rebalanceLocked(now, false)
 	return dangling
 }

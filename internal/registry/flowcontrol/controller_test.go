@@ -273,4 +273,9 @@ func TestObjectsOnly(t *testing.T) {
 			t.Errorf("%s: a condition written with priority and fairness off", o.GetName())
 		}
 	}
+	// The stored objects are not followed: the classifier still holds
+	// the configuration it was made with, whose objects have no uids.
+	if uid := admitted(t, c, "alice"); uid != "" {
+		t.Errorf("objects only, a request was classified by stored schema %s", uid)
+	}
 }

@@ -68,7 +68,7 @@ func TestClassifyBootstrap(t *testing.T) {
 			}
 		}
 		if got == nil {
-			got = st.schemas[len(st.schemas)-1]
+			got = st.catchAll
 		}
 		if got.name != c1.schema || got.l.name != c1.lvl {
 			t.Errorf("%+v: %s at %s, want %s at %s", *c1.a, got.name, got.l.name, c1.schema, c1.lvl)
@@ -468,5 +468,34 @@ func TestWidest(t *testing.T) {
 		if cl.widest != want {
 			t.Errorf("%s at %s: %d seats at most, want %d", cl.name, cl.l.name, cl.widest, want)
 		}
+	}
+}
+
+// A request no schema takes goes to the catch-all schema, even when
+// another sorts after it.
+func TestUnmatchedGoesToTheCatchAll(t *testing.T) {
+	c := New(Config{Seats: 600})
+	schemas := map[string]*flowcontrolv1.FlowSchema{}
+	for _, fs := range append(mandatorySchemas(), suggestedSchemas()...) {
+		schemas[fs.Name] = fs
+	}
+	last := flowSchema("zzz", "global-default", 10000, byUser, everything(groups("nobody")))
+	last.UID = "zzz-uid"
+	schemas[last.Name] = last
+	catchAll := schemas[catchAllName].DeepCopy()
+	catchAll.UID = "catch-all-uid"
+	schemas[catchAllName] = catchAll
+	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
+	for _, pl := range append(mandatoryLevels(), suggestedLevels()...) {
+		levels[pl.Name] = pl
+	}
+	c.configure(schemas, levels)
+	tk, err := c.Admit(context.Background(), &registry.Attributes{User: registry.User{Name: "odd"}, Verb: "get", Path: "/version"}, time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Done()
+	if tk.FlowSchemaUID != "catch-all-uid" {
+		t.Fatalf("an unmatched request went to %q", tk.FlowSchemaUID)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kplane-dev/kplane/internal/registry"
+	"github.com/kplane-dev/kplane/internal/registry/core"
 	"github.com/kplane-dev/kplane/internal/storage"
 )
 
@@ -384,7 +385,7 @@ func ensureOne(ctx context.Context, res *registry.Resource, obj runtime.Object, 
 	if v, err := strconv.ParseBool(annotation); hasAnnotation && err == nil && v == autoUpdate {
 		fixAnnotation = false
 	}
-	fixSpec := autoUpdate && !specEqualish(name, want, have)
+	fixSpec := autoUpdate && !specEqualish(obj, have)
 	if !fixAnnotation && !fixSpec {
 		return nil
 	}
@@ -407,25 +408,25 @@ func ensureOne(ctx context.Context, res *registry.Resource, obj runtime.Object, 
 }
 
 // specEqualish reports whether the stored object have has the bootstrap
-// spec of want; the exempt level's shares and lendable percent are the
-// user's to set.
-func specEqualish(name string, want, have *unstructured.Unstructured) bool {
-	if _, isLevel := want.Object["spec"].(map[string]any)["type"]; isLevel {
-		var w, h flowcontrolv1.PriorityLevelConfiguration
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w) != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(have.Object, &h) != nil {
-			return false
-		}
-		if name == exemptName {
+// spec of want, defaulted as stored; the exempt level's shares and
+// lendable percent are the user's to set.
+func specEqualish(want runtime.Object, have *unstructured.Unstructured) bool {
+	switch w := want.(type) {
+	case *flowcontrolv1.PriorityLevelConfiguration:
+		w = w.DeepCopy()
+		core.DefaultPriorityLevelConfiguration(w)
+		h := core.TypedPriorityLevelConfiguration(have)
+		if w.Name == exemptName {
 			if h.Spec.Exempt == nil {
 				return false
 			}
 			w.Spec.Exempt.NominalConcurrencyShares, w.Spec.Exempt.LendablePercent = h.Spec.Exempt.NominalConcurrencyShares, h.Spec.Exempt.LendablePercent
 		}
 		return equality.Semantic.DeepEqual(w.Spec, h.Spec)
+	case *flowcontrolv1.FlowSchema:
+		w = w.DeepCopy()
+		core.DefaultFlowSchema(w)
+		return equality.Semantic.DeepEqual(w.Spec, core.TypedFlowSchema(have).Spec)
 	}
-	var w, h flowcontrolv1.FlowSchema
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w) != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(have.Object, &h) != nil {
-		return false
-	}
-	return equality.Semantic.DeepEqual(w.Spec, h.Spec)
+	return false
 }
