@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"net/http"
 	"reflect"
 	goruntime "runtime"
@@ -15,14 +14,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -46,7 +49,7 @@ import (
 // server nobody has asked for protobuf or OpenAPI yet does not hold it.
 var protoScheme = sync.OnceValue(func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme, flowcontrolv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme, flowcontrolv1.AddToScheme, certificatesv1.AddToScheme, svmv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // a broken scheme is a programming error
 		}

@@ -1,11 +1,19 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"reflect"
 	"strings"
 	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -83,6 +91,55 @@ var builtInObjects = []struct{ path, body string }{
 				"config":{"type":"object","default":{"a":[1,{"b":null}]},"properties":{"a":{"type":"array","items":{"x-kubernetes-preserve-unknown-fields":true}}}}},
 				"x-kubernetes-validations":[{"rule":"self.size \u003e= 0.0","message":"size must not be negative","fieldPath":".size","reason":"FieldValueInvalid"}]},
 			"status":{"type":"object","properties":{"replicas":{"type":"integer"}}}}}}}]}}`},
+	{"/api/v1/namespaces/pb/resourcequotas", `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q"},
+		"spec":{"hard":{"pods":"4","requests.cpu":"1500m"},"scopeSelector":{"matchExpressions":[{"scopeName":"PriorityClass","operator":"In","values":["high"]}]}}}`},
+	{"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy","metadata":{"name":"pb-policy"},
+		"spec":{"failurePolicy":"Fail","paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
+			"matchConstraints":{"resourceRules":[{"apiGroups":["nothing.example.com"],"apiVersions":["v1"],"operations":["CREATE","UPDATE"],"resources":["things"]}]},
+			"variables":[{"name":"n","expression":"object.metadata.name"}],
+			"validations":[{"expression":"variables.n.size() < 64","message":"too long","reason":"Invalid"},{"expression":"true","messageExpression":"'ok ' + variables.n"}],
+			"auditAnnotations":[{"key":"name","valueExpression":"string(variables.n)"}],"matchConditions":[{"name":"m","expression":"true"}]}}`},
+	{"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicyBinding","metadata":{"name":"pb-binding"},
+		"spec":{"policyName":"pb-policy","validationActions":["Deny","Audit"],"paramRef":{"name":"cm","namespace":"pb","parameterNotFoundAction":"Deny"},
+			"matchResources":{"namespaceSelector":{"matchLabels":{"team":"a"}},"excludeResourceRules":[{"apiGroups":["*"],"apiVersions":["*"],"operations":["DELETE"],"resources":["*"],"resourceNames":["keep"]}]}}}`},
+	{"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingAdmissionPolicy","metadata":{"name":"pb-mutation"},
+		"spec":{"failurePolicy":"Ignore","reinvocationPolicy":"IfNeeded",
+			"matchConstraints":{"resourceRules":[{"apiGroups":["nothing.example.com"],"apiVersions":["v1"],"operations":["CREATE"],"resources":["things"]}]},
+			"mutations":[{"patchType":"ApplyConfiguration","applyConfiguration":{"expression":"Object{metadata: Object.metadata{labels: {'pb': 'yes'}}}"}},
+				{"patchType":"JSONPatch","jsonPatch":{"expression":"[JSONPatch{op: 'add', path: '/metadata/annotations', value: {}}]"}}]}}`},
+	{"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings", `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingAdmissionPolicyBinding","metadata":{"name":"pb-mbinding"},
+		"spec":{"policyName":"pb-mutation","matchResources":{"objectSelector":{"matchExpressions":[{"key":"x","operator":"DoesNotExist"}]}}}}`},
+	// spec.extra is a map of named lists, each a message of its own in
+	// protobuf; request is bytes.
+	{"/apis/certificates.k8s.io/v1/certificatesigningrequests", `{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"pb-csr"},
+		"spec":{"request":"{{csr}}","signerName":"example.com/pb","expirationSeconds":3600,"usages":["digital signature","client auth"],
+		"username":"jane","uid":"u-1","groups":["devs","system:authenticated"],"extra":{"a.example.com/empty":[],"a.example.com/scopes":["x","y"],"b.example.com/one":["z"]}}}`},
+	{"/apis/certificates.k8s.io/v1/clustertrustbundles", `{"apiVersion":"certificates.k8s.io/v1","kind":"ClusterTrustBundle","metadata":{"name":"pb-bundle"},
+		"spec":{"trustBundle":"{{pem}}"}}`},
+	{"/apis/storagemigration.k8s.io/v1/storageversionmigrations", `{"apiVersion":"storagemigration.k8s.io/v1","kind":"StorageVersionMigration","metadata":{"name":"pb-migration"},
+		"spec":{"resource":{"group":"","resource":"configmaps"}}}`},
+	{"/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations", `{"apiVersion":"flowcontrol.apiserver.k8s.io/v1","kind":"PriorityLevelConfiguration","metadata":{"name":"pb-level"},
+		"spec":{"type":"Limited","limited":{"nominalConcurrencyShares":0,"lendablePercent":50,"borrowingLimitPercent":200,
+		"limitResponse":{"type":"Queue","queuing":{"queues":16,"handSize":4,"queueLengthLimit":7}}}}}`},
+	{"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", `{"apiVersion":"flowcontrol.apiserver.k8s.io/v1","kind":"FlowSchema","metadata":{"name":"pb-schema"},
+		"spec":{"priorityLevelConfiguration":{"name":"pb-level"},"matchingPrecedence":4000,"distinguisherMethod":{"type":"ByNamespace"},
+		"rules":[{"subjects":[{"kind":"User","user":{"name":"nobody@example.com"}},{"kind":"Group","group":{"name":"pb-group"}},
+			{"kind":"ServiceAccount","serviceAccount":{"namespace":"pb","name":"*"}}],
+			"resourceRules":[{"verbs":["get","list"],"apiGroups":[""],"resources":["configmaps"],"clusterScope":false,"namespaces":["pb"]}],
+			"nonResourceRules":[{"verbs":["get"],"nonResourceURLs":["/pb/*"]}]}]}}`},
+}
+
+// pbCertificates are a certificate request and a certificate, to stand
+// for {{csr}} (base64) and {{pem}} (a JSON string's contents) in
+// builtInObjects.
+func pbCertificates(t *testing.T) (csr, certPEM string) {
+	t.Helper()
+	req, _ := csrFor(t, "jane", "devs")
+	cert, err := json.Marshal(string(webhookCerts(t, t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(req), string(cert[1 : len(cert)-1])
 }
 
 // Every built-in kind's objects read the same in protobuf as in JSON, as
@@ -92,13 +149,16 @@ var builtInObjects = []struct{ path, body string }{
 func TestProtobufMatchesJSONForEveryBuiltInKind(t *testing.T) {
 	s := startServer(t, "--storage", "memory")
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{admissionregistrationv1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme,
+		certificatesv1.AddToScheme, svmv1.AddToScheme, flowcontrolv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pb := protobuf.NewSerializer(scheme, scheme)
-	uids := map[string]string{} // "{{name}}" → the uid of the object named so
+	csr, certPEM := pbCertificates(t)
+	// "{{name}}" → the uid of the object named so
+	uids := map[string]string{"{{csr}}": csr, "{{pem}}": certPEM}
 	for _, o := range builtInObjects {
 		reqBody := o.body
 		for ref, uid := range uids {
@@ -121,30 +181,79 @@ func TestProtobufMatchesJSONForEveryBuiltInKind(t *testing.T) {
 		// move a list's resourceVersion between the two reads.
 		list := o.path + "?resourceVersionMatch=Exact&resourceVersion=" + meta.Metadata.ResourceVersion
 		for _, path := range []string{list, o.path + "/" + meta.Metadata.Name} {
-			code, h, pbBody := s.call(t, "GET", path, "", nil, "Accept", "application/vnd.kubernetes.protobuf")
-			if code != 200 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
-				t.Fatalf("GET %s in protobuf: %d %q %s", path, code, h.Get("Content-Type"), pbBody)
+			// A controller may write the object between the two reads
+			// (a migration runs): they are read again until they agree
+			// on its resourceVersion.
+			for attempt := 0; ; attempt++ {
+				code, h, pbBody := s.call(t, "GET", path, "", nil, "Accept", "application/vnd.kubernetes.protobuf")
+				if code != 200 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
+					t.Fatalf("GET %s in protobuf: %d %q %s", path, code, h.Get("Content-Type"), pbBody)
+				}
+				fromPB, _, err := pb.Decode(pbBody, nil, nil)
+				if err != nil {
+					t.Fatalf("GET %s: decoding the protobuf: %v", path, err)
+				}
+				code, _, jsonBody := s.call(t, "GET", path, "", nil, "Accept", "application/json")
+				if code != 200 {
+					t.Fatalf("GET %s in JSON: %d %s", path, code, jsonBody)
+				}
+				fromJSON, err := scheme.New(fromPB.GetObjectKind().GroupVersionKind())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(jsonBody, fromJSON); err != nil {
+					t.Fatalf("GET %s: decoding the JSON: %v", path, err)
+				}
+				pbMeta, _ := apimeta.CommonAccessor(fromPB)
+				jsonMeta, _ := apimeta.CommonAccessor(fromJSON)
+				if pbMeta.GetResourceVersion() != jsonMeta.GetResourceVersion() && attempt < 10 {
+					continue
+				}
+				if got, want := normalized(t, fromPB), normalized(t, fromJSON); !reflect.DeepEqual(got, want) {
+					g, _ := json.Marshal(got)
+					w, _ := json.Marshal(want)
+					t.Errorf("%s %s: protobuf and JSON differ:\nprotobuf %s\nJSON     %s", meta.Kind, path, g, w)
+				}
+				break
 			}
-			fromPB, _, err := pb.Decode(pbBody, nil, nil)
-			if err != nil {
-				t.Fatalf("GET %s: decoding the protobuf: %v", path, err)
-			}
-			code, _, jsonBody := s.call(t, "GET", path, "", nil, "Accept", "application/json")
-			if code != 200 {
-				t.Fatalf("GET %s in JSON: %d %s", path, code, jsonBody)
-			}
-			fromJSON, err := scheme.New(fromPB.GetObjectKind().GroupVersionKind())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(jsonBody, fromJSON); err != nil {
-				t.Fatalf("GET %s: decoding the JSON: %v", path, err)
-			}
-			if got, want := normalized(t, fromPB), normalized(t, fromJSON); !reflect.DeepEqual(got, want) {
-				g, _ := json.Marshal(got)
-				w, _ := json.Marshal(want)
-				t.Errorf("%s %s: protobuf and JSON differ:\nprotobuf %s\nJSON     %s", meta.Kind, path, g, w)
-			}
+		}
+		// And created from a protobuf body, as client-go's typed clients
+		// send them: the object read back, renamed (a CRD's name is its
+		// spec's, so it is left out).
+		if meta.Kind == "CustomResourceDefinition" {
+			continue
+		}
+		code, _, pbBody := s.call(t, "GET", o.path+"/"+meta.Metadata.Name, "", nil, "Accept", "application/vnd.kubernetes.protobuf")
+		if code != 200 {
+			t.Fatalf("GET %s/%s: %d", o.path, meta.Metadata.Name, code)
+		}
+		obj, _, err := pb.Decode(pbBody, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := apimeta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetName(meta.Metadata.Name + "-from-pb")
+		m.SetUID("")
+		m.SetResourceVersion("")
+		m.SetCreationTimestamp(metav1.Time{})
+		m.SetManagedFields(nil)
+		var sent bytes.Buffer
+		if err := pb.Encode(obj, &sent); err != nil {
+			t.Fatal(err)
+		}
+		code, h, created := s.call(t, "POST", o.path, "application/vnd.kubernetes.protobuf", sent.Bytes(), "Accept", "application/vnd.kubernetes.protobuf")
+		if code != 201 || h.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
+			t.Fatalf("POST %s in protobuf: %d %q %s", o.path, code, h.Get("Content-Type"), created)
+		}
+		back, _, err := pb.Decode(created, nil, nil)
+		if err != nil {
+			t.Fatalf("POST %s: decoding the answer: %v", o.path, err)
+		}
+		if bm, _ := apimeta.Accessor(back); bm.GetName() != meta.Metadata.Name+"-from-pb" || bm.GetUID() == "" {
+			t.Errorf("POST %s in protobuf: answered %s, uid %q", o.path, bm.GetName(), bm.GetUID())
 		}
 	}
 }

@@ -275,6 +275,11 @@ func valueCoder(t reflect.Type) coder {
 			c.kind, c.typ = kSpecial, t
 		}
 		return c
+	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8 && reflect.PointerTo(t).Implements(marshalerType):
+		// A named list with a message of its own as a map's value
+		// (certificates' ExtraValue).
+		c.kind, c.typ = kSpecial, t
+		return c
 	}
 	switch t.Kind() {
 	case reflect.String:

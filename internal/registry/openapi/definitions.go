@@ -264,6 +264,9 @@ func (b *builder) property(f reflect.StructField, desc string, omit bool, m mark
 		return s, err
 	}
 	s.Description = desc
+	if m.docFix[0] != "" {
+		s.Description = strings.Replace(desc, m.docFix[0], m.docFix[1], 1)
+	}
 	if len(m.enum) > 0 {
 		s.Enum = m.enum
 		if desc != "" {

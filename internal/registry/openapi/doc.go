@@ -70,7 +70,10 @@
 // and apimachinery generate. Types without one (the apiextensions.k8s.io
 // types, metav1.Time, MicroTime, FieldsV1, runtime.RawExtension) take them
 // from the definitions k8s.io/apiextensions-apiserver/pkg/generated/openapi
-// publishes; a type in neither has none. DefinitionsWithoutDocs builds the
+// publishes; a type in neither has none. Where SwaggerDoc's generator
+// read a comment otherwise than openapi-gen (it stops at a line of "---"
+// and drops backslashes: a CSR's status.certificate, a policy binding's
+// validationActions), the table mends the text. DefinitionsWithoutDocs builds the
 // same definitions with no description, for type converters, which do not
 // read them: it never builds that index of the generated definitions.
 //
@@ -83,8 +86,9 @@
 //   - Markers other than those in the table are not seen: enum values
 //     (+enum, with the "Possible enum values" text openapi-gen appends to
 //     descriptions) only where the table lists them (a namespace's phase,
-//     a CRD rule's reason, an admission webhook's policies and its rules'
-//     scope and operations: every enum of the served kinds), unions
+//     a quota's scopes, a CSR's usages, a CRD rule's reason, an admission
+//     webhook's policies and its rules' scope and operations: every enum
+//     of the served kinds), unions
 //     (+union, published as x-kubernetes-unions) only where the table
 //     lists them (a FlowSchema's subject, a priority level's spec and
 //     limit response: every union of the served kinds), no validation

@@ -20,6 +20,11 @@ type marker struct {
 	// itemEnum: the values of the +enum type of a list's items, published
 	// as the items' enum (without a "Possible enum values" text).
 	itemEnum []any
+	// docFix mends a description where the SwaggerDoc method's generator
+	// and openapi-gen read the comment apart: the first stops a comment at
+	// a line of "---" and drops backslashes, the second does neither. The
+	// first string of the description becomes the second.
+	docFix [2]string
 }
 
 // fieldMarkers are the markers of the kinds kplane serves that their Go
@@ -48,6 +53,21 @@ var fieldMarkers = map[string]map[string]marker{
 	},
 	"io.k8s.api.authentication.v1.TokenReviewSpec": {
 		"token": {required: true},
+	},
+	"io.k8s.api.core.v1.ResourceQuotaSpec": {
+		"scopes": {itemEnum: quotaScopes},
+	},
+	"io.k8s.api.core.v1.ScopedResourceSelectorRequirement": {
+		"scopeName": {enum: quotaScopes, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"BestEffort\"` Match all pod objects that have best effort quality of service\n" +
+			" - `\"CrossNamespacePodAffinity\"` Match all pod objects that have cross-namespace pod (anti)affinity mentioned.\n" +
+			" - `\"NotBestEffort\"` Match all pod objects that do not have best effort quality of service\n" +
+			" - `\"NotTerminating\"` Match all pod objects where spec.activeDeadlineSeconds is nil\n" +
+			" - `\"PriorityClass\"` Match all pod objects that have priority class mentioned\n" +
+			" - `\"Terminating\"` Match all pod objects where spec.activeDeadlineSeconds >=0\n" +
+			" - `\"VolumeAttributesClass\"` Match all pvc objects that have volume attributes class mentioned."},
+		"operator": {enum: []any{"DoesNotExist", "Exists", "In", "NotIn"}, enumDoc: "\n\nPossible enum values:\n" +
+			" - `\"DoesNotExist\"`\n - `\"Exists\"`\n - `\"In\"`\n - `\"NotIn\"`"},
 	},
 	"io.k8s.api.core.v1.NamespaceStatus": {
 		"phase": {optional: true, enum: []any{"Active", "Terminating"}, enumDoc: "\n\nPossible enum values:\n" +
@@ -104,8 +124,10 @@ var fieldMarkers = map[string]map[string]marker{
 		"spec": {required: true},
 	},
 	"io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": {
-		"policyName":        {required: true},
-		"validationActions": {required: true, listType: listSet, itemEnum: []any{"Audit", "Deny", "Warn"}},
+		"policyName": {required: true},
+		"validationActions": {required: true, listType: listSet, itemEnum: []any{"Audit", "Deny", "Warn"}, docFix: [2]string{
+			`"[{"message": "Invalid value", {"policy": "policy.example.com", {"binding": "policybinding.example.com", {"expressionIndex": "1", {"validationActions": ["Audit"]}]"`,
+			`"[{\"message\": \"Invalid value\", {\"policy\": \"policy.example.com\", {\"binding\": \"policybinding.example.com\", {\"expressionIndex\": \"1\", {\"validationActions\": [\"Audit\"]}]"`}},
 	},
 	"io.k8s.api.flowcontrol.v1.FlowSchema":                 {"spec": {required: true}},
 	"io.k8s.api.flowcontrol.v1.FlowSchemaSpec":             {"matchingPrecedence": {optional: true}},
@@ -131,6 +153,15 @@ var fieldMarkers = map[string]map[string]marker{
 		"queueLengthLimit": {optional: true},
 	},
 	"io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": {"type": {required: true}},
+	"io.k8s.api.certificates.v1.CertificateSigningRequestSpec": {
+		"usages": {itemEnum: []any{"any", "cert sign", "client auth", "code signing", "content commitment", "crl sign", "data encipherment",
+			"decipher only", "digital signature", "email protection", "encipher only", "ipsec end system", "ipsec tunnel", "ipsec user",
+			"key agreement", "key encipherment", "microsoft sgc", "netscape sgc", "ocsp signing", "s/mime", "server auth", "signing", "timestamping"}},
+	},
+	"io.k8s.api.certificates.v1.CertificateSigningRequestStatus": {
+		"conditions":  {optional: true, listType: listMap, listMapKeys: []string{"type"}},
+		"certificate": {docFix: [2]string{"base64(", "base64(\n    -----BEGIN CERTIFICATE-----\n    ...\n    -----END CERTIFICATE-----\n    )"}},
+	},
 	"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus": {
 		// Conditions merge by type under server-side apply although the
 		// field has no patch strategy.
@@ -139,6 +170,9 @@ var fieldMarkers = map[string]map[string]marker{
 		"storedVersions": {optional: true},
 	},
 }
+
+// quotaScopes are the values of a ResourceQuotaScope.
+var quotaScopes = []any{"BestEffort", "CrossNamespacePodAffinity", "NotBestEffort", "NotTerminating", "PriorityClass", "Terminating", "VolumeAttributesClass"}
 
 // The enums admission webhooks and policies share (FailurePolicyType,
 // ReinvocationPolicyType), with upstream's texts.

@@ -28,11 +28,13 @@ func TestMatchesSourceMarkers(t *testing.T) {
 		"k8s.io/api/admissionregistration/v1",
 		"k8s.io/api/authentication/v1",
 		"k8s.io/api/authorization/v1",
+		"k8s.io/api/certificates/v1",
 		"k8s.io/api/core/v1",
 		"k8s.io/api/coordination/v1",
 		"k8s.io/api/events/v1",
 		"k8s.io/api/flowcontrol/v1",
 		"k8s.io/api/rbac/v1",
+		"k8s.io/api/storagemigration/v1",
 		"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1",
 		"k8s.io/apimachinery/pkg/apis/meta/v1",
 	}
