@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.C
 			wait = min(d, requestTimeout) / 4
 		}
 	}
-	t, err := fc.Admit(r.Context(), &a, wait, s.listSeats(r, &a))
+	t, err := fc.Admit(r.Context(), &a, r.URL.Path, wait, s.listSeats(r, &a))
 	h := w.Header()
 	h[headerFlowSchemaUID], h[headerPriorityLevelUID] = t.HeaderValues()
 	if err != nil {
@@ -47,6 +48,28 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, fc *flowcontrol.C
 		return nil
 	}
 	return t
+}
+
+// flowControlDump serves kube-apiserver's debug dumps of priority and
+// fairness (/debug/api_priority_and_fairness/...): a row per priority
+// level, per queue, or per waiting or executing request (with
+// ?includeRequestDetails=1, its user and what it asks), as aligned
+// comma-separated text.
+func (s *Server) flowControlDump(w http.ResponseWriter, r *http.Request) {
+	fc := s.cfg.FlowControl
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var err error
+	switch path.Base(r.URL.Path) {
+	case "dump_priority_levels":
+		err = fc.DumpPriorityLevels(w)
+	case "dump_queues":
+		err = fc.DumpQueues(w)
+	default:
+		err = fc.DumpRequests(w, r.URL.Query().Get("includeRequestDetails") != "")
+	}
+	if err != nil {
+		s.cfg.Logger.Debug("priority and fairness dump not written", "path", r.URL.Path, "err", err)
+	}
 }
 
 // countRefused counts a request refused before it was routed in the

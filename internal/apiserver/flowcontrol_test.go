@@ -2,7 +2,12 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -10,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kplane-dev/kplane/internal/apiserver"
 )
 
 // client-go's typed flowcontrol client, which speaks protobuf as
@@ -73,5 +80,53 @@ func TestFlowControlThroughClientGoProtobuf(t *testing.T) {
 	levels, err := fc.PriorityLevelConfigurations().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=p"})
 	if err != nil || len(levels.Items) != 1 || levels.Items[0].Name != "p" {
 		t.Fatalf("levels %+v, %v", levels, err)
+	}
+}
+
+// kube-apiserver's debug dumps of priority and fairness, authorized as
+// any non-resource path: the admin's dump of requests shows itself
+// executing at the exempt level, with its details; a user without the
+// permission is refused; without priority and fairness there are none.
+func TestFlowControlDumps(t *testing.T) {
+	h := newInProcessAuthorizing(t, true)
+	get := func(h http.Handler, path string, groups ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{CommonName: "jo", Organization: groups}}}}}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := get(h, "/debug/api_priority_and_fairness/dump_requests?includeRequestDetails=1", "system:masters")
+	lines := strings.Split(strings.TrimSpace(w.Body.String()), "\n")
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/plain; charset=utf-8" || len(lines) < 2 ||
+		!strings.HasPrefix(lines[0], "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,") {
+		t.Fatalf("%d %q\n%s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	own := false
+	for _, line := range lines[1:] {
+		cells := strings.Split(line, ",")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) == 18 && cells[0] == "exempt" && cells[1] == "exempt" && cells[10] == "jo" && cells[11] == "get" &&
+			cells[12] == "/debug/api_priority_and_fairness/dump_requests" {
+			own = true
+		}
+	}
+	if !own {
+		t.Fatalf("the dump does not show its own request:\n%s", w.Body)
+	}
+	for _, dump := range []string{"dump_priority_levels", "dump_queues"} {
+		w := get(h, "/debug/api_priority_and_fairness/"+dump, "system:masters")
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "global-default,") {
+			t.Fatalf("%s: %d\n%s", dump, w.Code, w.Body)
+		}
+	}
+	if w := get(h, "/debug/api_priority_and_fairness/dump_queues", "devs"); w.Code != http.StatusForbidden {
+		t.Fatalf("a user without the permission: %d %s", w.Code, w.Body)
+	}
+	off := newInProcessAuthorizing(t, false, func(c *apiserver.Config) { c.FlowControl = nil })
+	if w := get(off, "/debug/api_priority_and_fairness/dump_queues", "system:masters"); w.Code != http.StatusNotFound {
+		t.Fatalf("without priority and fairness: %d %s", w.Code, w.Body)
 	}
 }

@@ -175,6 +175,11 @@ func New(cfg Config) *Server {
 		s.mux.HandleFunc("/openid/v1/jwks", s.openIDKeys)
 		s.mux.HandleFunc("/openid/v1/jwks/", s.openIDKeys)
 	}
+	if cfg.FlowControl != nil {
+		for _, dump := range []string{"dump_priority_levels", "dump_queues", "dump_requests"} {
+			s.mux.HandleFunc("/debug/api_priority_and_fairness/"+dump, s.flowControlDump)
+		}
+	}
 	if cfg.Profiling {
 		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

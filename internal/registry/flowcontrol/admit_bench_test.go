@@ -26,7 +26,7 @@ func BenchmarkAdmit(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					t, err := c.Admit(context.Background(), a, time.Second, 1)
+					t, err := c.Admit(context.Background(), a, "", time.Second, 1)
 					if err != nil {
 						b.Fatal(err)
 					}

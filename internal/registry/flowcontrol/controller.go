@@ -40,9 +40,12 @@ type Controller struct {
 	cfg   Config
 	state atomic.Pointer[state]
 
-	mu     sync.Mutex             // guards what follows
-	levels map[string]*level      // by name, the configured ones
-	stats  map[flowKey]*flowStats // by flow schema and level
+	mu     sync.Mutex        // guards what follows
+	levels map[string]*level // by name, the configured ones
+	// quiescing are levels no longer configured whose requests have not
+	// all ended, for the debug dumps.
+	quiescing map[string]*level
+	stats     map[flowKey]*flowStats // by flow schema and level
 
 	synced   chan struct{}
 	syncOnce sync.Once
@@ -81,7 +84,7 @@ func New(cfg Config) *Controller {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Controller{cfg: cfg, levels: map[string]*level{}, stats: map[flowKey]*flowStats{}, synced: make(chan struct{})}
+	c := &Controller{cfg: cfg, levels: map[string]*level{}, quiescing: map[string]*level{}, stats: map[flowKey]*flowStats{}, synced: make(chan struct{})}
 	schemas := map[string]*flowcontrolv1.FlowSchema{}
 	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
 	for _, fs := range append(mandatorySchemas(), suggestedSchemas()...) {
@@ -113,6 +116,26 @@ type Ticket struct {
 	// with watchers); forget uncounts a watch.
 	linger time.Duration
 	forget func()
+
+	// What the debug dumps show of the request: its schema, flow and
+	// attributes, when it arrived, and its work (initial seats, and the
+	// final seats held for linger once it ends).
+	schema, flow   string
+	info           requestInfo
+	arrived        time.Time
+	initial, final int
+	// Set under its level's lock while the request executes: the queue
+	// that dispatched it (nil for an exempt or Reject level's), when, and
+	// its neighbours in the level's list of executing requests.
+	running    bool
+	runQ       *queue
+	started    time.Time
+	prev, next *Ticket
+}
+
+// requestInfo is what the debug dumps show of a request.
+type requestInfo struct {
+	user, verb, path, namespace, name, group, version, resource, subresource string
 }
 
 // HeaderValues are the uids as the values of the response's headers, one
@@ -127,6 +150,10 @@ func (t *Ticket) Done() {
 	}
 	t.stats.executing.Add(-1)
 	if t.linger > 0 {
+		l := t.seat.l
+		l.mu.Lock()
+		l.unlink(t) // it no longer executes; its seats are held on
+		l.mu.Unlock()
 		time.AfterFunc(t.linger, t.release)
 		return
 	}
@@ -156,7 +183,7 @@ func (t *Ticket) Finish() {
 // wait (or until ctx ends). It returns the ticket, which names the classification, and
 // ErrRejected if the request was refused: a full queue, a full Reject
 // level, or a wait that ran out.
-func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait time.Duration, width int) (*Ticket, error) {
+func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, path string, wait time.Duration, width int) (*Ticket, error) {
 	st := c.state.Load()
 	var cl *classifier
 	for _, s := range st.schemas {
@@ -168,19 +195,21 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, wait tim
 	if cl == nil { // the catch-all takes authenticated and unauthenticated users; a user in neither:
 		cl = st.catchAll
 	}
-	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, schemaHeader: cl.headers[0], levelHeader: cl.headers[1], stats: cl.stats}
+	now := c.cfg.Now()
+	t := &Ticket{FlowSchemaUID: cl.uid, PriorityLevelUID: cl.levelID, schemaHeader: cl.headers[0], levelHeader: cl.headers[1], stats: cl.stats,
+		schema: cl.name, flow: distinguish(cl.distinguisher, a), arrived: now,
+		info: requestInfo{a.User.Name, a.Verb, path, a.Namespace, a.Name, a.APIGroup, a.APIVersion, a.Resource, a.Subresource}}
 	var flow uint64
 	if cl.queued {
-		flow = flowHash(cl.name, distinguish(cl.distinguisher, a))
+		flow = flowHash(cl.name, t.flow)
 	}
-	now := c.cfg.Now()
 	width = max(1, min(width, cl.widest))
-	var lingering int
+	t.initial = width
 	if a.ResourceRequest && !cl.exempt {
-		lingering, t.linger = writeWork(a, c.watches.interested(a), cl.widest)
-		width = max(width, lingering)
+		t.final, t.linger = writeWork(a, c.watches.interested(a), cl.widest)
+		width = max(width, t.final)
 	}
-	s, reason := cl.l.enter(ctx, wait, flow, width, now, &cl.stats.waiting)
+	s, reason := cl.l.enter(ctx, t, wait, flow, width, now, &cl.stats.waiting)
 	if reason != "" {
 		cl.stats.reject(reason)
 		cl.l.mu.Lock()
@@ -276,12 +305,16 @@ func (c *Controller) configure(schemaObjs map[string]*flowcontrolv1.FlowSchema, 
 		if fresh {
 			l = newLevel(name)
 			c.levels[name] = l
+			delete(c.quiescing, name)
 		}
 		l.configure(pl, c.cfg.Seats, shareSum, fresh, now)
 	}
-	for name := range c.levels {
+	for name, l := range c.levels {
 		if levelSpecs[name] == nil {
 			delete(c.levels, name) // its requests keep it until they end
+			if !l.idle() {
+				c.quiescing[name] = l
+			}
 		}
 	}
 	dangling := map[string]bool{}
@@ -420,6 +453,7 @@ func (l *level) requeue(n int) {
 		if n == 0 {
 			l.executing += w.width
 			w.from, w.at = &queue{detached: true, executing: w.width}, l.vtAt
+			l.link(w.t, w.from, l.vtAt)
 			close(w.ready)
 			continue
 		}

@@ -85,7 +85,7 @@ func dangling(obj *unstructured.Unstructured) (status, reason, message string) {
 func admitted(t *testing.T, c *Controller, user string) string {
 	t.Helper()
 	tk, err := c.Admit(context.Background(), &registry.Attributes{User: registry.User{Name: user, Groups: []string{"system:authenticated"}},
-		Verb: "get", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, time.Second, 1)
+		Verb: "get", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, "", time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestRunFollowsTheConfiguration(t *testing.T) {
 	if _, _, msg := dangling(get(ctx, t, schemas, "global-default")); msg != `This FlowSchema references the PriorityLevelConfiguration object named "global-default" and it exists` {
 		t.Fatalf("message %q", msg)
 	}
-	admin, err := c.Admit(ctx, &registry.Attributes{User: registry.User{Name: "admin", Groups: []string{"system:masters"}}, Verb: "get", Path: "/version"}, time.Second, 1)
+	admin, err := c.Admit(ctx, &registry.Attributes{User: registry.User{Name: "admin", Groups: []string{"system:masters"}}, Verb: "get", Path: "/version"}, "", time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

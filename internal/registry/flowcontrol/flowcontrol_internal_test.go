@@ -113,16 +113,16 @@ func limitedLevel(seats, n, h, qlen int) *level {
 func TestRejectLevel(t *testing.T) {
 	l := limitedLevel(2, 0, 0, 0)
 	now := time.Unix(1000, 0)
-	a, _ := l.enter(context.Background(), time.Second, 1, 1, now, &noCount)
-	b, _ := l.enter(context.Background(), time.Second, 2, 1, now, &noCount)
+	a, _ := l.enter(context.Background(), &Ticket{}, time.Second, 1, 1, now, &noCount)
+	b, _ := l.enter(context.Background(), &Ticket{}, time.Second, 2, 1, now, &noCount)
 	if a.l == nil || b.l == nil {
 		t.Fatal("refused within the limit")
 	}
-	if s, reason := l.enter(context.Background(), time.Second, 3, 1, now, &noCount); s.l != nil || reason != reasonConcurrencyLimit {
+	if s, reason := l.enter(context.Background(), &Ticket{}, time.Second, 3, 1, now, &noCount); s.l != nil || reason != reasonConcurrencyLimit {
 		t.Fatalf("past the limit: %v %q", s, reason)
 	}
 	a.release(now)
-	if s, _ := l.enter(context.Background(), time.Second, 3, 1, now, &noCount); s.l == nil {
+	if s, _ := l.enter(context.Background(), &Ticket{}, time.Second, 3, 1, now, &noCount); s.l == nil {
 		t.Fatal("refused after a seat was given back")
 	}
 }
@@ -130,17 +130,17 @@ func TestRejectLevel(t *testing.T) {
 func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	l := limitedLevel(1, 1, 1, 1)
 	now := time.Unix(1000, 0)
-	holder, _ := l.enter(context.Background(), time.Second, 1, 1, now, &noCount)
+	holder, _ := l.enter(context.Background(), &Ticket{}, time.Second, 1, 1, now, &noCount)
 	if holder.l == nil {
 		t.Fatal("the first request waited")
 	}
 	got := make(chan string, 1)
 	go func() {
-		_, reason := l.enter(context.Background(), 50*time.Millisecond, 2, 1, now, &noCount)
+		_, reason := l.enter(context.Background(), &Ticket{}, 50*time.Millisecond, 2, 1, now, &noCount)
 		got <- reason
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
-	if s, reason := l.enter(context.Background(), time.Second, 3, 1, now, &noCount); s.l != nil || reason != reasonQueueFull {
+	if s, reason := l.enter(context.Background(), &Ticket{}, time.Second, 3, 1, now, &noCount); s.l != nil || reason != reasonQueueFull {
 		t.Fatalf("a full queue took a request: %v %q", s, reason)
 	}
 	if reason := <-got; reason != reasonTimeOut {
@@ -148,7 +148,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, reason := l.enter(ctx, time.Minute, 2, 1, now, &noCount)
+		_, reason := l.enter(ctx, &Ticket{}, time.Minute, 2, 1, now, &noCount)
 		got <- reason
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
@@ -162,7 +162,7 @@ func TestQueueFullTimeOutAndCancel(t *testing.T) {
 	// A waiting request gets the seat given back.
 	seated := make(chan seat, 1)
 	go func() {
-		s, _ := l.enter(context.Background(), time.Minute, 2, 1, now, &noCount)
+		s, _ := l.enter(context.Background(), &Ticket{}, time.Minute, 2, 1, now, &noCount)
 		seated <- s
 	}()
 	waitFor(t, func() bool { return l.waitingNow() == 1 })
@@ -195,7 +195,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestFairQueuing(t *testing.T) {
 	l := limitedLevel(1, 2, 1, 50)
 	now := time.Unix(1000, 0)
-	holder, _ := l.enter(context.Background(), time.Second, 0, 1, now, &noCount)
+	holder, _ := l.enter(context.Background(), &Ticket{}, time.Second, 0, 1, now, &noCount)
 	type result struct {
 		flow string
 		s    seat
@@ -203,7 +203,7 @@ func TestFairQueuing(t *testing.T) {
 	order := make(chan result, 16)
 	enqueue := func(flow string, hash uint64) {
 		go func() {
-			s, _ := l.enter(context.Background(), time.Minute, hash, 1, now, &noCount)
+			s, _ := l.enter(context.Background(), &Ticket{}, time.Minute, hash, 1, now, &noCount)
 			order <- result{flow, s}
 		}()
 	}
@@ -408,35 +408,35 @@ func TestBootstrapAsKubeAPIServer(t *testing.T) {
 func TestWideRequests(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r := limitedLevel(4, 0, 0, 0)
-	three, _ := r.enter(context.Background(), time.Second, 1, 3, now, &noCount)
+	three, _ := r.enter(context.Background(), &Ticket{}, time.Second, 1, 3, now, &noCount)
 	if three.l == nil {
 		t.Fatal("3 of 4 seats refused")
 	}
-	if s, reason := r.enter(context.Background(), time.Second, 2, 2, now, &noCount); s.l != nil || reason != reasonConcurrencyLimit {
+	if s, reason := r.enter(context.Background(), &Ticket{}, time.Second, 2, 2, now, &noCount); s.l != nil || reason != reasonConcurrencyLimit {
 		t.Fatalf("2 more seats of 4 with 3 held: %v %q", s.l, reason)
 	}
-	one, _ := r.enter(context.Background(), time.Second, 3, 1, now, &noCount)
+	one, _ := r.enter(context.Background(), &Ticket{}, time.Second, 3, 1, now, &noCount)
 	if one.l == nil {
 		t.Fatal("the fourth seat refused")
 	}
 	three.release(now)
 	one.release(now)
-	if s, _ := r.enter(context.Background(), time.Second, 4, 10, now, &noCount); s.l == nil || r.executing != 10 {
+	if s, _ := r.enter(context.Background(), &Ticket{}, time.Second, 4, 10, now, &noCount); s.l == nil || r.executing != 10 {
 		t.Fatal("a request wider than an idle level was refused")
 	}
 
 	q := limitedLevel(4, 2, 1, 50)
-	held, _ := q.enter(context.Background(), time.Second, 0, 3, now, &noCount)
+	held, _ := q.enter(context.Background(), &Ticket{}, time.Second, 0, 3, now, &noCount)
 	got := make(chan string, 2)
 	go func() {
-		s, _ := q.enter(context.Background(), time.Minute, 0, 2, now, &noCount)
+		s, _ := q.enter(context.Background(), &Ticket{}, time.Minute, 0, 2, now, &noCount)
 		got <- "wide"
 		now := now.Add(time.Millisecond)
 		s.release(now)
 	}()
 	waitFor(t, func() bool { return q.waitingNow() == 2 })
 	go func() {
-		s, _ := q.enter(context.Background(), time.Minute, 1, 1, now, &noCount)
+		s, _ := q.enter(context.Background(), &Ticket{}, time.Minute, 1, 1, now, &noCount)
 		got <- "narrow"
 		s.release(now.Add(time.Millisecond))
 	}()
@@ -490,7 +490,7 @@ func TestUnmatchedGoesToTheCatchAll(t *testing.T) {
 		levels[pl.Name] = pl
 	}
 	c.configure(schemas, levels)
-	tk, err := c.Admit(context.Background(), &registry.Attributes{User: registry.User{Name: "odd"}, Verb: "get", Path: "/version"}, time.Second, 1)
+	tk, err := c.Admit(context.Background(), &registry.Attributes{User: registry.User{Name: "odd"}, Verb: "get", Path: "/version"}, "", time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,13 @@ type level struct {
 
 	demand demand // the seats asked for (executing and waiting), for the borrowing
 	drops  drops  // for Retry-After
+
+	// For the debug dumps: the executing requests (a list through their
+	// tickets) and their number, and the counts of requests dispatched,
+	// refused, and refused after a wait (in upstream's words, cancelled).
+	runHead                         *Ticket
+	running                         int
+	dispatched, rejected, cancelled int
 }
 
 // queue is one of a level's queues: its waiting requests, first first,
@@ -62,6 +69,7 @@ type queue struct {
 	waiters   []*waiter
 	asked     int // the waiters' seats
 	executing int // seats held by the requests it dispatched
+	running   int // those requests
 	next      float64
 	// detached is set on the queues a new configuration replaced: they
 	// only see their executing requests end.
@@ -72,6 +80,7 @@ func (q *queue) load() int { return q.asked + q.executing }
 
 // waiter is a request in a queue.
 type waiter struct {
+	t     *Ticket
 	flow  uint64
 	width int           // the seats it asks for
 	ready chan struct{} // closed when dispatched
@@ -85,8 +94,9 @@ type waiter struct {
 // seat is a request's hold on a level, given back by release.
 type seat struct {
 	l       *level
-	width   int    // seats held
-	q       *queue // nil for an exempt level's or a Reject level's
+	t       *Ticket // the request's, unlinked from the level's list on release
+	width   int     // seats held
+	q       *queue  // nil for an exempt level's or a Reject level's
 	start   time.Time
 	limited bool // not an exempt level's
 }
@@ -125,37 +135,42 @@ func (l *level) deactivate(q *queue) {
 // no one waiting, else in the shortest of the flow's hand of queues. It
 // returns the seats, or the reason the request was refused. queued counts
 // the request while it is in a queue.
-func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, width int, now time.Time, queued *atomic.Int64) (seat, string) {
+func (l *level) enter(ctx context.Context, t *Ticket, wait time.Duration, flow uint64, width int, now time.Time, queued *atomic.Int64) (seat, string) {
 	l.mu.Lock()
 	l.advance(now)
 	if l.exempt {
 		l.executing += width
+		l.link(t, nil, now)
 		l.mu.Unlock()
-		return seat{l: l, width: width, start: now}, ""
+		return seat{l: l, t: t, width: width, start: now}, ""
 	}
 	if l.reject || len(l.queues) == 0 {
 		if !l.fits(width) {
 			l.drops.record(now)
+			l.rejected++
 			l.mu.Unlock()
 			return seat{}, reasonConcurrencyLimit
 		}
 		l.executing += width
+		l.link(t, nil, now)
 		l.mu.Unlock()
-		return seat{l: l, width: width, start: now, limited: true}, ""
+		return seat{l: l, t: t, width: width, start: now, limited: true}, ""
 	}
 	q := l.choose(flow)
 	if l.waiting == 0 && l.fits(width) {
 		l.activate(q)
 		l.startOn(q, width)
+		l.link(t, q, now)
 		l.mu.Unlock()
-		return seat{l: l, width: width, q: q, start: now, limited: true}, ""
+		return seat{l: l, t: t, width: width, q: q, start: now, limited: true}, ""
 	}
 	if len(q.waiters) >= l.queueLengthLimit {
 		l.drops.record(now)
+		l.rejected++
 		l.mu.Unlock()
 		return seat{}, reasonQueueFull
 	}
-	w := &waiter{flow: flow, width: width, ready: make(chan struct{})}
+	w := &waiter{t: t, flow: flow, width: width, ready: make(chan struct{})}
 	l.activate(q)
 	q.waiters = append(q.waiters, w)
 	q.asked += width
@@ -171,19 +186,21 @@ func (l *level) enter(ctx context.Context, wait time.Duration, flow uint64, widt
 	defer timer.Stop()
 	select {
 	case <-w.ready:
-		return seat{l: l, width: width, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, t: t, width: width, q: w.from, start: w.at, limited: true}, ""
 	case <-timer.C:
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w.from != nil { // dispatched as the wait ran out: take the seat
-		return seat{l: l, width: width, q: w.from, start: w.at, limited: true}, ""
+		return seat{l: l, t: t, width: width, q: w.from, start: w.at, limited: true}, ""
 	}
 	end := time.Now()
 	l.advance(end)
 	l.remove(w)
 	l.drops.record(end)
+	l.rejected++
+	l.cancelled++
 	return seat{}, reasonTimeOut
 }
 
@@ -201,11 +218,55 @@ func (l *level) startOn(q *queue, width int) {
 	q.next += serviceEstimate * float64(width)
 }
 
+// link counts t as executing, dispatched from q (nil: from no queue) at
+// start.
+func (l *level) link(t *Ticket, q *queue, start time.Time) {
+	t.running, t.runQ, t.started = true, q, start
+	t.prev, t.next = nil, l.runHead
+	if l.runHead != nil {
+		l.runHead.prev = t
+	}
+	l.runHead = t
+	l.running++
+	l.dispatched++
+	if q != nil {
+		q.running++
+	}
+}
+
+// unlink uncounts t, which no longer executes.
+func (l *level) unlink(t *Ticket) {
+	if !t.running {
+		return
+	}
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		l.runHead = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.running, t.prev, t.next = false, nil, nil
+	l.running--
+	if t.runQ != nil {
+		t.runQ.running--
+	}
+}
+
+// idle reports whether no request of l waits or executes.
+func (l *level) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.running == 0 && l.waiting == 0 && l.executing == 0
+}
+
 // release gives s's seat back at now, and dispatches the requests the
 // freed seats (and any the borrowing added) allow.
 func (s *seat) release(now time.Time) {
 	l := s.l
 	l.mu.Lock()
+	l.unlink(s.t)
 	l.advance(now)
 	l.executing -= s.width
 	if q := s.q; q != nil {
@@ -243,6 +304,7 @@ func (l *level) dispatch() {
 		l.waiting -= w.width
 		l.startOn(next, w.width)
 		w.from, w.at = next, l.vtAt
+		l.link(w.t, next, l.vtAt)
 		close(w.ready)
 	}
 }

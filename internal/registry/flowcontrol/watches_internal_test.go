@@ -69,14 +69,14 @@ func TestWriteHeldForItsWatchers(t *testing.T) {
 	user := registry.User{Name: "alice", Groups: []string{"system:authenticated"}}
 	var watches []*Ticket
 	for range 20 {
-		tk, err := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "watch", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, time.Second, 1)
+		tk, err := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "watch", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, "", time.Second, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		tk.Done() // set up: its seat back, still counted
 		watches = append(watches, tk)
 	}
-	write, err := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "create", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, time.Second, 1)
+	write, err := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "create", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, "", time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestWriteHeldForItsWatchers(t *testing.T) {
 	for _, w := range watches {
 		w.Finish()
 	}
-	again, _ := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "create", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, time.Second, 1)
+	again, _ := c.Admit(context.Background(), &registry.Attributes{User: user, Verb: "create", ResourceRequest: true, Resource: "configmaps", Namespace: "a"}, "", time.Second, 1)
 	if n := held(); n != 1 {
 		t.Fatalf("a write with no watches left holds %d seats", n)
 	}
