@@ -42,10 +42,19 @@ func refuse(w http.ResponseWriter, r *http.Request, err error) {
 // acceptOf is the Accept of the request w answers, which the server's
 // statusWriter under the handlers' writers holds.
 func acceptOf(w http.ResponseWriter) string {
+	if sw := statusWriterOf(w); sw != nil {
+		return sw.accept
+	}
+	return ""
+}
+
+// statusWriterOf is the server's statusWriter under the handlers' writers
+// of w (pretty printing, compression); nil if there is none.
+func statusWriterOf(w http.ResponseWriter) *statusWriter {
 	for {
 		switch x := w.(type) {
 		case *statusWriter:
-			return x.accept
+			return x
 		case *prettyWriter:
 			w = x.ResponseWriter
 		case *compressWriter:
@@ -53,7 +62,7 @@ func acceptOf(w http.ResponseWriter) string {
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
 		default:
-			return ""
+			return nil
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (s *Server) countRefused(r *http.Request, a *registry.Attributes, start tim
 	if !ok || ri.discovery || ri.groupOnly {
 		return
 	}
-	s.requests.of(labelsFor(r, ri, a.Verb == "watch")).observe(http.StatusTooManyRequests, time.Since(start))
+	s.requests.of(labelsFor(r, ri, a.Verb == "watch")).refuse(http.StatusTooManyRequests)
 }
 
 // unauthenticated are an anonymous request's groups (not to be changed).

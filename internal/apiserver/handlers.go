@@ -344,10 +344,15 @@ func listSize(l *storage.RecordList) int {
 
 // warnings returns ctx carrying a way to add a warning to w's answer
 // (registry.AddWarning), for a write of a kind that may warn, or while
-// admission webhooks, which may too, are configured.
+// admission webhooks, which may too, are configured; and then the
+// request's WebhookTime too, which the webhooks' calls add to.
 func (h *handler) warnings(ctx context.Context, w http.ResponseWriter) context.Context {
-	if h.kind.Warnings == nil && !h.s.cfg.Registry.AdmissionActive() {
+	admission := h.s.cfg.Registry.AdmissionActive()
+	if h.kind.Warnings == nil && !admission {
 		return ctx
+	}
+	if sw := statusWriterOf(w); admission && sw != nil {
+		ctx = registry.WithWebhookTime(ctx, &sw.webhooks)
 	}
 	return registry.WithWarnings(ctx, warner(w))
 }

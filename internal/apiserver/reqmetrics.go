@@ -34,8 +34,8 @@ type requestLabels struct {
 // subresource) are not counted: their labels would be whatever a client
 // sent.
 func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri requestInfo, watch bool) *requestSeries {
-	sw, ok := w.(*statusWriter)
-	if !ok {
+	sw := statusWriterOf(w)
+	if sw == nil {
 		return nil
 	}
 	l := labelsFor(r, ri, watch)
@@ -61,7 +61,7 @@ func (s *Server) countRequest(w http.ResponseWriter, r *http.Request, ri request
 // countPath marks a request on one of the paths outside the resources
 // that kube-apiserver counts, for the request metrics; see pathLabels.
 func (s *Server) countPath(w http.ResponseWriter, r *http.Request, path, component string) {
-	if sw, ok := w.(*statusWriter); ok {
+	if sw := statusWriterOf(w); sw != nil {
 		sw.series = s.requests.of(pathLabels(r, path, component))
 		sw.sized = true // installed as GET, whatever the method
 	}
@@ -162,10 +162,15 @@ var sizeBuckets = [...]float64{1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 type requestSeries struct {
 	buckets [len(durationBuckets) + 1]atomic.Uint64 // the last is +Inf alone
 	nanos   atomic.Int64                            // the durations' sum
-	codes   sync.Map                                // HTTP status code → *atomic.Uint64
-	running atomic.Int64                            // watches open now
-	sizes   [len(sizeBuckets) + 1]atomic.Uint64     // response bytes, of the requests whose size is counted
-	bytes   atomic.Int64                            // their sum
+	// The durations the latency SLI counts: less the time spent waiting
+	// for a priority-and-fairness seat and in admission webhooks.
+	sli      [len(durationBuckets) + 1]atomic.Uint64
+	sliNanos atomic.Int64
+	codes    sync.Map                            // HTTP status code → *atomic.Uint64
+	refused  atomic.Uint64                       // 429s before routing (apiserver_request_terminations_total)
+	running  atomic.Int64                        // watches open now
+	sizes    [len(sizeBuckets) + 1]atomic.Uint64 // response bytes, of the requests whose size is counted
+	bytes    atomic.Int64                        // their sum
 }
 
 // requestMetrics are the request metrics of one server. A request costs a
@@ -219,8 +224,33 @@ func (s *requestSeries) observeSize(n int64) {
 	s.bytes.Add(n)
 }
 
-// observe counts a finished request.
-func (s *requestSeries) observe(code int, d time.Duration) {
+// observe counts a finished request that took d, of which excluded was
+// spent where the latency SLI does not count it (waiting for a seat, in
+// admission webhooks).
+func (s *requestSeries) observe(code int, d, excluded time.Duration) {
+	s.count(code)
+	i := sort.SearchFloat64s(durationBuckets[:], d.Seconds())
+	s.buckets[i].Add(1)
+	s.nanos.Add(int64(d))
+	if excluded > 0 {
+		d = max(0, d-excluded)
+		i = sort.SearchFloat64s(durationBuckets[:], d.Seconds())
+	}
+	s.sli[i].Add(1)
+	s.sliNanos.Add(int64(d))
+}
+
+// refuse counts a request refused before it was routed, in self-defense
+// (429: no seat, too many in flight): in apiserver_request_total and
+// apiserver_request_terminations_total, not in the latency histograms,
+// as upstream counts it.
+func (s *requestSeries) refuse(code int) {
+	s.count(code)
+	s.refused.Add(1)
+}
+
+// count counts an answer of code.
+func (s *requestSeries) count(code int) {
 	if code == 0 {
 		code = http.StatusOK // written without WriteHeader
 	}
@@ -229,8 +259,6 @@ func (s *requestSeries) observe(code int, d time.Duration) {
 		c, _ = s.codes.LoadOrStore(code, new(atomic.Uint64))
 	}
 	c.(*atomic.Uint64).Add(1)
-	s.buckets[sort.SearchFloat64s(durationBuckets[:], d.Seconds())].Add(1)
-	s.nanos.Add(int64(d))
 }
 
 // write appends the metrics in the Prometheus text format, series in
@@ -257,7 +285,9 @@ func (m *requestMetrics) write(b *bytes.Buffer) {
 	b.WriteString("# HELP apiserver_request_duration_seconds How long requests took to answer, watches for as long as they were open, in seconds.\n# TYPE apiserver_request_duration_seconds histogram\n")
 	for _, e := range all {
 		var counts [len(durationBuckets) + 1]uint64
-		loadCounts(counts[:], e.s.buckets[:])
+		if loadCounts(counts[:], e.s.buckets[:]) == 0 {
+			continue // none observed yet: only refused, or a watch still open
+		}
 		writeHistogram(b, "apiserver_request_duration_seconds", e.text, durationBuckets[:], counts[:], seconds(e.s.nanos.Load()))
 	}
 	writeSLIAndSizes(b, all)
@@ -309,10 +339,11 @@ func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
 	type group struct {
 		text    string
 		watch   bool
-		buckets [len(durationBuckets) + 1]uint64
+		buckets [len(durationBuckets) + 1]uint64 // the SLI's
 		nanos   int64
 		sizes   [len(sizeBuckets) + 1]uint64
 		bytes   int64
+		refused uint64
 	}
 	var out []*group
 	byText := map[string]*group{}
@@ -328,20 +359,27 @@ func writeSLIAndSizes(b *bytes.Buffer, all []requestEntry) {
 		}
 		if l.verb != "WATCH" {
 			for j := range g.buckets {
-				g.buckets[j] += e.s.buckets[j].Load()
+				g.buckets[j] += e.s.sli[j].Load()
 			}
-			g.nanos += e.s.nanos.Load()
+			g.nanos += e.s.sliNanos.Load()
 		}
 		for j := range g.sizes {
 			g.sizes[j] += e.s.sizes[j].Load()
 		}
 		g.bytes += e.s.bytes.Load()
+		g.refused += e.s.refused.Load()
 	}
 	slices.SortFunc(out, func(a, b *group) int { return strings.Compare(a.text, b.text) })
-	b.WriteString("# HELP apiserver_request_sli_duration_seconds How long requests took to answer, watches aside, in seconds, for latency SLIs: kplane has no webhooks or queues to leave out.\n# TYPE apiserver_request_sli_duration_seconds histogram\n")
+	b.WriteString("# HELP apiserver_request_terminations_total Requests refused in self-defense before they were served (429: no priority-and-fairness seat, or too many in flight), by component, verb, group, version, resource, subresource, scope and HTTP status code.\n# TYPE apiserver_request_terminations_total counter\n")
 	for _, g := range out {
-		if g.watch {
-			continue
+		if g.refused > 0 {
+			fmt.Fprintf(b, "apiserver_request_terminations_total{code=\"429\",%s} %d\n", g.text, g.refused)
+		}
+	}
+	b.WriteString("# HELP apiserver_request_sli_duration_seconds How long requests took to answer, watches aside, in seconds, for latency SLIs: less the time they waited for a priority-and-fairness seat and spent in admission webhooks.\n# TYPE apiserver_request_sli_duration_seconds histogram\n")
+	for _, g := range out {
+		if g.watch || g.buckets == [len(g.buckets)]uint64{} {
+			continue // watches, and series only refused
 		}
 		writeHistogram(b, "apiserver_request_sli_duration_seconds", g.text, durationBuckets[sliFirstBucket:], g.buckets[:], seconds(g.nanos))
 	}
@@ -378,11 +416,14 @@ func writeHistogram(b *bytes.Buffer, name, labels string, bounds []float64, coun
 	fmt.Fprintf(b, "%s_count{%s} %d\n", name, labels, n)
 }
 
-// loadCounts reads a histogram's atomic counts into dst.
-func loadCounts(dst []uint64, src []atomic.Uint64) {
+// loadCounts reads a histogram's atomic counts into dst, and returns
+// their sum.
+func loadCounts(dst []uint64, src []atomic.Uint64) (total uint64) {
 	for j := range src {
 		dst[j] = src[j].Load()
+		total += dst[j]
 	}
+	return total
 }
 
 // seconds is a sum of nanoseconds as the text format writes seconds.

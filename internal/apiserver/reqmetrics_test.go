@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ func BenchmarkRequestMetrics(b *testing.B) {
 	ri, _ := parsePath(r.URL.Path)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.of(labelsFor(r, ri, false)).observe(200, 3*time.Millisecond)
+		m.of(labelsFor(r, ri, false)).observe(200, 3*time.Millisecond, 0)
 	}
 }
 
@@ -72,11 +73,11 @@ func TestRequestMetricsText(t *testing.T) {
 	get := requestLabels{component: "apiserver", verb: "GET", version: "v1", resource: "configmaps", scope: "resource"}
 	watch := requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}
 	for _, d := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 30 * time.Millisecond, 2 * time.Second, 2 * time.Minute} {
-		m.of(get).observe(200, d)
+		m.of(get).observe(200, d, 0)
 	}
-	m.of(get).observe(404, time.Millisecond)
+	m.of(get).observe(404, time.Millisecond, 0)
 	m.of(watch).running.Add(2)
-	m.of(watch).observe(0, time.Second) // a watch written without WriteHeader: 200
+	m.of(watch).observe(0, time.Second, 0) // a watch written without WriteHeader: 200
 
 	families := parseRequestMetrics(t, &m)
 	counts := map[string]float64{}
@@ -155,7 +156,7 @@ func TestRequestMetricsConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 1000 {
 				l := requestLabels{component: "apiserver", verb: verbs[(w+i)%len(verbs)], version: "v1", resource: "configmaps", scope: "resource"}
-				m.of(l).observe(200+i%2, time.Duration(i)*time.Millisecond)
+				m.of(l).observe(200+i%2, time.Duration(i)*time.Millisecond, 0)
 			}
 		})
 	}
@@ -194,12 +195,15 @@ func TestRequestSLIHistogram(t *testing.T) {
 	dryRun.dryRun = "All"
 	readyz := requestLabels{verb: "GET", subresource: "/readyz"}
 	watch := requestLabels{component: "apiserver", verb: "WATCH", version: "v1", resource: "configmaps", scope: "namespace"}
-	m.of(post).observe(201, 10*time.Millisecond)
-	m.of(post).observe(409, 60*time.Millisecond)
-	m.of(dryRun).observe(201, 30*time.Millisecond)
-	m.of(dryRun).observe(201, 90*time.Second)
-	m.of(readyz).observe(200, time.Millisecond)
-	m.of(watch).observe(200, time.Minute)
+	m.of(post).observe(201, 10*time.Millisecond, 0)
+	m.of(post).observe(409, 60*time.Millisecond, 0)
+	m.of(dryRun).observe(201, 30*time.Millisecond, 0)
+	m.of(dryRun).observe(201, 90*time.Second, 0)
+	m.of(readyz).observe(200, time.Millisecond, 0)
+	m.of(watch).observe(200, time.Minute, 0)
+	// 2 s, of which 1.95 s waiting for a seat and in webhooks: 50 ms
+	// for the SLI (and the duration histogram's 2 s, below).
+	m.of(post).observe(201, 2*time.Second, 1950*time.Millisecond)
 
 	families := parseRequestMetrics(t, &m)
 	f := families["apiserver_request_sli_duration_seconds"]
@@ -223,10 +227,64 @@ func TestRequestSLIHistogram(t *testing.T) {
 		got[label(s, "verb")+" "+label(s, "subresource")] = fmt.Sprintf("count %d sum %.3f %s", h.GetSampleCount(), h.GetSampleSum(), strings.Join(les, " "))
 	}
 	want := map[string]string{
-		"POST ":       "count 4 sum 90.100 0.05:2 0.1:3 0.2:3 0.4:3 0.6:3 0.8:3 1:3 1.25:3 1.5:3 2:3 3:3 4:3 5:3 6:3 8:3 10:3 15:3 20:3 30:3 45:3 60:3 +Inf:4",
+		"POST ":       "count 5 sum 90.150 0.05:3 0.1:4 0.2:4 0.4:4 0.6:4 0.8:4 1:4 1.25:4 1.5:4 2:4 3:4 4:4 5:4 6:4 8:4 10:4 15:4 20:4 30:4 45:4 60:4 +Inf:5",
 		"GET /readyz": "count 1 sum 0.001 0.05:1 0.1:1 0.2:1 0.4:1 0.6:1 0.8:1 1:1 1.25:1 1.5:1 2:1 3:1 4:1 5:1 6:1 8:1 10:1 15:1 20:1 30:1 45:1 60:1 +Inf:1",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("apiserver_request_sli_duration_seconds:\n got %v\nwant %v", got, want)
+	}
+	for _, s := range families["apiserver_request_duration_seconds"].GetMetric() {
+		if label(s, "verb") == "POST" && label(s, "dry_run") == "" {
+			if h := s.GetHistogram(); h.GetSampleCount() != 3 || math.Abs(h.GetSampleSum()-2.07) > 1e-9 {
+				t.Errorf("the duration histogram of POST: count %d sum %v, want 3 and 2.07 (the whole time)", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+}
+
+// A request refused before it was served (429) is counted in
+// apiserver_request_total and apiserver_request_terminations_total (by
+// the SLI's labels, dry runs summed, with code), and not in the latency
+// histograms, as kube-apiserver counts its priority-and-fairness
+// refusals.
+func TestRequestTerminations(t *testing.T) {
+	var m requestMetrics
+	post := requestLabels{component: "apiserver", verb: "POST", version: "v1", resource: "configmaps", scope: "resource"}
+	dryRun := post
+	dryRun.dryRun = "All"
+	list := requestLabels{component: "apiserver", verb: "LIST", version: "v1", resource: "configmaps", scope: "namespace"}
+	m.of(post).observe(201, time.Millisecond, 0)
+	m.of(post).refuse(429)
+	m.of(post).refuse(429)
+	m.of(dryRun).refuse(429)
+	m.of(list).observe(200, time.Millisecond, 0)
+	families := parseRequestMetrics(t, &m)
+	var terminations []string
+	for _, s := range families["apiserver_request_terminations_total"].GetMetric() {
+		var names []string
+		for _, l := range s.GetLabel() {
+			names = append(names, l.GetName())
+		}
+		if want := "code component group resource scope subresource verb version"; strings.Join(names, " ") != want {
+			t.Errorf("labels %v, want %s", names, want)
+		}
+		terminations = append(terminations, fmt.Sprintf("%s %s %v", label(s, "verb"), label(s, "code"), s.GetCounter().GetValue()))
+	}
+	if got := strings.Join(terminations, "; "); got != "POST 429 3" {
+		t.Errorf("terminations %q, want POST 429 3 (and no LIST)", got)
+	}
+	totals := map[string]float64{}
+	for _, s := range families["apiserver_request_total"].GetMetric() {
+		totals[label(s, "verb")+" "+label(s, "dry_run")+" "+label(s, "code")] = s.GetCounter().GetValue()
+	}
+	if totals["POST  429"] != 2 || totals["POST All 429"] != 1 || totals["POST  201"] != 1 {
+		t.Errorf("apiserver_request_total %v", totals)
+	}
+	for _, name := range []string{"apiserver_request_duration_seconds", "apiserver_request_sli_duration_seconds"} {
+		for _, s := range families[name].GetMetric() {
+			if label(s, "verb") == "POST" && s.GetHistogram().GetSampleCount() != 1 {
+				t.Errorf("%s of POST counts %d, want the one served", name, s.GetHistogram().GetSampleCount())
+			}
+		}
 	}
 }

@@ -374,7 +374,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	end := time.Now()
 	if sw.series != nil {
-		sw.series.observe(sw.code, end.Sub(start))
+		sw.series.observe(sw.code, end.Sub(start), ticket.Waited()+sw.webhooks.Total())
 		if sw.sized {
 			sw.series.observeSize(sw.written)
 		}
@@ -432,6 +432,9 @@ type statusWriter struct {
 	// ticket holds the request's priority-and-fairness seat: until it
 	// ends, or turns out to be a watch.
 	ticket *flowcontrol.Ticket
+	// webhooks is the time admission webhooks took (warnings puts it in
+	// the write's context), left out of the latency SLI.
+	webhooks registry.WebhookTime
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {

@@ -113,7 +113,8 @@ func TestPriorityAndFairness(t *testing.T) {
 	metrics := s.mustKubectl(t, "get", "--raw", "/metrics")
 	if !strings.Contains(metrics, `apiserver_flowcontrol_rejected_requests_total{flow_schema="flood",priority_level="tiny",reason="concurrency-limit"} `) ||
 		!strings.Contains(metrics, `apiserver_flowcontrol_nominal_limit_seats{priority_level="tiny"} 3`) ||
-		!strings.Contains(metrics, `apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} `) {
+		!strings.Contains(metrics, `apiserver_request_total{code="429",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} `) ||
+		!strings.Contains(metrics, `apiserver_request_terminations_total{code="429",component="apiserver",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} `) {
 		t.Fatalf("the metrics do not count the refusals")
 	}
 

@@ -107,6 +107,7 @@ type Ticket struct {
 	FlowSchemaUID, PriorityLevelUID string
 	// RetryAfter is the seconds a refused request is told to wait.
 	RetryAfter int64
+	waited     time.Duration // in a queue, for its seat
 	// The uids as header values, shared by every ticket of the schema.
 	schemaHeader, levelHeader []string
 	seat                      seat // its level nil if refused
@@ -136,6 +137,14 @@ type Ticket struct {
 // requestInfo is what the debug dumps show of a request.
 type requestInfo struct {
 	user, verb, path, namespace, name, group, version, resource, subresource string
+}
+
+// Waited is how long the request waited in a queue for its seat.
+func (t *Ticket) Waited() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return t.waited
 }
 
 // HeaderValues are the uids as the values of the response's headers, one
@@ -218,7 +227,8 @@ func (c *Controller) Admit(ctx context.Context, a *registry.Attributes, path str
 		return t, ErrRejected
 	}
 	if s.limited {
-		cl.stats.observeWait(s.start.Sub(now)) // 0 unless it waited
+		t.waited = s.start.Sub(now) // 0 unless it waited
+		cl.stats.observeWait(t.waited)
 	}
 	cl.stats.dispatched.Add(1)
 	cl.stats.executing.Add(1)

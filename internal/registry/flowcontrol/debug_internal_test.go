@@ -218,3 +218,42 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// Waited is the time a request waited in its queue: at least from when
+// it was seen waiting until the seat it waited for was given back.
+func TestWaited(t *testing.T) {
+	c := New(Config{Seats: 6})
+	schemas := map[string]*flowcontrolv1.FlowSchema{"tiny": flowSchema("tiny", "tiny", 100, byUser, everything(groups("tiny")))}
+	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{"tiny": queuing("tiny", 1, 0, 4, 2)}
+	for _, fs := range mandatorySchemas() {
+		schemas[fs.Name] = fs
+	}
+	for _, pl := range mandatoryLevels() {
+		levels[pl.Name] = pl
+	}
+	c.configure(schemas, levels)
+	a := &registry.Attributes{User: registry.User{Name: "u", Groups: []string{"tiny"}}, Verb: "get", Path: "/version"}
+	first, err := c.Admit(context.Background(), a, "/version", time.Minute, 1)
+	if err != nil || first.Waited() != 0 {
+		t.Fatalf("the first request: %v, waited %v", err, first.Waited())
+	}
+	got := make(chan *Ticket)
+	go func() {
+		tk, err := c.Admit(context.Background(), a, "/version", time.Minute, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tk
+	}()
+	waitFor(t, func() bool { return c.levels["tiny"].waitingNow() == 1 })
+	time.Sleep(20 * time.Millisecond)
+	first.Done()
+	second := <-got
+	defer second.Done()
+	if second.Waited() < 20*time.Millisecond {
+		t.Fatalf("waited %v, want 20 ms at least", second.Waited())
+	}
+	if (*Ticket)(nil).Waited() != 0 {
+		t.Fatal("a nil ticket waited")
+	}
+}

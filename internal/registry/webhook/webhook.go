@@ -396,7 +396,9 @@ func (w *Webhooks) mutate(ctx context.Context, a *registry.AdmissionAttributes, 
 func (w *Webhooks) callMeasured(ctx context.Context, inv *invocation, a *registry.AdmissionAttributes) (bool, error) {
 	start := time.Now()
 	changed, err := w.call(ctx, inv, a)
-	w.metrics.observe(inv.hook, string(a.Operation), time.Since(start), err)
+	took := time.Since(start)
+	w.metrics.observe(inv.hook, string(a.Operation), took, err)
+	registry.TrackWebhook(ctx, inv.hook.mutating, took)
 	return changed, w.outcome(inv.hook, err)
 }
 
