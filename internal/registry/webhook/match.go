@@ -58,14 +58,17 @@ func (w *Webhooks) match(ctx context.Context, h *hook, a *registry.AdmissionAttr
 // does not parse is kept as its error, which upstream returns on every
 // request the rules match.
 type criteria struct {
-	rules, excludes         []admissionregistrationv1.NamedRuleWithOperations
+	rules, excludes []admissionregistrationv1.NamedRuleWithOperations
+	// allWithoutRules: no rules match every request (a policy's or a
+	// binding's); a webhook's match none without rules.
+	allWithoutRules         bool
 	matchPolicy             admissionregistrationv1.MatchPolicyType
 	nsSelector, objSelector labels.Selector
 	nsErr, objErr           error
 }
 
 func parseCriteria(m *admissionregistrationv1.MatchResources) criteria {
-	c := criteria{rules: m.ResourceRules, excludes: m.ExcludeResourceRules, matchPolicy: admissionregistrationv1.Equivalent}
+	c := criteria{rules: m.ResourceRules, excludes: m.ExcludeResourceRules, matchPolicy: admissionregistrationv1.Equivalent, allWithoutRules: true}
 	if m.MatchPolicy != nil {
 		c.matchPolicy = *m.MatchPolicy
 	}
@@ -94,6 +97,9 @@ func (w *Webhooks) matchCriteria(ctx context.Context, c *criteria, a *registry.A
 	}
 	var inv *invocation
 	if len(c.rules) == 0 {
+		if !c.allWithoutRules {
+			return nil, nil
+		}
 		inv = &invocation{resource: a.GroupVersionResource(), kind: a.GroupVersionKind()}
 	} else if inv = w.matchNamedRules(c.rules, c.matchPolicy, a); inv == nil {
 		return nil, nil

@@ -244,6 +244,7 @@ func parse(gr schema.GroupResource, obj *unstructured.Unstructured) ([]*hook, er
 		h.match = parseCriteria(&admissionregistrationv1.MatchResources{
 			NamespaceSelector: wh.NamespaceSelector, ObjectSelector: wh.ObjectSelector, MatchPolicy: wh.MatchPolicy,
 		})
+		h.match.allWithoutRules = false // a webhook without rules is never called, as upstream's
 		for _, r := range wh.Rules {
 			h.match.rules = append(h.match.rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: r})
 		}

@@ -456,6 +456,27 @@ func TestFailurePolicy(t *testing.T) {
 	}
 }
 
+// A webhook without rules, or with none, is never called, as upstream's
+// (a policy's matchConstraints without rules match everything; a
+// webhook's match nothing).
+func TestWebhooksWithoutRulesAreNotCalled(t *testing.T) {
+	e := newEnv(t)
+	for _, kind := range []string{"Validating", "Mutating"} {
+		e.configure(kind, "no-rules-"+strings.ToLower(kind),
+			map[string]any{"name": "absent.example.com", "path": "/none", "failurePolicy": "Fail", "rules": nil},
+			map[string]any{"name": "empty.example.com", "path": "/none", "failurePolicy": "Fail", "rules": []any{}},
+			map[string]any{"name": "ruled.example.com", "path": "/seen-" + kind},
+		)
+	}
+	if _, err := e.createConfigMap("c", nil, registry.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.srv.got("/none")) != 0 || len(e.srv.got("/seen-Validating")) != 1 || len(e.srv.got("/seen-Mutating")) != 1 {
+		t.Fatalf("without rules called %d times, with rules %d and %d; want 0, 1 and 1",
+			len(e.srv.got("/none")), len(e.srv.got("/seen-Validating")), len(e.srv.got("/seen-Mutating")))
+	}
+}
+
 func TestNamespaceSelectorAndExemptConfigurations(t *testing.T) {
 	e := newEnv(t)
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
