@@ -311,8 +311,10 @@ func (r *Resource) CreateSubreview(ctx context.Context, sub, ns, name string, ob
 
 // review answers the create of a Review kind's object, sent to the kind's
 // collection or (sub not empty) as the subresource sub of the object
-// name: the field manager records the sender's fields, then Review
-// answers. Nothing is stored.
+// name: the field manager records the sender's fields, mutating
+// admission may change the object, then Review answers, calling
+// validating admission once the object passed its checks. Nothing is
+// stored.
 func (r *Resource) review(ctx context.Context, k *Kind, version, sub, name string, obj *unstructured.Unstructured, opts WriteOptions) (*unstructured.Unstructured, error) {
 	m, err := r.kindManager(k, version, sub)
 	if err != nil {
@@ -320,7 +322,38 @@ func (r *Resource) review(ctx context.Context, k *Kind, version, sub, name strin
 	}
 	obj, _, _ = m.create(k, version, obj, opts.FieldManager)
 	obj.SetGroupVersionKind(k.GroupVersionKind(version))
-	return k.Review(ctx, name, obj)
+	// Admission sees the request's resource: a review's kind, or the
+	// object's kind (serviceaccounts) with the subresource (token) and
+	// the review's kind as the object's.
+	attrs := func(o *unstructured.Unstructured) *AdmissionAttributes {
+		a := &AdmissionAttributes{Kind: k, Version: version, Operation: OpCreate, Namespace: obj.GetNamespace(), Name: name,
+			Object: o, Options: opts.sentOptions(OpCreate), DryRun: opts.DryRun}
+		if sub != "" {
+			a.Kind, a.Version, a.Subresource, a.ObjectKind = r.Kind(), r.Kind().StorageVersion(), sub, k.GroupVersionKind(version)
+		}
+		return a
+	}
+	admit := func(*unstructured.Unstructured) error { return nil }
+	if adm := r.reg.admission; adm != nil && adm.Admits(attrs(nil).Kind) {
+		a := attrs(obj)
+		if err := adm.Mutate(ctx, a); err != nil {
+			return nil, err
+		}
+		if a.Object != obj && a.Object != nil {
+			// Decoded as a request body of the kind, as upstream decodes
+			// a webhook's result.
+			data, err := a.Object.MarshalJSON()
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			if obj, _, err = Decode(k, data); err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			obj.SetGroupVersionKind(k.GroupVersionKind(version))
+		}
+		admit = func(o *unstructured.Unstructured) error { return adm.Validate(ctx, attrs(o)) }
+	}
+	return k.Review(ctx, name, obj, admit)
 }
 
 // validateTypeMeta checks the apiVersion and kind a custom resource was

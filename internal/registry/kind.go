@@ -240,8 +240,11 @@ type Kind struct {
 	// upstream's create does), as upstream's access and identity reviews
 	// are. The requester is in ctx (UserFrom). name is the object the
 	// request names, for a kind served as another's subresource
-	// (ReviewSubresources), and empty otherwise.
-	Review func(ctx context.Context, name string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	// (ReviewSubresources), and empty otherwise. Mutating admission has
+	// seen obj; admit is validating admission, which Review calls once obj
+	// passed its own checks and has its defaults (upstream's
+	// createValidation): an error it returns is the answer.
+	Review func(ctx context.Context, name string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error)
 
 	// ReviewSubresources are subresources of the kind's objects that take
 	// a create of another kind and answer it, storing nothing, by

@@ -63,7 +63,7 @@ func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*reg
 // reviewKinds returns the reviews; the access and rules reviews answer
 // by authz, or as kplane without an authorizer if nil.
 func reviewKinds(authz registry.Authorizer) []*registry.Kind {
-	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error)) *registry.Kind {
+	review := func(group, kind, resource string, typed func() runtime.Object, answer func(context.Context, string, *unstructured.Unstructured, func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error)) *registry.Kind {
 		return &registry.Kind{
 			Group: group, Versions: []string{"v1"}, Kind: kind, Resource: resource, Singular: lower(kind),
 			Typed: typed, Review: answer,
@@ -91,11 +91,11 @@ func reviewKinds(authz registry.Authorizer) []*registry.Kind {
 // well formed (accessReviewErrors). The answer is the question with its
 // status: authz's decision, reason and error or, without authz, allowed
 // unless the user asked about is anonymous, whom kplane then refuses.
-func accessReview(authz registry.Authorizer, subject, local bool) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func accessReview(authz registry.Authorizer, subject, local bool) func(context.Context, string, *unstructured.Unstructured, func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
 	if e, ok := authz.(registry.Explainer); ok {
 		authz = e.Explaining()
 	}
-	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return func(ctx context.Context, _ string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
 		errs, err := accessReviewErrors(obj, subject, local)
 		if err != nil {
 			return nil, err
@@ -106,6 +106,9 @@ func accessReview(authz registry.Authorizer, subject, local bool) func(context.C
 		}
 		if local && obj.GetNamespace() == "" { // the request's namespace: /namespaces//...
 			return nil, apierrors.NewBadRequest("namespace is required on this type: ")
+		}
+		if err := admit(obj); err != nil {
+			return nil, err
 		}
 		var spec authorizationv1.SubjectAccessReviewSpec
 		if m, ok := obj.Object["spec"].(map[string]any); ok {
@@ -313,11 +316,14 @@ func accessReviewErrors(obj *unstructured.Unstructured, subject, local bool) (fi
 
 // selfSubjectRulesReview answers "what may I do in this namespace?":
 // the rules authz gives the user there or, without authz, everything.
-func selfSubjectRulesReview(authz registry.Authorizer) func(context.Context, string, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return func(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func selfSubjectRulesReview(authz registry.Authorizer) func(context.Context, string, *unstructured.Unstructured, func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
+	return func(ctx context.Context, _ string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
 		ns, _, _ := unstructured.NestedString(obj.Object, "spec", "namespace")
 		if ns == "" {
 			return nil, apierrors.NewBadRequest("no namespace on request")
+		}
+		if err := admit(obj); err != nil {
+			return nil, err
 		}
 		all := []string{"*"}
 		rules := []rbacv1.PolicyRule{{Verbs: all, APIGroups: all, Resources: all}, {Verbs: all, NonResourceURLs: all}}
@@ -360,7 +366,10 @@ func selfSubjectRulesReview(authz registry.Authorizer) func(context.Context, str
 
 // selfSubjectReview answers "who am I?": the user the request was
 // authenticated as.
-func selfSubjectReview(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func selfSubjectReview(ctx context.Context, _ string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
+	if err := admit(obj); err != nil {
+		return nil, err
+	}
 	u, ok := registry.UserFrom(ctx)
 	if !ok {
 		return nil, apierrors.NewInternalError(errors.New("the request carries no user"))

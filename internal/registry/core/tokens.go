@@ -215,7 +215,7 @@ var tokenRequestKind = schema.GroupKind{Group: authenticationv1.GroupName, Kind:
 // so a token bound to one is refused as one missing. The answer is the
 // request with the token, as upstream's: its metadata as sent, with the
 // service account's name, namespace and uid, and the time it was made.
-func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
 	var req authenticationv1.TokenRequest
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &req); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -244,6 +244,25 @@ func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Uns
 	case seconds > maxTokenSeconds:
 		return nil, apierrors.NewInvalid(tokenRequestKind, "", field.ErrorList{field.Invalid(path, seconds, "may not specify a duration larger than 2^32 seconds")})
 	}
+	// Validating admission sees the request as upstream's does: its
+	// audiences defaulted, named after the service account, created now,
+	// with no status; before the object it is bound to is looked up.
+	if len(req.Spec.Audiences) == 0 {
+		req.Spec.Audiences = t.apiAudiences()
+	}
+	now := t.clock().Truncate(time.Second)
+	req.Name, req.Namespace, req.UID = name, ns, sa.GetUID()
+	req.CreationTimestamp = metav1.NewTime(now)
+	req.Status = authenticationv1.TokenRequestStatus{}
+	shown, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&req)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	seen := &unstructured.Unstructured{Object: shown}
+	seen.SetGroupVersionKind(tokenRequestKind.WithVersion("v1"))
+	if err := admit(seen); err != nil {
+		return nil, err
+	}
 	var secret *ref
 	if b := req.Spec.BoundObjectRef; b != nil {
 		if secret, err = t.boundSecret(ctx, ns, b); err != nil {
@@ -258,10 +277,6 @@ func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Uns
 	if key == nil {
 		return nil, apierrors.NewServiceUnavailable("no key to sign service account tokens with yet")
 	}
-	if len(req.Spec.Audiences) == 0 {
-		req.Spec.Audiences = t.apiAudiences()
-	}
-	now := t.clock().Truncate(time.Second)
 	expiry := now.Add(time.Duration(seconds) * time.Second)
 	token, err := key.signing.sign(&tokenClaims{
 		Audience: req.Spec.Audiences, Expiry: expiry.Unix(), IssuedAt: now.Unix(), Issuer: t.Issuer(),
@@ -275,8 +290,6 @@ func (t *Tokens) request(ctx context.Context, name string, obj *unstructured.Uns
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("failed to generate token: %w", err))
 	}
-	req.Name, req.Namespace, req.UID = name, ns, sa.GetUID()
-	req.CreationTimestamp = metav1.NewTime(now)
 	req.Spec.ExpirationSeconds = &seconds
 	req.Status = authenticationv1.TokenRequestStatus{Token: token, ExpirationTimestamp: metav1.NewTime(expiry)}
 	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&req)
@@ -639,13 +652,16 @@ func (t *Tokens) legacyToken(sa *unstructured.Unstructured, secretName string) (
 // review answers a TokenReview: whether the token is valid, and for whom,
 // as upstream's does (the question echoed, with its status). A token that
 // is not valid is no error: the status says why.
-func (t *Tokens) review(ctx context.Context, _ string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (t *Tokens) review(ctx context.Context, _ string, obj *unstructured.Unstructured, admit func(*unstructured.Unstructured) error) (*unstructured.Unstructured, error) {
 	var tr authenticationv1.TokenReview
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &tr); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	if tr.Spec.Token == "" {
 		return nil, apierrors.NewBadRequest("token is required for TokenReview in authentication")
+	}
+	if err := admit(obj); err != nil {
+		return nil, err
 	}
 	status := map[string]any{"user": map[string]any{}}
 	u, valid, err := t.AuthenticateToken(ctx, tr.Spec.Token, tr.Spec.Audiences)
