@@ -344,3 +344,54 @@ func TestGCFinalizerReconciler(t *testing.T) {
 		})
 	})
 }
+
+// TestNamespaceSpecFinalizers: a namespace's spec.finalizers other than
+// kubernetes hold it after its content is deleted, until their owner
+// finalizes it, as upstream's namespace controller leaves them; a
+// namespace without the kubernetes finalizer keeps its content.
+func TestNamespaceSpecFinalizers(t *testing.T) {
+	s := startServer(t, "--storage", "memory")
+	cs := kubernetes.NewForConfigOrDie(s.config())
+	finalize := func(name string, finalizers ...corev1.FinalizerName) {
+		t.Helper()
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Spec.Finalizers = finalizers
+		if _, err := cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"held", "unmanaged"} {
+		s.mustKubectl(t, "create", "namespace", name)
+		s.mustKubectl(t, "-n", name, "create", "configmap", "content")
+	}
+	finalize("held", corev1.FinalizerKubernetes, "example.com/keep")
+	finalize("unmanaged", "example.com/keep")
+	s.mustKubectl(t, "delete", "namespace", "held", "unmanaged", "--wait=false")
+
+	eventually(t, 30*time.Second, "held emptied, still there", func() (bool, string) {
+		_, err := cs.CoreV1().ConfigMaps("held").Get(ctx, "content", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("its configmap: %v", err)
+		}
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "held", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ns.Status.Phase == corev1.NamespaceTerminating && len(ns.Spec.Finalizers) == 1 && ns.Spec.Finalizers[0] == "example.com/keep",
+			fmt.Sprintf("%+v %+v", ns.Spec, ns.Status)
+	})
+	// The controller is done with held (it looks again every second):
+	// the namespace stays, and unmanaged keeps its content.
+	time.Sleep(3 * time.Second)
+	if out := s.mustKubectl(t, "get", "namespace", "held", "unmanaged"); strings.Count(out, "Terminating") != 2 {
+		t.Fatalf("kubectl get namespace:\n%s", out)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("unmanaged").Get(ctx, "content", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the content of a namespace without the kubernetes finalizer: %v", err)
+	}
+	finalize("held")
+	s.mustKubectl(t, "wait", "--for=delete", "namespace/held", "--timeout=30s")
+}

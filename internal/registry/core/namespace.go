@@ -290,6 +290,23 @@ func (c *NamespaceController) follow(ctx context.Context, w watch.Interface, pen
 // finalizes the namespace, and reports true: the namespace needs nothing
 // more (or is gone).
 func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
+	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
+	live, err := nsr.Get(ctx, "v1", "", ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true // gone already
+	case err != nil:
+		c.Logger.Warn("namespace controller: reading", "namespace", ns, "err", err)
+		return false
+	}
+	specFinalizers, _, _ := unstructured.NestedStringSlice(live.Object, "spec", "finalizers")
+	if !slices.Contains(specFinalizers, finalizerKubernetes) {
+		// Finalized: the content is gone, or its deletion is not this
+		// controller's (a namespace made without the finalizer), as
+		// upstream's deleter leaves it. Other finalizers hold the
+		// namespace until their owners remove them.
+		return true
+	}
 	remaining := map[schema.GroupVersionResource]int{}
 	finalizers := map[string]int{}
 	var errs []error
@@ -331,18 +348,38 @@ func (c *NamespaceController) finish(ctx context.Context, ns string) bool {
 	if len(errs) > 0 || len(remaining) > 0 {
 		return false // look again later
 	}
-	nsr, _ := c.Registry.Get(schema.GroupResource{Resource: "namespaces"})
+	// Finalized as upstream's deleter does it: its own finalizer taken
+	// out of spec.finalizers, the others kept (sorted, without repeats),
+	// at the resourceVersion read, so a finalizer added meanwhile is not
+	// lost. With none left the namespace goes.
+	var others []string
+	for _, f := range specFinalizers {
+		if f != finalizerKubernetes && !slices.Contains(others, f) {
+			others = append(others, f)
+		}
+	}
+	slices.Sort(others)
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
 	obj.SetName(ns)
-	_, err := nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: controllerManager})
+	obj.SetResourceVersion(live.GetResourceVersion())
+	if len(others) > 0 {
+		unstructured.SetNestedStringSlice(obj.Object, others, "spec", "finalizers")
+	}
+	_, err = nsr.Update(ctx, "v1", "", ns, obj, registry.WriteOptions{Subresource: "finalize", FieldManager: controllerManager})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true // gone already
 	case err != nil:
-		c.Logger.Warn("namespace controller: finalizing", "namespace", ns, "err", err)
+		if !apierrors.IsConflict(err) {
+			c.Logger.Warn("namespace controller: finalizing", "namespace", ns, "err", err)
+		}
 		return false
 	}
-	c.Logger.Info("namespace deleted", "namespace", ns)
+	if len(others) > 0 {
+		c.Logger.Info("namespace emptied; its other finalizers hold it", "namespace", ns, "finalizers", others)
+	} else {
+		c.Logger.Info("namespace deleted", "namespace", ns)
+	}
 	return true
 }
 
