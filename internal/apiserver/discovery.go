@@ -214,7 +214,7 @@ func (s *Server) groupVersion(w http.ResponseWriter, r *http.Request, group, ver
 		}
 		builtin := false
 		for _, k := range kinds {
-			list.APIResources = append(list.APIResources, apiResources(k)...)
+			list.APIResources = append(list.APIResources, apiResources(k, ver)...)
 			builtin = builtin || k.Typed != nil
 		}
 		writeDiscovery(w, r, builtin, list)
@@ -261,7 +261,9 @@ func storageVersionHash(k *registry.Kind) string {
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 
-func apiResources(k *registry.Kind) []metav1.APIResource {
+// apiResources are kind k's entries in version v's discovery: the
+// resource, then its subresources in that version.
+func apiResources(k *registry.Kind, v string) []metav1.APIResource {
 	out := []metav1.APIResource{{
 		Name: k.Resource, SingularName: k.Singular, Namespaced: k.Namespaced, Kind: k.Kind,
 		Verbs: verbsOf(k), ShortNames: k.ShortNames, Categories: k.Categories,
@@ -272,10 +274,10 @@ func apiResources(k *registry.Kind) []metav1.APIResource {
 	for _, sub := range k.UpdateSubresources { // before status, as upstream sorts them
 		out = append(out, metav1.APIResource{Name: k.Resource + "/" + sub, Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
 	}
-	if k.Status {
+	if k.StatusIn(v) {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/status", Namespaced: k.Namespaced, Kind: k.Kind, Verbs: statusVerbs})
 	}
-	if k.Scale != nil {
+	if k.ScaleIn(v) != nil {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/scale", Namespaced: k.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: statusVerbs})
 	}
 	if k.Finalize {
@@ -323,12 +325,12 @@ func (s *Server) aggregated(w http.ResponseWriter, keep func(*servedGroup) bool)
 						Subresource: sub, Verbs: statusVerbs, ResponseKind: kind,
 					})
 				}
-				if k.Status {
+				if k.StatusIn(v) {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource: "status", Verbs: statusVerbs, ResponseKind: kind,
 					})
 				}
-				if k.Scale != nil {
+				if k.ScaleIn(v) != nil {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource: "scale", Verbs: statusVerbs,
 						ResponseKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"},

@@ -919,7 +919,7 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 		"delete":     op("delete", "delete", "", deleteBody, status, []string{"200", "202"}, deleteParams...),
 		"parameters": pathParams(true),
 	}
-	if k.Scale != nil {
+	if k.ScaleIn(gv.version) != nil {
 		paths[root+k.Resource+"/{name}/scale"] = map[string]any{
 			"get":        op("read", "get", "Scale", nil, scale, []string{"200"}),
 			"put":        op("replace", "put", "Scale", scale, scale, []string{"200", "201"}, write...),
@@ -945,7 +945,7 @@ func addPaths(paths map[string]any, gv *openAPIGroupVersion, k *registry.Kind, m
 		}
 	}
 	subs := slices.Clone(k.UpdateSubresources)
-	if k.Status {
+	if k.StatusIn(gv.version) {
 		subs = append(subs, "status")
 	}
 	for _, sub := range subs {

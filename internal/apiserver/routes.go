@@ -79,7 +79,7 @@ func installed(ri requestInfo, k *registry.Kind) methods {
 			return 0
 		}
 		switch {
-		case ri.subresource == "status" && k.Status, ri.subresource == "scale" && k.Scale != nil,
+		case ri.subresource == "status" && k.StatusIn(ri.version), ri.subresource == "scale" && k.ScaleIn(ri.version) != nil,
 			slices.Contains(k.UpdateSubresources, ri.subresource):
 			return mGet | mPut | mPatch
 		case ri.subresource == "finalize" && k.Finalize:

@@ -194,7 +194,7 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	} else {
 		obj.SetGeneration(0)
 	}
-	if k.Status {
+	if k.StatusIn(version) {
 		delete(obj.Object, "status")
 	}
 	if k.PrepareForCreate != nil {

@@ -33,8 +33,11 @@ type Kind struct {
 
 	// Status: the kind has a /status subresource. Writes to the main
 	// resource keep the stored status; writes to /status change only the
-	// status. Creates drop the status.
-	Status bool
+	// status. Creates drop the status. VersionStatus has the versions
+	// that say otherwise than the storage version, as a CRD's versions
+	// each say: StatusIn.
+	Status        bool
+	VersionStatus map[string]bool
 	// Generation: metadata.generation starts at 1 and goes up whenever
 	// anything outside metadata (and status, with Status) changes.
 	// Upstream only some kinds track it (custom resources, CRDs; not
@@ -215,8 +218,9 @@ type Kind struct {
 
 	// Scale, if set, serves the /scale subresource (autoscaling/v1 Scale)
 	// over these paths of the object. VersionScale has the paths of the
-	// versions whose paths differ from the storage version's, as a CRD's
-	// versions each have their own: ScaleIn.
+	// versions whose paths differ from the storage version's (nil for a
+	// version without /scale), as a CRD's versions each have their own:
+	// ScaleIn.
 	Scale        *ScalePaths
 	VersionScale map[string]*ScalePaths
 
@@ -423,6 +427,14 @@ func (k *Kind) ScaleIn(v string) *ScalePaths {
 		return s
 	}
 	return k.Scale
+}
+
+// StatusIn reports whether version v has a /status subresource.
+func (k *Kind) StatusIn(v string) bool {
+	if s, ok := k.VersionStatus[v]; ok {
+		return s
+	}
+	return k.Status
 }
 
 // StorageVersion is the version objects are stored in.

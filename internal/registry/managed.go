@@ -78,7 +78,7 @@ func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, er
 	tc = unwrapping{tc}
 	gvk := k.GroupVersionKind(v)
 	hub := k.GroupVersionKind(k.StorageVersion()).GroupVersion()
-	reset := resetFields(k, subresource)
+	reset := resetFields(k, v, subresource)
 	var conv runtime.ObjectConvertor = relabel{}
 	if k.ConversionWebhook != nil {
 		// The field manager works in the request's version, as
@@ -111,11 +111,12 @@ func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, er
 	return km, nil
 }
 
-// resetFields are the fields a write through subresource does not own,
-// because the write drops them: a kind with a status subresource ignores
-// status on the main resource, and everything but status on /status.
-func resetFields(k *Kind, subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
-	if !k.Status {
+// resetFields are the fields a write through subresource in version v
+// does not own, because the write drops them: a version with a status
+// subresource ignores status on the main resource, and everything but
+// status on /status.
+func resetFields(k *Kind, v, subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
+	if !k.StatusIn(v) {
 		return nil
 	}
 	var set *fieldpath.Set
@@ -173,7 +174,7 @@ func updateManaged(fm *managedfields.FieldManager, live, obj *unstructured.Unstr
 // managedFields) changes. One difference: a body whose ignored part does
 // not fit the schema fails upstream's typed conversion, which drops the
 // managedFields; here they are recorded.
-func updateManagedFor(k *Kind, subresource string, fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+func updateManagedFor(k *Kind, version, subresource string, fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
 	var ignored string
 	switch {
 	case k.ConversionWebhook != nil:
@@ -181,7 +182,7 @@ func updateManagedFor(k *Kind, subresource string, fm *managedfields.FieldManage
 		// versions of managers who wrote in another: whole objects.
 		out, _, _ := updateManagedEntriesOf(fm, live, obj, manager, false)
 		return out
-	case !k.Status:
+	case !k.StatusIn(version):
 		return updateManaged(fm, live, obj, manager)
 	case subresource == "":
 		ignored = "status"

@@ -380,7 +380,7 @@ func TestUpdateManagedHistories(t *testing.T) {
 func updateMatchesLibrary(t *testing.T, what string, k *Kind, sub string, fm *managedfields.FieldManager, cur, body *unstructured.Unstructured, manager string) *unstructured.Unstructured {
 	t.Helper()
 	live := cur.DeepCopy()
-	got := updateManagedFor(k, sub, fm, live, body.DeepCopy(), manager)
+	got := updateManagedFor(k, k.StorageVersion(), sub, fm, live, body.DeepCopy(), manager)
 	if !equality.Semantic.DeepEqual(live.Object, cur.Object) {
 		t.Fatalf("%s: the live object changed", what) // update hands it over uncopied
 	}

@@ -96,7 +96,7 @@ func (r *Resource) PatchEncoded(ctx context.Context, version, ns, name string, d
 				return nil, err
 			}
 			strict = errs
-			return updateManagedFor(k, opts.Subresource, fm, cur, obj, opts.FieldManager), nil
+			return updateManagedFor(k, version, opts.Subresource, fm, cur, obj, opts.FieldManager), nil
 		}
 	case types.ApplyYAMLPatchType:
 		applied, errs, err := parseApply(k, version, data, opts)

@@ -146,7 +146,7 @@ func (r *Resource) UpdateScale(ctx context.Context, version, ns, name string, op
 		if err := unstructured.SetNestedField(next.Object, int64(want.Spec.Replicas), scalePath(sp.SpecReplicas)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		return updateManagedFor(k, opts.Subresource, fm, cur, next, opts.FieldManager), nil
+		return updateManagedFor(k, version, opts.Subresource, fm, cur, next, opts.FieldManager), nil
 	})
 	return scaleAnswer(sp, out, err)
 }

@@ -93,7 +93,7 @@ func (r *Resource) UpdateEncoded(ctx context.Context, version, ns, name string, 
 			in = obj.DeepCopy()
 		}
 		used = true
-		return updateManagedFor(k, opts.Subresource, fm, cur, in, opts.FieldManager), nil
+		return updateManagedFor(k, version, opts.Subresource, fm, cur, in, opts.FieldManager), nil
 	})
 	if memo {
 		r.noopDone(key, &watch, out, err)
@@ -269,7 +269,7 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 				return nil, err
 			}
 		}
-		next, err := r.prepareUpdate(k, obj, base, opts.Subresource)
+		next, err := r.prepareUpdate(k, version, obj, base, opts.Subresource)
 		if err == nil && opts.Subresource != "finalize" {
 			if s := k.Schemas[version]; s != nil {
 				validate := s.Validate
@@ -366,7 +366,8 @@ func (r *Resource) update(ctx context.Context, k *Kind, version, ns, name string
 // the current state, as kube-apiserver's BeforeUpdate and the kind's
 // strategy do, and validates it. obj is this attempt's own (update's
 // produce makes it anew each time): the result may be obj itself.
-func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, subresource string) (*unstructured.Unstructured, error) {
+func (r *Resource) prepareUpdate(k *Kind, version string, obj, cur *unstructured.Unstructured, subresource string) (*unstructured.Unstructured, error) {
+	hasStatus := k.StatusIn(version) // the request's version's strategy
 	var next *unstructured.Unstructured
 	switch {
 	case subresource == "finalize":
@@ -384,7 +385,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		// metadata stays, but for the managedFields the field manager
 		// computed for this write, as upstream's status strategies keep
 		// them: they record who changed which status fields.
-		if k.Status && k.PrepareForUpdate == nil {
+		if hasStatus && k.PrepareForUpdate == nil {
 			// Nothing below changes more than next's top level and
 			// metadata (no hook runs), and cur is this attempt's own: the
 			// rest (the spec, often most of the object) is shared.
@@ -408,7 +409,7 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 		keepManagedFields(next, obj)
 	default:
 		next = obj
-		if k.Status {
+		if hasStatus {
 			if st, ok := cur.Object["status"]; ok {
 				if k.PrepareForUpdate != nil {
 					st = runtime.DeepCopyJSONValue(st) // the hook may change it
@@ -449,8 +450,8 @@ func (r *Resource) prepareUpdate(k *Kind, obj, cur *unstructured.Unstructured, s
 	}
 	// Through /status, next is cur but for its status (and, with a hook,
 	// what the hook changed).
-	statusOnly := subresource == "status" && k.Status && k.PrepareForUpdate == nil
-	if k.Generation && !statusOnly && specChanged(k, next, cur) {
+	statusOnly := subresource == "status" && hasStatus && k.PrepareForUpdate == nil
+	if k.Generation && !statusOnly && specChanged(hasStatus, next, cur) {
 		next.SetGeneration(cur.GetGeneration() + 1)
 	}
 	path := field.NewPath("metadata")
@@ -490,13 +491,13 @@ func keepManagedFields(next, obj *unstructured.Unstructured) {
 	}
 }
 
-// specChanged reports a change outside metadata (and status, for kinds
-// with a status subresource): what bumps metadata.generation.
-func specChanged(k *Kind, a, b *unstructured.Unstructured) bool {
+// specChanged reports a change outside metadata (and status, for a
+// version with a status subresource): what bumps metadata.generation.
+func specChanged(hasStatus bool, a, b *unstructured.Unstructured) bool {
 	strip := func(u *unstructured.Unstructured) map[string]any {
 		m := make(map[string]any, len(u.Object))
 		for f, v := range u.Object {
-			if f == "metadata" || f == "apiVersion" || f == "kind" || (k.Status && f == "status") {
+			if f == "metadata" || f == "apiVersion" || f == "kind" || (hasStatus && f == "status") {
 				continue
 			}
 			m[f] = v

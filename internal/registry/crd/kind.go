@@ -150,26 +150,27 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 	k.TypeConverter = typeConverter(crd, k.Schemas)
 	k.Fields, k.VersionFields = selectableFields(crd)
 	if storageVersion != nil {
-		k.Status = storageVersion.Subresources != nil && storageVersion.Subresources.Status != nil
-		if sub := storageVersion.Subresources; sub != nil && sub.Scale != nil {
-			k.Scale = scalePaths(sub.Scale)
-		}
-		if k.Scale != nil {
-			// Each version's own paths, for a version whose differ: its
-			// objects have its shape (a conversion webhook's versions
-			// differ in more than apiVersion).
-			for i := range s.Versions {
-				v := &s.Versions[i]
-				if v == storageVersion || !v.Served || v.Subresources == nil || v.Subresources.Scale == nil {
-					continue
+		// Each version has its own subresources: the storage version's
+		// are the kind's, the others' where they differ (a version's
+		// /scale paths too: its objects have its shape, as a conversion
+		// webhook's versions differ in more than apiVersion).
+		k.Status, k.Scale = versionStatus(storageVersion), versionScale(storageVersion)
+		for i := range s.Versions {
+			v := &s.Versions[i]
+			if v == storageVersion || !v.Served {
+				continue
+			}
+			if st := versionStatus(v); st != k.Status {
+				if k.VersionStatus == nil {
+					k.VersionStatus = map[string]bool{}
 				}
-				sp := scalePaths(v.Subresources.Scale)
-				if *sp != *k.Scale {
-					if k.VersionScale == nil {
-						k.VersionScale = map[string]*registry.ScalePaths{}
-					}
-					k.VersionScale[v.Name] = sp
+				k.VersionStatus[v.Name] = st
+			}
+			if sp := versionScale(v); !sameScale(sp, k.Scale) {
+				if k.VersionScale == nil {
+					k.VersionScale = map[string]*registry.ScalePaths{}
 				}
+				k.VersionScale[v.Name] = sp
 			}
 		}
 		k.Columns = versionColumns(storageVersion)
@@ -184,6 +185,24 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 		}
 	}
 	return k
+}
+
+// versionStatus reports whether version v has a /status subresource.
+func versionStatus(v *apiextensionsv1.CustomResourceDefinitionVersion) bool {
+	return v.Subresources != nil && v.Subresources.Status != nil
+}
+
+// versionScale is version v's /scale paths, nil without one.
+func versionScale(v *apiextensionsv1.CustomResourceDefinitionVersion) *registry.ScalePaths {
+	if v.Subresources == nil || v.Subresources.Scale == nil {
+		return nil
+	}
+	return scalePaths(v.Subresources.Scale)
+}
+
+// sameScale reports whether a and b are the same /scale, or both none.
+func sameScale(a, b *registry.ScalePaths) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // scalePaths are the paths of a version's /scale.
