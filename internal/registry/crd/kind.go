@@ -36,7 +36,7 @@ const cleanupFinalizer = "customresourcecleanup.apiextensions.k8s.io"
 func Kind() *registry.Kind {
 	return &registry.Kind{
 		Group: Group, Versions: []string{"v1"}, Kind: "CustomResourceDefinition", ListKind: "CustomResourceDefinitionList",
-		Resource: "customresourcedefinitions", Singular: "customresourcedefinition",
+		Resource: "customresourcedefinitions", Singular: "customresourcedefinition", UpstreamStorageVersion: "v1beta1",
 		ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
 		Status: true, Generation: true,
 		Typed:            func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
