@@ -222,6 +222,11 @@ func (r *Resource) CreateEncoded(ctx context.Context, version, ns string, obj *u
 	if len(errs) > 0 {
 		return nil, nil, k.Invalid(obj.GetName(), errs)
 	}
+	if k.AdmitCreate != nil {
+		if err := k.AdmitCreate(ctx, obj); err != nil {
+			return nil, nil, err
+		}
+	}
 	if adm != nil {
 		if err := adm.Validate(ctx, &AdmissionAttributes{
 			Kind: k, Version: version, Operation: OpCreate, Namespace: ns, Name: obj.GetName(), GeneratedName: generated,

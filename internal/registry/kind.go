@@ -157,7 +157,9 @@ type Kind struct {
 	// AdmitUpdate, if set, is the kind's own validating admission of an
 	// update (upstream's built-in plugins), after validation and before
 	// the webhooks: obj is the object to be stored, old the stored one.
+	// AdmitCreate is the same for a create.
 	AdmitUpdate func(ctx context.Context, subresource string, obj, old *unstructured.Unstructured) error
+	AdmitCreate func(ctx context.Context, obj *unstructured.Unstructured) error
 
 	// Fields returns the fields a field selector may use, beyond
 	// metadata.name and metadata.namespace.

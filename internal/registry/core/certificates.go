@@ -60,7 +60,8 @@ func CertificateSigningRequests(authz registry.Authorizer) *registry.Kind {
 		// Any name a path can carry, as upstream (its name check accepts
 		// all; the path's refuses "..").
 		ValidateName: pathSegmentName,
-		Admit:        admitCSRCreate,
+		Admit:        recordRequester,
+		AdmitCreate:  restrictSubject,
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			obj.Object["status"] = map[string]any{}
 		},
@@ -147,11 +148,10 @@ func typedCSR(obj *unstructured.Unstructured) (*certificatesv1.CertificateSignin
 	return csr, nil
 }
 
-// admitCSRCreate records the requester, as upstream's strategy does on
-// create (what the client sent there is replaced), and refuses a
-// request to the kube-apiserver-client signer for system:masters, as
-// upstream's CertificateSubjectRestriction admission plugin.
-func admitCSRCreate(ctx context.Context, obj, old *unstructured.Unstructured) error {
+// recordRequester records the requester of a created request, as
+// upstream's strategy does on create (what the client sent there is
+// replaced).
+func recordRequester(ctx context.Context, obj, old *unstructured.Unstructured) error {
 	if old != nil {
 		return nil
 	}
@@ -171,7 +171,15 @@ func admitCSRCreate(ctx context.Context, obj, old *unstructured.Unstructured) er
 			}
 		}
 	}
-	if s, _ := spec["signerName"].(string); s != KubeAPIServerClientSigner {
+	return nil
+}
+
+// restrictSubject refuses a request to the kube-apiserver-client signer
+// for system:masters, as upstream's CertificateSubjectRestriction
+// admission plugin: after validation, so a request that does not parse
+// is invalid (422) before it is forbidden.
+func restrictSubject(_ context.Context, obj *unstructured.Unstructured) error {
+	if s, _, _ := unstructured.NestedString(obj.Object, "spec", "signerName"); s != KubeAPIServerClientSigner {
 		return nil
 	}
 	csr, err := typedCSR(obj)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -254,5 +255,23 @@ func TestCSRCleaner(t *testing.T) {
 		if got := s.expired(csr); got != c.want {
 			t.Errorf("%s: cleaned %v, want %v", name, got, c.want)
 		}
+	}
+}
+
+// For the kube-apiserver-client signer, a request that does not parse is
+// invalid (422) before the subject restriction refuses it, and a
+// system:masters one forbidden (403): upstream's
+// CertificateSubjectRestriction is validating admission, after
+// validation.
+func TestCSRSubjectRestrictionAfterValidation(t *testing.T) {
+	f := newCSRFixture(t)
+	garbage := base64.StdEncoding.EncodeToString([]byte("garbage\n"))
+	_, err := f.write("create", "bad", `{"spec":{"request":"`+garbage+`","signerName":"kubernetes.io/kube-apiserver-client","usages":["client auth"]}}`)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `spec.request: Invalid value: "`+garbage+`": PEM block type must be CERTIFICATE REQUEST`) {
+		t.Errorf("a request that does not parse: %v", err)
+	}
+	_, err = f.write("create", "root", `{"spec":{"request":"`+testCSR(t, "root", "system:masters")+`","signerName":"kubernetes.io/kube-apiserver-client","usages":["client auth"]}}`)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed") {
+		t.Errorf("system:masters: %v", err)
 	}
 }

@@ -54,7 +54,12 @@ func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*reg
 			k.AdmitUpdate = csrAdmitUpdate(authz)
 		}
 		if k.Group == ctbResource.Group && k.Resource == ctbResource.Resource {
-			k.Admit = admitTrustBundle(authz)
+			// Upstream's ClusterTrustBundleAttest: validating admission,
+			// after validation.
+			if attest := admitTrustBundle(authz); attest != nil {
+				k.AdmitCreate = func(ctx context.Context, obj *unstructured.Unstructured) error { return attest(ctx, obj, nil) }
+				k.AdmitUpdate = func(ctx context.Context, _ string, obj, old *unstructured.Unstructured) error { return attest(ctx, obj, old) }
+			}
 		}
 	}
 	return kinds
