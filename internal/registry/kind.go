@@ -144,6 +144,13 @@ type Kind struct {
 	// stored object and PrepareForSubresource takes from the request's
 	// what the subresource may change.
 	UpdateSubresources []string
+	// ResetFields are, by subresource ("" for the object itself), the
+	// fields a write there does not own because the kind's strategy puts
+	// them back (upstream's GetResetFields), where they are not the
+	// default (status on the main resource, spec and metadata through
+	// /status, for a kind with Status): a CertificateSigningRequest's
+	// spec and status on the main resource. Paths of JSON member names.
+	ResetFields map[string][][]string
 	// PrepareForSubresource makes next (a copy of the stored object cur)
 	// what a write through subresource (status, or one of
 	// UpdateSubresources) stores, from obj, the request's object; it

@@ -116,11 +116,20 @@ func (r *Resource) kindManager(k *Kind, v, subresource string) (*kindManager, er
 // subresource ignores status on the main resource, and everything but
 // status on /status.
 func resetFields(k *Kind, v, subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
-	if !k.StatusIn(v) {
+	if !k.StatusIn(v) && len(k.ResetFields[subresource]) == 0 {
 		return nil
 	}
 	var set *fieldpath.Set
-	switch {
+	switch own, ok := k.ResetFields[subresource]; {
+	case ok:
+		set = fieldpath.NewSet()
+		for _, p := range own {
+			parts := make([]any, len(p))
+			for i, name := range p {
+				parts[i] = name
+			}
+			set.Insert(fieldpath.MakePathOrDie(parts...))
+		}
 	case subresource == "status", slices.Contains(k.UpdateSubresources, subresource):
 		set = fieldpath.NewSet(fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata"))
 	default:
@@ -182,8 +191,8 @@ func updateManagedFor(k *Kind, version, subresource string, fm *managedfields.Fi
 		// versions of managers who wrote in another: whole objects.
 		out, _, _ := updateManagedEntriesOf(fm, live, obj, manager, false)
 		return out
-	case !k.StatusIn(version):
-		return updateManaged(fm, live, obj, manager)
+	case !k.StatusIn(version), len(k.ResetFields[subresource]) > 0:
+		return updateManaged(fm, live, obj, manager) // the reset fields' filter does it
 	case subresource == "":
 		ignored = "status"
 	case subresource == "status":

@@ -61,7 +61,9 @@ func CertificateSigningRequests(authz registry.Authorizer) *registry.Kind {
 		// all; the path's refuses "..").
 		ValidateName: pathSegmentName,
 		Admit:        recordRequester,
-		AdmitCreate:  restrictSubject,
+		// Upstream's strategies put these back: a write does not own them.
+		ResetFields: map[string][][]string{"": {{"spec"}, {"status"}}, "status": {{"spec"}, {"status", "conditions"}}, "approval": {{"spec"}, {"status", "certificate"}}},
+		AdmitCreate: restrictSubject,
 		PrepareForCreate: func(obj *unstructured.Unstructured) {
 			obj.Object["status"] = map[string]any{}
 		},

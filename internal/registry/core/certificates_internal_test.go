@@ -275,3 +275,33 @@ func TestCSRSubjectRestrictionAfterValidation(t *testing.T) {
 		t.Errorf("system:masters: %v", err)
 	}
 }
+
+// A write of the spec or status on the main resource changes nothing, as
+// upstream's strategy puts both back and its reset fields leave the
+// writer owning none of them: no write, no managedFields entry.
+func TestCSRMainResourceWriteOfTheSpecIsNoChange(t *testing.T) {
+	f := newCSRFixture(t)
+	req := testCSR(t, "alice", "devs")
+	created, err := f.write("create", "c", `{"spec":{"request":"`+req+`","signerName":"example.com/s","usages":["client auth"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := created.DeepCopy()
+	unstructured.SetNestedStringSlice(changed.Object, []string{"server auth"}, "spec", "usages")
+	unstructured.SetNestedField(changed.Object, "bWU=", "status", "certificate")
+	out, err := f.csrs.Update(f.user, "v1", "", "c", changed, registry.WriteOptions{FieldManager: "kubectl-patch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.GetResourceVersion() != created.GetResourceVersion() {
+		t.Errorf("written: resourceVersion %s → %s", created.GetResourceVersion(), out.GetResourceVersion())
+	}
+	for _, e := range out.GetManagedFields() {
+		if e.Manager == "kubectl-patch" {
+			t.Errorf("the writer owns %s", e.FieldsV1.Raw)
+		}
+	}
+	if u, _, _ := unstructured.NestedStringSlice(out.Object, "spec", "usages"); len(u) != 1 || u[0] != "client auth" {
+		t.Errorf("usages %v", u)
+	}
+}

@@ -58,7 +58,9 @@ func InstallAuthorizer(kinds []*registry.Kind, authz registry.Authorizer) []*reg
 			// after validation.
 			if attest := admitTrustBundle(authz); attest != nil {
 				k.AdmitCreate = func(ctx context.Context, obj *unstructured.Unstructured) error { return attest(ctx, obj, nil) }
-				k.AdmitUpdate = func(ctx context.Context, _ string, obj, old *unstructured.Unstructured) error { return attest(ctx, obj, old) }
+				k.AdmitUpdate = func(ctx context.Context, _ string, obj, old *unstructured.Unstructured) error {
+					return attest(ctx, obj, old)
+				}
 			}
 		}
 	}
