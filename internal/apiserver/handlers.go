@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -571,7 +572,30 @@ func (h *handler) scale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if h.form == formTable && len(h.kind.ScaleColumns) > 0 {
+		h.s.writeScaleTable(w, r, h.kind, out)
+		return
+	}
 	write(w, h.form, http.StatusOK, out)
+}
+
+// writeScaleTable answers a Scale as a Table (kubectl get
+// --subresource=scale): NAME and the kind's ScaleColumns.
+func (s *Server) writeScaleTable(w http.ResponseWriter, r *http.Request, k *registry.Kind, scale any) {
+	if err := tableOptions(r); err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(scale)
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	t := newTable(&registry.Kind{Kind: "Scale", Columns: k.ScaleColumns}, "", r.URL.Query().Get("includeObject"), s.cfg.Registry.Now())
+	writeJSONFrom(w, http.StatusOK, func(b []byte) ([]byte, error) {
+		return t.write(b, metav1.ListMeta{ResourceVersion: obj.GetResourceVersion()}, 1, func(int) (tableRow, error) { return tableRow{obj: obj}, nil }, 0, nil)
+	})
 }
 
 // writeOptions reads the options of a create or update (dryRun,

@@ -2,10 +2,13 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A custom resource's /scale over replicas the object may lack (no
@@ -88,4 +91,36 @@ func TestScaleOfReplicasThatMayBeMissing(t *testing.T) {
 	// terms, as kube-apiserver v1.37.2's scale handler words it.
 	expect(send(http.MethodPatch, path+"/d/scale?fieldManager=late", apply, "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: d\nspec:\n  replicas: 9\n"), http.StatusConflict,
 		`with subresource \"scale\" using autoscaling/v1: .spec.replicas","reason":"Conflict"`)
+}
+
+// kubectl get --subresource=scale asks for the Scale as a Table: NAME,
+// DESIRED, AVAILABLE and AGE, as apiextensions-apiserver's.
+func TestScaleTable(t *testing.T) {
+	do, h := newCustomResourcesHandler(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"dials.test.kplane.dev"},
+"spec":{"group":"test.kplane.dev","scope":"Namespaced","names":{"plural":"dials","singular":"dial","kind":"Dial","listKind":"DialList"},
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{},"scale":{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}},
+"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"replicas":{"type":"integer"}}},
+"status":{"type":"object","properties":{"replicas":{"type":"integer"}}}}}}}]}}`)
+	const path = "/apis/test.kplane.dev/v1/namespaces/default/dials"
+	if w := do(http.MethodPost, path, `{"apiVersion":"test.kplane.dev/v1","kind":"Dial","metadata":{"name":"d"},"spec":{"replicas":3}}`); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	if w := patchJSON(t, h, path+"/d/status", `{"status":{"replicas":2}}`); w != http.StatusOK {
+		t.Fatalf("status: %d", w)
+	}
+	w := get(t, h, path+"/d/scale", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+	var table metav1.Table
+	if err := json.Unmarshal(w.Body.Bytes(), &table); w.Code != http.StatusOK || err != nil || table.Kind != "Table" {
+		t.Fatalf("%d %v %s", w.Code, err, w.Body)
+	}
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		names = append(names, c.Name+":"+c.Type)
+	}
+	if strings.Join(names, " ") != "Name:string Desired:integer Available:integer Age:date" || len(table.Rows) != 1 {
+		t.Fatalf("columns %v, %d rows", names, len(table.Rows))
+	}
+	if cells := fmt.Sprint(table.Rows[0].Cells[:3]); cells != "[d 3 2]" {
+		t.Errorf("cells %v", table.Rows[0].Cells)
+	}
 }

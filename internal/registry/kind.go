@@ -232,6 +232,9 @@ type Kind struct {
 	// ScaleIn.
 	Scale        *ScalePaths
 	VersionScale map[string]*ScalePaths
+	// ScaleColumns are the columns of a /scale answer's Table (after its
+	// NAME), as apiextensions-apiserver's: DESIRED, AVAILABLE, AGE.
+	ScaleColumns []Column
 
 	// Schemas, for kinds defined by a schema (custom resources), check and
 	// normalize the objects of each version, by version name. Writes are

@@ -71,6 +71,14 @@ var crdColumns = []registry.Column{
 var ageColumn = apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
 	Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}
 
+// scaleColumns are the columns of a Scale's Table, on the Scale: its
+// desired and actual replicas, and its age, as apiextensions-apiserver's.
+var scaleColumns = []registry.Column{
+	printerColumn(apiextensionsv1.CustomResourceColumnDefinition{Name: "Desired", Type: "integer", Description: "Number of desired replicas", JSONPath: ".spec.replicas"}),
+	printerColumn(apiextensionsv1.CustomResourceColumnDefinition{Name: "Available", Type: "integer", Description: "Number of actual replicas", JSONPath: ".status.replicas"}),
+	printerColumn(ageColumn),
+}
+
 // versionColumns are a version's Table columns: its
 // additionalPrinterColumns, or AGE.
 func versionColumns(v *apiextensionsv1.CustomResourceDefinitionVersion) []registry.Column {

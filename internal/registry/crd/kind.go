@@ -173,6 +173,9 @@ func resourceKind(crd *apiextensionsv1.CustomResourceDefinition) *registry.Kind 
 				k.VersionScale[v.Name] = sp
 			}
 		}
+		if k.Scale != nil || len(k.VersionScale) > 0 {
+			k.ScaleColumns = scaleColumns
+		}
 		k.Columns = versionColumns(storageVersion)
 		for i := range s.Versions {
 			v := &s.Versions[i]
