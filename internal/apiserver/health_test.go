@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -194,5 +195,27 @@ func TestVersionNotAcceptableAsKubeAPIServer(t *testing.T) {
 		if w.Code != http.StatusOK {
 			t.Errorf("Accept %q: %d", accept, w.Code)
 		}
+	}
+}
+
+// /version has kube-apiserver v1.37.2's members, in its order: the
+// emulated version is the served one, compatible with the release before.
+func TestVersionAsKubeAPIServer(t *testing.T) {
+	w := get(t, newInProcess(t), "/version")
+	var keys []string
+	dec := json.NewDecoder(strings.NewReader(w.Body.String()))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var v any
+		dec.Decode(&v)
+	}
+	if got := strings.Join(keys, " "); got != "major minor emulationMajor emulationMinor minCompatibilityMajor minCompatibilityMinor gitVersion gitCommit gitTreeState buildDate goVersion compiler platform" {
+		t.Fatalf("members %s", got)
+	}
+	var info struct{ Minor, EmulationMinor, MinCompatibilityMinor string }
+	if err := json.Unmarshal(w.Body.Bytes(), &info); err != nil || info.EmulationMinor != info.Minor || info.MinCompatibilityMinor != "36" {
+		t.Fatalf("%v %+v", err, info)
 	}
 }

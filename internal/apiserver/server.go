@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -464,8 +465,13 @@ func (s *Server) Info() version.Info {
 	if v == "" {
 		v = "dev"
 	}
+	// The emulated version is the served one; it is compatible with the
+	// release before, as upstream's default --min-compatibility-version.
+	prev, _ := strconv.Atoi(KubernetesMinor)
 	return version.Info{
 		Major: "1", Minor: KubernetesMinor,
+		EmulationMajor: "1", EmulationMinor: KubernetesMinor,
+		MinCompatibilityMajor: "1", MinCompatibilityMinor: strconv.Itoa(prev - 1),
 		GitVersion: "v1." + KubernetesMinor + ".0+kplane." + v,
 		GitCommit:  "", GitTreeState: "clean",
 		GoVersion: runtime.Version(), Compiler: runtime.Compiler,
