@@ -90,6 +90,10 @@ type proxyCAs struct {
 	own    atomic.Pointer[x509.CertPool]
 	ownPEM atomic.Pointer[[]byte]
 	last   []byte
+	// lastPEM is last, for other goroutines than the watch's.
+	lastPEM atomic.Pointer[[]byte]
+	// changed, if set, is called after the file was read again.
+	changed func()
 }
 
 // newProxyCAs reads path.
@@ -118,6 +122,15 @@ func (p *proxyCAs) set(data []byte) error {
 	p.pool.Store(pool)
 	p.combined.Store(combined)
 	p.last = data
+	p.lastPEM.Store(&data)
+	return nil
+}
+
+// current is the proxies' authorities as last read (PEM).
+func (p *proxyCAs) current() []byte {
+	if d := p.lastPEM.Load(); d != nil {
+		return *d
+	}
 	return nil
 }
 
@@ -149,6 +162,9 @@ func (p *proxyCAs) watch(ctx context.Context) {
 			return
 		}
 		p.log.Info("reloaded the request header client CA file", "file", p.path)
+		if p.changed != nil {
+			p.changed()
+		}
 	}, func(err error) { p.log.Error("watching the request header client CA file", "err", err) })
 }
 

@@ -592,6 +592,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	goRun("token-secrets", (&core.TokenSecrets{Registry: reg, Tokens: tokens, RootCA: bundle.CACertPEM, Logger: log}).Run)
 	goRun("certificate-signer", (&core.CSRSigner{Registry: reg, CA: bundle.CACert, Key: bundle.CAKey, Duration: cfg.ClusterSigningDuration, Logger: log}).Run)
+	// How kplane authenticates clients, published for servers that
+	// delegate authentication to it (extension-apiserver-authentication).
+	authInfo := &core.AuthenticationInfo{Registry: reg, ClientCA: func() []byte { return bundle.CACertPEM }, Logger: log}
+	if proxies != nil {
+		f := cfg.RequestHeader
+		authInfo.RequestHeader = func() core.RequestHeaderInfo {
+			return core.RequestHeaderInfo{CA: proxies.current(), AllowedNames: f.AllowedNames, UsernameHeaders: f.UsernameHeaders,
+				UIDHeaders: f.UIDHeaders, GroupHeaders: f.GroupHeaders, ExtraHeaderPrefixes: f.ExtraHeaderPrefixes}
+		}
+		proxies.changed = authInfo.Notify
+	}
+	goRun("authentication-info", authInfo.Run)
 	tlsConfig := bundle.ServerTLSConfig()
 	if proxies != nil {
 		proxies.setOwn(bundle.CACertPEM, bundle.CAPool)
@@ -618,6 +630,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// As upstream's priority-and-fairness post-start hook: the bootstrap
 	// configuration is stored before kplane is ready.
 	ready = append(ready, flow.Synced())
+	// As upstream's RBAC bootstrap and authentication info hooks.
+	ready = append(ready, authInfo.Synced())
 	for _, synced := range ready {
 		select {
 		case <-synced:

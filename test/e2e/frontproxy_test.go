@@ -7,8 +7,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/http"
 	"os"
@@ -109,4 +112,34 @@ func TestFrontProxy(t *testing.T) {
 		code, body := whoami(other.client, map[string]string{"X-Remote-User": "bob"})
 		return code == 201 && strings.Contains(body, `"username":"bob"`), body
 	})
+
+	// Published for servers that delegate authentication to kplane, as
+	// kube-apiserver publishes it: its client authority, and the
+	// proxies' authorities (both, once the file changed) and headers.
+	eventually(t, 30*time.Second, "extension-apiserver-authentication", func() (bool, string) {
+		out, errOut, err := s.kubectl("-n", "kube-system", "get", "configmap", "extension-apiserver-authentication", "-o", "json")
+		if err != nil {
+			return false, errOut
+		}
+		var cm struct{ Data map[string]string }
+		if err := json.Unmarshal([]byte(out), &cm); err != nil {
+			return false, err.Error()
+		}
+		want := map[string]string{
+			"client-ca-file": string(s.config().CAData), "requestheader-client-ca-file": string(proxy.pem) + string(other.pem),
+			"requestheader-allowed-names": `["front-proxy"]`, "requestheader-username-headers": `["X-Remote-User"]`,
+			"requestheader-group-headers": `["X-Remote-Group"]`, "requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+			"requestheader-uid-headers": `["X-Remote-Uid"]`,
+		}
+		return maps.Equal(cm.Data, want), fmt.Sprintf("%q", cm.Data)
+	})
+	// A webhook server's account, bound to the reader role as charts
+	// bind it, may read it.
+	s.mustKubectl(t, "create", "serviceaccount", "hook")
+	s.mustKubectl(t, "-n", "kube-system", "create", "rolebinding", "hook-auth-reader", "--role", "extension-apiserver-authentication-reader",
+		"--serviceaccount", "default:hook")
+	if out := s.mustKubectl(t, "-n", "kube-system", "auth", "can-i", "get", "configmap/extension-apiserver-authentication",
+		"--as", "system:serviceaccount:default:hook"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("the bound account may not read it: %s", out)
+	}
 }

@@ -168,9 +168,12 @@ func Bootstrap(ctx context.Context, reg *registry.Registry) error {
 	if err != nil {
 		return err
 	}
+	// The cluster's roles and bindings; a namespace's are written once
+	// the registry runs (AuthenticationInfo), as a namespaced write asks
+	// the namespaces' cache.
 	for i, obj := range objs {
-		if res, ok := rbacResource(reg, resources[i]); ok {
-			do(func() error { return reconcilePolicy(ctx, res, obj, stored[resources[i]][obj.GetName()]) })
+		if res, ok := rbacResource(reg, resources[i]); ok && obj.GetNamespace() == "" {
+			do(func() error { return reconcilePolicy(ctx, res, obj, stored[resources[i]]["/"+obj.GetName()]) })
 		}
 	}
 	wg.Wait()

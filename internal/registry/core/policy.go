@@ -161,8 +161,38 @@ func defaultClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	}
 }
 
+// The namespaced defaults: in kube-system, the role that reads the
+// ConfigMap in which kplane publishes how it authenticates clients
+// (AuthenticationInfo), for servers that delegate authentication to it,
+// bound as upstream binds it. An operator's chart binds its webhook
+// server's account to the role.
+const (
+	authenticationInfoName = "extension-apiserver-authentication"
+	authenticationReader   = "extension-apiserver-authentication-reader"
+)
+
+func defaultRoles() []rbacv1.Role {
+	return []rbacv1.Role{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: authenticationReader},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{authenticationInfoName}}},
+	}}
+}
+
+func defaultRoleBindings() []rbacv1.RoleBinding {
+	user := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}
+	}
+	return []rbacv1.RoleBinding{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "system::" + authenticationReader},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: authenticationReader},
+		Subjects:   []rbacv1.Subject{user("system:kube-controller-manager"), user("system:kube-scheduler")},
+	}}
+}
+
 // policyObjects returns the default roles, then the default bindings, as
-// the objects the registry stores, each with its resource.
+// the objects the registry stores, each with its resource: cluster-scoped
+// ones, then namespaced ones.
 func policyObjects() (resources []string, objs []*unstructured.Unstructured, err error) {
 	add := func(resource, kind string, typed any) error {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
@@ -196,6 +226,16 @@ func policyObjects() (resources []string, objs []*unstructured.Unstructured, err
 			return nil, nil, err
 		}
 	}
+	for _, r := range defaultRoles() {
+		if err := add("roles", "Role", &r); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, b := range defaultRoleBindings() {
+		if err := add("rolebindings", "RoleBinding", &b); err != nil {
+			return nil, nil, err
+		}
+	}
 	return resources, objs, nil
 }
 
@@ -203,13 +243,14 @@ func policyObjects() (resources []string, objs []*unstructured.Unstructured, err
 // have (the stored one) is nil, or gives have what it lacks of want.
 func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *unstructured.Unstructured) error {
 	opts := registry.WriteOptions{FieldManager: "kube-apiserver"}
+	ns := want.GetNamespace()
 	if have == nil {
-		_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
+		_, err := res.Create(ctx, "v1", ns, want.DeepCopy(), opts)
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		// Made meanwhile (another kplane on the same etcd): as stored.
-		if have, err = res.Get(ctx, "v1", "", want.GetName(), metav1.GetOptions{}); err != nil {
+		if have, err = res.Get(ctx, "v1", ns, want.GetName(), metav1.GetOptions{}); err != nil {
 			return err
 		}
 	}
@@ -222,10 +263,10 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 		if jsonKey(have.Object["roleRef"]) != jsonKey(want.Object["roleRef"]) {
 			// A binding's role never changes: it is made again.
 			uid := have.GetUID()
-			if _, _, err := res.Delete(ctx, "v1", "", have.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}, opts); err != nil {
+			if _, _, err := res.Delete(ctx, "v1", ns, have.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}, opts); err != nil {
 				return err
 			}
-			_, err := res.Create(ctx, "v1", "", want.DeepCopy(), opts)
+			_, err := res.Create(ctx, "v1", ns, want.DeepCopy(), opts)
 			return err
 		}
 		list = "subjects"
@@ -259,7 +300,7 @@ func reconcilePolicy(ctx context.Context, res *registry.Resource, want, have *un
 		}
 		rule["clusterRoleSelectors"] = append(asList(rule["clusterRoleSelectors"]), selectors...)
 	}
-	_, err := res.Update(ctx, "v1", "", next.GetName(), next, opts)
+	_, err := res.Update(ctx, "v1", ns, next.GetName(), next, opts)
 	return err
 }
 
@@ -376,12 +417,12 @@ func writeKey(b *strings.Builder, v any) {
 	}
 }
 
-// storedPolicy returns the ClusterRoles and ClusterRoleBindings stored,
-// by resource and name: one list of each, read from the store (Bootstrap
-// runs before the watch caches).
+// storedPolicy returns the roles and bindings stored, by resource and
+// namespace/name (/name for the cluster's): one list of each, read from
+// the store (Bootstrap runs before the watch caches).
 func storedPolicy(ctx context.Context, reg *registry.Registry) (map[string]map[string]*unstructured.Unstructured, error) {
 	stored := map[string]map[string]*unstructured.Unstructured{}
-	for _, resource := range []string{"clusterroles", "clusterrolebindings"} {
+	for _, resource := range []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"} {
 		res, ok := rbacResource(reg, resource)
 		if !ok {
 			continue
@@ -392,7 +433,7 @@ func storedPolicy(ctx context.Context, reg *registry.Registry) (map[string]map[s
 		}
 		byName := map[string]*unstructured.Unstructured{}
 		for i := range list.Items {
-			byName[list.Items[i].GetName()] = &list.Items[i]
+			byName[list.Items[i].GetNamespace()+"/"+list.Items[i].GetName()] = &list.Items[i]
 		}
 		stored[resource] = byName
 	}
