@@ -288,6 +288,12 @@ func apiResources(k *registry.Kind, v string) []metav1.APIResource {
 		out = append(out, metav1.APIResource{Name: k.Resource + "/" + sub, Namespaced: k.Namespaced,
 			Group: sk.Group, Version: sk.StorageVersion(), Kind: sk.Kind, Verbs: []string{"create"}})
 	}
+	if k.Typed != nil {
+		// A built-in kind's subresources come by name, as upstream's
+		// installer sorts its paths (namespaces/finalize before
+		// namespaces/status); a custom resource's status, then scale.
+		slices.SortFunc(out[1:], func(a, b metav1.APIResource) int { return strings.Compare(a.Name, b.Name) })
+	}
 	return out
 }
 

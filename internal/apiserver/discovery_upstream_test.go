@@ -58,6 +58,17 @@ func TestDiscoveryAsKubeAPIServer(t *testing.T) {
 			t.Errorf("%s: not listed", key)
 		}
 	}
+	// The resources of a version in kube-apiserver v1.37.2's order: by
+	// name, a built-in kind's subresources too.
+	var core metav1.APIResourceList
+	get("/api/v1", "application/json", &core)
+	var names []string
+	for _, r := range core.APIResources {
+		names = append(names, r.Name)
+	}
+	if got := strings.Join(names, " "); got != "configmaps events namespaces namespaces/finalize namespaces/status resourcequotas resourcequotas/status secrets serviceaccounts serviceaccounts/token" {
+		t.Errorf("/api/v1's resources: %s", got)
+	}
 	// The groups in kube-apiserver v1.37.2's order (its /apis, the ones
 	// kplane serves), a CRD's after them.
 	var groups metav1.APIGroupList
