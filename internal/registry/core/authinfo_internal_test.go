@@ -2,13 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
 	"time"
 
@@ -19,18 +12,9 @@ import (
 	"github.com/kplane-dev/kplane/internal/registry"
 )
 
-// testCA is a self-signed authority's certificate, valid until notAfter,
-// in PEM.
+// testCA is an authority's certificate of name, valid until notAfter.
 func testCA(t *testing.T, name string, notAfter time.Time) []byte {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return certPEM(t, name, true, notAfter)
 }
 
 // What is stored is merged with what kplane needs, as upstream's

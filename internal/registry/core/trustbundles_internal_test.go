@@ -19,15 +19,21 @@ import (
 )
 
 func testCert(t *testing.T, ca bool) string {
+	return string(certPEM(t, "x", ca, time.Now().Add(time.Hour)))
+}
+
+// certPEM is a self-signed certificate of name, an authority's if ca,
+// valid from two days before notAfter until then, in PEM.
+func certPEM(t *testing.T, name string, ca bool, notAfter time.Time) []byte {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "x"}, IsCA: ca, BasicConstraintsValid: true,
-		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: ca, BasicConstraintsValid: true,
+		NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // ClusterTrustBundles are checked as upstream checks them: their names
