@@ -298,7 +298,7 @@ func TestCSRMainResourceWriteOfTheSpecIsNoChange(t *testing.T) {
 	}
 	for _, e := range out.GetManagedFields() {
 		if e.Manager == "kubectl-patch" {
-			t.Errorf("the writer owns %s", e.FieldsV1.Raw)
+			t.Errorf("the writer owns %s", e.FieldsV1.GetRawString())
 		}
 	}
 	if u, _, _ := unstructured.NestedStringSlice(out.Object, "spec", "usages"); len(u) != 1 || u[0] != "client auth" {
