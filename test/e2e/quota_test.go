@@ -54,7 +54,7 @@ func TestResourceQuotas(t *testing.T) {
 	if out != "resourcequota/objects created\n" {
 		t.Fatalf("kubectl create quota: %q", out)
 	}
-	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"1","count/foos.webapp.my.domain":"0","secrets":"0"}`)
+	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"1","count/foos.webapp.my.domain":"0","cpu":"0","secrets":"0"}`)
 
 	s.mustKubectl(t, "create", "configmap", "second", "-n", "team-a")
 	_, errOut, err := s.kubectl("create", "configmap", "third", "-n", "team-a")
@@ -83,7 +83,7 @@ func TestResourceQuotas(t *testing.T) {
 
 	// A delete gives its place back.
 	s.mustKubectl(t, "delete", "configmap", "before", "-n", "team-a")
-	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"1","count/foos.webapp.my.domain":"1","secrets":"0"}`)
+	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"1","count/foos.webapp.my.domain":"1","cpu":"0","secrets":"0"}`)
 	s.mustKubectl(t, "create", "configmap", "third", "-n", "team-a")
 
 	// A bad quota is refused with upstream's reasons.
@@ -99,7 +99,7 @@ func TestResourceQuotas(t *testing.T) {
 	if err == nil || !strings.Contains(errOut, "exceeded quota: objects") {
 		t.Fatalf("fourth configmap after a restart: %v %q", err, errOut)
 	}
-	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"2","count/foos.webapp.my.domain":"1","secrets":"0"}`)
+	quotaUsed(t, s, "team-a", "objects", `{"count/configmaps":"2","count/foos.webapp.my.domain":"1","cpu":"0","secrets":"0"}`)
 }
 
 // Two kplane replicas on one etcd share a quota: clients creating

@@ -349,14 +349,17 @@ func (q *Quota) sync(ctx context.Context, ns string) (settle bool, err error) {
 				used[name] = old
 			}
 			gr, ok := counted(name)
-			if !ok {
-				continue
-			}
-			n, served, err := count(gr)
-			if err != nil {
-				return false, err
+			n, served := 0, false
+			if ok {
+				var err error
+				if n, served, err = count(gr); err != nil {
+					return false, err
+				}
 			}
 			if !served {
+				if unserved(name) {
+					used[name] = *resource.NewQuantity(0, resource.DecimalSI)
+				}
 				continue
 			}
 			if e.scoped {

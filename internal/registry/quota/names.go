@@ -51,6 +51,32 @@ func counted(name corev1.ResourceName) (schema.GroupResource, bool) {
 	return schema.GroupResource{}, false
 }
 
+// unserved reports whether upstream measures name with its evaluators of
+// Pods, Services or PersistentVolumeClaims, kinds kplane does not serve:
+// their usage here is 0, which upstream's evaluators report for a
+// namespace without such objects (each tracked name defaults to zero).
+func unserved(name corev1.ResourceName) bool {
+	switch name {
+	case "count/pods", corev1.ResourcePods, corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage,
+		corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory, corev1.ResourceRequestsEphemeralStorage,
+		corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourceLimitsEphemeralStorage,
+		"count/services", corev1.ResourceServices, corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers,
+		"count/persistentvolumeclaims", corev1.ResourcePersistentVolumeClaims, corev1.ResourceRequestsStorage:
+		return true
+	}
+	s := string(name)
+	if strings.HasPrefix(s, corev1.ResourceHugePagesPrefix) || strings.HasPrefix(s, corev1.ResourceRequestsHugePagesPrefix) ||
+		strings.Contains(s, ".storageclass.storage.k8s.io/") {
+		return true
+	}
+	// An extended resource's requests (requests.example.com/gpu): a
+	// qualified name outside kubernetes.io's domains.
+	rest, ok := strings.CutPrefix(s, corev1.DefaultResourceRequestsPrefix)
+	domain, _, qualified := strings.Cut(rest, "/")
+	return ok && qualified && !strings.HasPrefix(rest, corev1.DefaultResourceRequestsPrefix) &&
+		domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
 // countable reports whether k's objects are counted: stored objects of a
 // namespaced kind, but not Events (core or events.k8s.io), which upstream
 // has never counted.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -373,13 +374,13 @@ func TestControllerCounts(t *testing.T) {
 	}
 	// status.hard is spec.hard; used counts what is served and counted.
 	e.eventually("the first count", statusIs("map[hard:map[configmaps:9 count/configmaps:4 count/gadgets.example.kplane.dev:1 count/widgets.example.kplane.dev:1 cpu:2] "+
-		"used:map[configmaps:3 count/configmaps:3 count/widgets.example.kplane.dev:1]]"))
+		"used:map[configmaps:3 count/configmaps:3 count/widgets.example.kplane.dev:1 cpu:0]]"))
 	// A delete is counted at once.
 	if _, _, err := e.res(configMaps).Delete(e.ctx, "v1", "q1", "c0", metav1.DeleteOptions{}, registry.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("the count after a delete", statusIs("map[hard:map[configmaps:9 count/configmaps:4 count/gadgets.example.kplane.dev:1 count/widgets.example.kplane.dev:1 cpu:2] "+
-		"used:map[configmaps:2 count/configmaps:2 count/widgets.example.kplane.dev:1]]"))
+		"used:map[configmaps:2 count/configmaps:2 count/widgets.example.kplane.dev:1 cpu:0]]"))
 	// A create that fails after its charge (the name is taken) is
 	// counted again.
 	e.cached(e.get("q").GetResourceVersion())
@@ -387,14 +388,14 @@ func TestControllerCounts(t *testing.T) {
 		t.Fatalf("create of a taken name: %v", err)
 	}
 	e.eventually("the count after a failed create", statusIs("map[hard:map[configmaps:9 count/configmaps:4 count/gadgets.example.kplane.dev:1 count/widgets.example.kplane.dev:1 cpu:2] "+
-		"used:map[configmaps:2 count/configmaps:2 count/widgets.example.kplane.dev:1]]"))
+		"used:map[configmaps:2 count/configmaps:2 count/widgets.example.kplane.dev:1 cpu:0]]"))
 	// A resource served later (a CRD's) is counted then.
 	if err := e.reg.Add(&registry.Kind{Group: "example.kplane.dev", Versions: []string{"v1"}, Kind: "Gadget", ListKind: "GadgetList",
 		Resource: "gadgets", Singular: "gadget", Namespaced: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("the count of a new resource", statusIs("map[hard:map[configmaps:9 count/configmaps:4 count/gadgets.example.kplane.dev:1 count/widgets.example.kplane.dev:1 cpu:2] "+
-		"used:map[configmaps:2 count/configmaps:2 count/gadgets.example.kplane.dev:0 count/widgets.example.kplane.dev:1]]"))
+		"used:map[configmaps:2 count/configmaps:2 count/gadgets.example.kplane.dev:0 count/widgets.example.kplane.dev:1 cpu:0]]"))
 	// A changed spec: status.hard follows, and used drops what is no
 	// longer limited.
 	cur := e.get("q")
@@ -479,4 +480,21 @@ func TestLimitsSettle(t *testing.T) {
 	e.create(configMaps, "q1", "early", nil)
 	e.reg.SetQuota(q)
 	e.eventually("the count after the limits settled", func() bool { return fmt.Sprint(e.used("q")) == "map[count/configmaps:1]" })
+}
+
+// The names upstream measures with its evaluators of kinds kplane does not
+// serve are used 0; others not counted are left out.
+func TestUnservedNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"pods": true, "count/pods": true, "requests.cpu": true, "limits.memory": true, "cpu": true, "ephemeral-storage": true,
+		"hugepages-2Mi": true, "requests.hugepages-1Gi": true, "services": true, "services.loadbalancers": true, "count/services": true,
+		"persistentvolumeclaims": true, "requests.storage": true, "gold.storageclass.storage.k8s.io/requests.storage": true,
+		"requests.example.com/gpu": true,
+		"configmaps":               false, "count/widgets.example.com": false, "requests.kubernetes.io/x": false, "requests.gpu": false,
+		"example.com/gpu": false, "storage": false,
+	} {
+		if got := unserved(corev1.ResourceName(name)); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
 }
