@@ -114,8 +114,15 @@ func (a *AuthenticationInfo) Run(ctx context.Context) error {
 	}()
 	var events <-chan watch.Event
 	for ctx.Err() == nil {
+		var due <-chan time.Time = tick.C
 		if err := a.Sync(ctx); err != nil {
-			a.Logger.Warn("publishing the authentication configuration", "configmap", metav1.NamespaceSystem+"/"+authenticationInfoName, "err", err)
+			// Again in a second, not at the next tick: kplane is not
+			// ready before the first write, and another server on the
+			// same etcd writing at once makes this one's conflict.
+			if !apierrors.IsConflict(err) {
+				a.Logger.Warn("publishing the authentication configuration", "configmap", metav1.NamespaceSystem+"/"+authenticationInfoName, "err", err)
+			}
+			due = time.After(retryAfterFailure)
 		} else {
 			a.syncOnce.Do(func() { close(a.synced) })
 		}
@@ -134,10 +141,13 @@ func (a *AuthenticationInfo) Run(ctx context.Context) error {
 				w = nil
 			}
 		}
-		a.wait(ctx, tick.C, &events)
+		a.wait(ctx, due, &events)
 	}
 	return nil
 }
+
+// retryAfterFailure is how soon a check that failed is made again.
+const retryAfterFailure = time.Second
 
 // wait returns when a check is due: ctx ended, the tick, Notify, the
 // ConfigMap created or deleted, or the watch ended (events set to nil).
@@ -184,7 +194,15 @@ func (a *AuthenticationInfo) Sync(ctx context.Context) error {
 			return fmt.Errorf("%s %s/%s: %w", resources[i], obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
-	return a.syncConfigMap(ctx)
+	// Another server on the same etcd may write between the read and
+	// the write: read, merge and write again.
+	for range 4 {
+		err = a.syncConfigMap(ctx)
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			break
+		}
+	}
+	return err
 }
 
 // syncConfigMap merges what kplane needs published into the stored
@@ -224,10 +242,7 @@ func (a *AuthenticationInfo) syncConfigMap(ctx context.Context) error {
 		cm.SetNamespace(metav1.NamespaceSystem)
 		cm.SetName(authenticationInfoName)
 		_, err = res.Create(ctx, "v1", metav1.NamespaceSystem, cm, opts)
-		if apierrors.IsAlreadyExists(err) {
-			return nil // made meanwhile: the next check merges into it
-		}
-		return err
+		return err // AlreadyExists: made meanwhile, to merge into (Sync)
 	}
 	next := stored.DeepCopy()
 	next.Object["data"] = anyMap(data)

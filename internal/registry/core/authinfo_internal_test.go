@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +110,45 @@ func TestAuthenticationInfoRun(t *testing.T) {
 		}
 		if err != nil && !apierrors.IsNotFound(err) || time.Now().After(deadline) {
 			t.Fatalf("not made again (the check is hourly): %v", err)
+		}
+	}
+}
+
+// Two servers on one store, each with its own authority, starting at
+// once: both are ready at once (a conflict is retried at once, not at the
+// next check), and the ConfigMap holds both authorities.
+func TestAuthenticationInfoOfTwoServers(t *testing.T) {
+	f := newTokenFixture(t)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	var cas [][]byte
+	var servers []*AuthenticationInfo
+	for i := range 2 {
+		ca := testCA(t, "server-"+strconv.Itoa(i), time.Now().Add(time.Hour))
+		cas = append(cas, ca)
+		servers = append(servers, &AuthenticationInfo{Registry: f.reg, ClientCA: func() []byte { return ca }, Interval: time.Hour})
+	}
+	for _, a := range servers {
+		go a.Run(ctx)
+	}
+	for _, a := range servers {
+		select {
+		case <-a.Synced():
+		case <-time.After(10 * time.Second):
+			t.Fatal("not synced (the check is hourly)")
+		}
+	}
+	var data string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cm, err := f.res("configmaps").Get(ctx, "v1", "kube-system", authenticationInfoName, metav1.GetOptions{})
+		if err == nil {
+			data, _, _ = unstructured.NestedString(cm.Object, "data", "client-ca-file")
+			if strings.Contains(data, string(cas[0])) && strings.Contains(data, string(cas[1])) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the authorities published: %v\n%s", err, data)
 		}
 	}
 }
