@@ -146,3 +146,20 @@ func patchJSON(t *testing.T, h http.Handler, path, body string) int {
 	h.ServeHTTP(w, r)
 	return w.Code
 }
+
+// A resource or version a group of custom resources does not serve (a
+// deleted CRD's) is Go's plain 404, as upstream's CRD handler passes it
+// on; in a group of built-in kinds it is the router's Status.
+func TestUnknownResourceOfACustomGroup(t *testing.T) {
+	_, h := newCustomResourcesHandler(t, gizmoCRD)
+	for path, want := range map[string]string{
+		"/apis/test.kplane.dev/v1/namespaces/default/nothings":     "text/plain; charset=utf-8",
+		"/apis/test.kplane.dev/v9/namespaces/default/gizmos":       "text/plain; charset=utf-8",
+		"/apis/coordination.k8s.io/v1/namespaces/default/nothings": "application/json",
+	} {
+		w := get(t, h, path)
+		if w.Code != http.StatusNotFound || w.Header().Get("Content-Type") != want {
+			t.Errorf("%s: %d %q %s, want 404 %s", path, w.Code, w.Header().Get("Content-Type"), w.Body, want)
+		}
+	}
+}

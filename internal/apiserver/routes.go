@@ -114,11 +114,14 @@ var (
 func noGroup(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
 
 // noRoute answers a path under /api/ or /apis/<group>/ that names nothing
-// served: the generic 404, or noGroup's where the group is not served.
-// Only such paths pay for looking the group up.
+// served: the generic 404 in a group of built-in kinds, as upstream's
+// router answers; noGroup's where the group is not served, or holds only
+// custom resources (upstream's CRD handler passes a resource or version
+// it does not know on, to the plain 404: a deleted CRD's path). Only such
+// paths pay for looking the group up.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, group string) {
 	for _, res := range s.cfg.Registry.Resources() {
-		if res.Kind().Group == group {
+		if k := res.Kind(); k.Group == group && k.Typed != nil {
 			writeError(w, errNoRoute)
 			return
 		}
