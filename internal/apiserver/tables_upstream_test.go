@@ -43,40 +43,11 @@ func TestTablesAsKubeAPIServer(t *testing.T) {
 			t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body)
 		}
 	}
-	age := regexp.MustCompile(`^([0-9]+[smhdy])+$`)
-	created := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
 	if len(upstream.Tables) < 17 {
 		t.Fatalf("%d tables", len(upstream.Tables))
 	}
 	for path, want := range upstream.Tables {
-		r := httptest.NewRequest(http.MethodGet, path, nil)
-		r.Header.Set("Accept", asTable)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		var got struct {
-			ColumnDefinitions []any
-			Rows              []struct{ Cells []any }
-		}
-		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
-		}
-		if !reflect.DeepEqual(got.ColumnDefinitions, want.ColumnDefinitions) {
-			t.Errorf("%s: columns\n got  %v\n want %v", path, got.ColumnDefinitions, want.ColumnDefinitions)
-		}
-		var rows [][]any
-		for _, row := range got.Rows {
-			for i, c := range row.Cells {
-				if s, ok := c.(string); ok && age.MatchString(s) {
-					row.Cells[i] = "<age>"
-				} else if ok && created.MatchString(s) {
-					row.Cells[i] = "<time>"
-				}
-			}
-			rows = append(rows, row.Cells)
-		}
-		if !reflect.DeepEqual(rows, want.Rows) {
-			t.Errorf("%s: cells\n got  %v\n want %v", path, rows, want.Rows)
-		}
+		compareTable(t, h, path, want.ColumnDefinitions, want.Rows)
 	}
 }
 
@@ -133,33 +104,44 @@ func TestFlowControlTablesAsKubeAPIServer(t *testing.T) {
 	if len(upstream.Tables) < 5 {
 		t.Fatalf("%d tables", len(upstream.Tables))
 	}
-	age := regexp.MustCompile(`^([0-9]+[smhdy])+$`)
 	for path, want := range upstream.Tables {
-		r := httptest.NewRequest(http.MethodGet, path, nil)
-		r.Header.Set("Accept", asTable)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		var got struct {
-			ColumnDefinitions []any
-			Rows              []struct{ Cells []any }
-		}
-		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
-		}
-		if !reflect.DeepEqual(got.ColumnDefinitions, want.ColumnDefinitions) {
-			t.Errorf("%s: columns\n got  %v\n want %v", path, got.ColumnDefinitions, want.ColumnDefinitions)
-		}
-		var rows [][]any
-		for _, row := range got.Rows {
-			for i, c := range row.Cells {
-				if s, ok := c.(string); ok && age.MatchString(s) {
-					row.Cells[i] = "<age>"
-				}
+		compareTable(t, h, path, want.ColumnDefinitions, want.Rows)
+	}
+}
+
+// compareTable GETs path as a Table and compares its columns and cells
+// with upstream's recorded ones, ages and timestamps masked ("<age>",
+// "<time>") as the recording masks them.
+func compareTable(t *testing.T, h http.Handler, path string, columns []any, cells [][]any) {
+	t.Helper()
+	age := regexp.MustCompile(`^([0-9]+[smhdy])+$`)
+	created := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Header.Set("Accept", asTable)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var got struct {
+		ColumnDefinitions []any
+		Rows              []struct{ Cells []any }
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+	}
+	if !reflect.DeepEqual(got.ColumnDefinitions, columns) {
+		t.Errorf("%s: columns\n got  %v\n want %v", path, got.ColumnDefinitions, columns)
+	}
+	var rows [][]any
+	for _, row := range got.Rows {
+		for i, c := range row.Cells {
+			if s, ok := c.(string); ok && age.MatchString(s) {
+				row.Cells[i] = "<age>"
+			} else if ok && created.MatchString(s) {
+				row.Cells[i] = "<time>"
 			}
-			rows = append(rows, row.Cells)
 		}
-		if !reflect.DeepEqual(rows, want.Rows) {
-			t.Errorf("%s: cells\n got  %v\n want %v", path, rows, want.Rows)
-		}
+		rows = append(rows, row.Cells)
+	}
+	if !reflect.DeepEqual(rows, cells) {
+		t.Errorf("%s: cells\n got  %v\n want %v", path, rows, cells)
 	}
 }

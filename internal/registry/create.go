@@ -330,16 +330,20 @@ func (r *Resource) review(ctx context.Context, k *Kind, version, sub, name strin
 	// Admission sees the request's resource: a review's kind, or the
 	// object's kind (serviceaccounts) with the subresource (token) and
 	// the review's kind as the object's.
+	asked, askedVersion, ns := k, version, obj.GetNamespace()
+	if sub != "" {
+		asked, askedVersion = r.Kind(), r.Kind().StorageVersion()
+	}
 	attrs := func(o *unstructured.Unstructured) *AdmissionAttributes {
-		a := &AdmissionAttributes{Kind: k, Version: version, Operation: OpCreate, Namespace: obj.GetNamespace(), Name: name,
+		a := &AdmissionAttributes{Kind: asked, Version: askedVersion, Subresource: sub, Operation: OpCreate, Namespace: ns, Name: name,
 			Object: o, Options: opts.sentOptions(OpCreate), DryRun: opts.DryRun}
 		if sub != "" {
-			a.Kind, a.Version, a.Subresource, a.ObjectKind = r.Kind(), r.Kind().StorageVersion(), sub, k.GroupVersionKind(version)
+			a.ObjectKind = k.GroupVersionKind(version)
 		}
 		return a
 	}
 	admit := func(*unstructured.Unstructured) error { return nil }
-	if adm := r.reg.admission; adm != nil && adm.Admits(attrs(nil).Kind) {
+	if adm := r.reg.admission; adm != nil && adm.Admits(asked) {
 		a := attrs(obj)
 		if err := adm.Mutate(ctx, a); err != nil {
 			return nil, err
